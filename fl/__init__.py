@@ -1,0 +1,1 @@
+"""shufflefl.fl: the torch federated-learning engine, algorithms, data layer and synthetic-data methods."""

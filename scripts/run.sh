@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Install shufflefl and run its main job. Extra arguments go to the job.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/install.sh
+"$PYTHON" -m theory "$@"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Real data the tests use where it is present: Fashion-MNIST from Debian's dataset-fashion-mnist package.
+# Tests that need it skip with a message when it is missing, so a failure here is a warning, not an error.
+set -uo pipefail
+FMNIST=/usr/share/datasets/fashion-mnist
+if [ ! -d "$FMNIST" ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "[test-data] installing Debian package dataset-fashion-mnist"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist; } >/dev/null \
+        || echo "[test-data] warning: could not install dataset-fashion-mnist; tests on it will be skipped"
+fi
+[ -d "$FMNIST" ] && echo "[test-data] Fashion-MNIST at $FMNIST" || true

@@ -1,0 +1,1 @@
+"""shufflefl.sims: numpy simulators of the Fedssyn theory (least squares, Sec. 2.3; MNIST softmax, appendix B)."""
