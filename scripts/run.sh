@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install.sh
-"$PYTHON" -m theory "$@"
+"$PYTHON" -m sims.quadratic "$@"

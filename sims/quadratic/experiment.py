@@ -1,0 +1,264 @@
+"""The three panels of Fedssyn Fig. 2 (plus the measured ζ*² ratio) as pure functions of a Config and a seed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+
+from sims.quadratic import fedavg, fit
+from sims.quadratic.problem import MEAN_SCALES, Problem, diagnostics, make_problem, shuffle_problem
+from theory import lemma1
+from theory.errors import InputError
+
+LOCAL_SOLVERS = ("full-batch", "epoch")
+
+# The authors' saved diagnostics (notes/fedssyn_code.md): p -> (ζ*², σ² at x*, L_max).
+AUTHORS_DIAGNOSTICS = {0.0: (9.8, 0.0, 100.0), 0.4: (3.5, 6.3, 75.9), 1.0: (0.07, 9.7, 43.2)}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Parameters of the least-squares reproduction (Fedssyn Sec. 2.3, Fig. 2, Fig. B.3).
+
+    n_clients, n_per_client, dim: N, n_i, d of the problem (paper: 10, 100, 25).
+    zeta2, mean_scale: dissimilarity scale ζ² and its convention (see sims.quadratic.problem).
+    local: "full-batch" (τ full-batch gradient steps; the round map is affine, solved in closed form) or "epoch"
+        (the authors' one epoch of single-sample SGD in random order, τ = n_i).
+    tau: τ, local steps per round for "full-batch" and "minibatch" (ignored by "epoch").
+    seeds, seed: number of problem draws/shuffles averaged, and the base seed that makes every curve repeatable.
+    sigma2_levels, p_a, eta_a, rounds_a, batch_size: panel (a): noise levels σ², shuffled fractions, the fixed step
+        size, rounds, and the mini-batch size used when σ² > 0 (σ² = 0 uses full batches unless local = "epoch").
+    p_grid, etas, rounds, eps_target, eps_grid: panels (b)-(d): fractions p, step-size grid tuned per p, rounds,
+        the target ε of panel (b), and the ε values (>= 6) used to fit R_p = A_p/√ε + B_p.
+    reach: "first" (first round with error <= ε, the authors' definition) or "stay" (from then on the error stays
+        <= ε; the default, because the closed-form curves dip below ε on the way to a higher floor).
+    n_boot: bootstrap resamples of the fit.
+    """
+
+    preset: str = "default"
+    n_clients: int = 10
+    n_per_client: int = 100
+    dim: int = 25
+    zeta2: float = 10.0
+    mean_scale: str = "code"
+    local: str = "full-batch"
+    tau: int = 10
+    seeds: int = 3
+    seed: int = 0
+    sigma2_levels: tuple[float, ...] = (0.0, 1.0, 10.0)
+    p_a: tuple[float, ...] = (0.0, 0.1, 0.3, 0.6)
+    eta_a: float = 2e-3
+    rounds_a: int = 300
+    batch_size: int = 10
+    p_grid: tuple[float, ...] = tuple(np.round(np.linspace(0, 0.9, 10), 3))
+    etas: tuple[float, ...] = tuple(np.logspace(-6, -1.5, 46))
+    rounds: int = 20000
+    eps_target: float = 1.1e-6
+    eps_grid: tuple[float, ...] = tuple(np.logspace(-8.5, -5.5, 13))
+    reach: str = "stay"
+    n_boot: int = 500
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> Config:
+        checks = [
+            ("n_clients", self.n_clients >= 1),
+            ("n_per_client", self.n_per_client >= 1),
+            ("dim", self.dim >= 1),
+            ("tau", self.tau >= 1),
+            ("seeds", self.seeds >= 1),
+            ("rounds", self.rounds >= 1),
+            ("rounds_a", self.rounds_a >= 1),
+            ("batch_size", self.batch_size >= 1),
+            ("zeta2", self.zeta2 >= 0),
+            ("eta_a", self.eta_a > 0),
+            ("n_boot", self.n_boot >= 1),
+        ]
+        for name, ok in checks:
+            if not ok:
+                raise InputError(f"{name} has an invalid value: {getattr(self, name)!r}")
+        if self.mean_scale not in MEAN_SCALES:
+            raise InputError(f"mean_scale must be one of {MEAN_SCALES}, got {self.mean_scale!r}")
+        if self.reach not in fedavg.REACH_MODES:
+            raise InputError(f"reach must be one of {fedavg.REACH_MODES}, got {self.reach!r}")
+        if self.local not in LOCAL_SOLVERS:
+            raise InputError(f"local must be one of {LOCAL_SOLVERS}, got {self.local!r}")
+        for name in ("p_a", "p_grid"):
+            values = np.asarray(getattr(self, name), dtype=np.float64)
+            if values.size == 0 or ((values < 0) | (values > 1)).any():
+                raise InputError(f"{name}: every p must lie in [0, 1], got {list(values)}")
+            if 0.0 not in values:
+                raise InputError(f"{name} must contain p = 0 (the reference run)")
+        if min(self.sigma2_levels, default=-1) < 0:
+            raise InputError(f"sigma2 levels must be >= 0, got {list(self.sigma2_levels)}")
+        if min(self.etas, default=0) <= 0:
+            raise InputError("step sizes must be positive")
+        if self.eps_target <= 0 or min(self.eps_grid, default=0) <= 0:
+            raise InputError("eps must be > 0 (both --eps and --eps-grid)")
+        if len(self.eps_grid) < 2:
+            raise InputError("eps_grid needs at least 2 values to fit R_p = A_p/sqrt(eps) + B_p (6 or more advised)")
+        return self
+
+
+PRESETS: dict[str, Config] = {
+    "default": Config(),
+    # The authors' toy-example code (notes/fedssyn_code.md): one local epoch of single-sample SGD in random order,
+    # 41 values of p, their 31 step sizes, 800 rounds, their ε grid, one seed.
+    "paper": Config(
+        preset="paper",
+        local="epoch",
+        seeds=1,
+        p_a=(0.0, 0.1, 0.3, 0.6),
+        eta_a=1e-3,
+        rounds_a=300,
+        p_grid=tuple(np.round(np.linspace(0, 1, 41), 4)),
+        etas=tuple(np.logspace(-6, 2, 40)[:31]),
+        rounds=800,
+        eps_grid=tuple(np.logspace(-6, -4.3, 80)[1:]),
+        reach="first",
+    ),
+}
+
+
+def quick(config: Config) -> Config:
+    """A reduced grid that runs in about a second (used by the tests)."""
+    return replace(
+        config,
+        seeds=min(config.seeds, 2),
+        p_a=(0.0, 0.5),
+        sigma2_levels=(0.0, 1.0),
+        rounds_a=40,
+        p_grid=(0.0, 0.25, 0.5),
+        etas=tuple(np.geomspace(min(config.etas[-1], 1e-3) / 30, min(config.etas[-1], 1e-2), 12)),
+        rounds=min(config.rounds, 400),
+        eps_grid=tuple(np.logspace(-5, -3.5, 6)),
+        eps_target=1e-5,
+        n_boot=50,
+    )
+
+
+def seed_rngs(config: Config, stage: str, count: int) -> list[np.random.Generator]:
+    """Independent generators per seed, derived from (seed, stage) so every stage is repeatable on its own."""
+    stage_key = sum(ord(ch) << (8 * i) for i, ch in enumerate(stage[:7]))
+    return [np.random.default_rng([config.seed, stage_key, s]) for s in range(count)]
+
+
+def shuffled_problems(config: Config, p_values, sigma2: float, stage: str) -> Problem:
+    """Problems of shape (seeds, P, ...): one draw per seed, shuffled independently for each p."""
+    hs, cs = [], []
+    for rng in seed_rngs(config, stage, config.seeds):
+        base = make_problem(
+            rng, config.n_clients, config.n_per_client, config.dim, config.zeta2, sigma2, config.mean_scale
+        )
+        shuffled = [shuffle_problem(base, float(p), rng) for p in p_values]
+        hs.append(np.stack([s.h for s in shuffled]))
+        cs.append(np.stack([s.c for s in shuffled]))
+    return Problem(h=np.stack(hs), c=np.stack(cs))
+
+
+def run_panel_a(config: Config, progress: Callable[[int], None] | None = None) -> dict:
+    """Fig. 2(a): error per round for each σ² level and p at one fixed step size."""
+    curves = []
+    eta = np.array([config.eta_a])
+    for level, sigma2 in enumerate(config.sigma2_levels):
+        problem = shuffled_problems(config, config.p_a, sigma2, stage=f"a{level}")
+        rng = seed_rngs(config, f"a-run{level}", 1)[0]
+        if config.local == "epoch":
+            errors = fedavg.epoch(problem, eta, config.rounds_a, rng)
+        elif sigma2 == 0:
+            errors = fedavg.full_batch(problem, eta, config.tau, config.rounds_a)
+        else:
+            errors = fedavg.minibatch(problem, eta, config.tau, config.rounds_a, config.batch_size, rng)
+        errors = errors[..., 0, :]  # (seeds, P, R+1)
+        bad = fedavg.diverged(errors)
+        if bad.any():
+            p_bad = sorted({float(config.p_a[j]) for j in np.argwhere(bad)[:, 1]})
+            raise InputError(
+                f"panel (a) step size eta_a={config.eta_a:g} diverges (sigma2={sigma2:g}, p={p_bad}); "
+                "choose a smaller one"
+            )
+        curves.append(errors.mean(axis=0))
+        if progress:
+            progress(1)
+    return {"sigma2": list(config.sigma2_levels), "p": list(config.p_a), "errors": np.stack(curves)}
+
+
+def run_panels_bcd(config: Config, progress: Callable[[int], None] | None = None) -> dict:
+    """Fig. 2(b)-(c) and the ζ*² ratio: tuned rounds to reach ε per p, fit of A_p, diagnostics."""
+    p = np.asarray(config.p_grid, dtype=np.float64)
+    etas = np.asarray(config.etas, dtype=np.float64)
+    eps_all = np.concatenate([[config.eps_target], config.eps_grid])
+    problem = shuffled_problems(config, p, 0.0, stage="b")
+    if config.local == "epoch":
+        rngs = seed_rngs(config, "b-run", config.seeds)
+        errors = np.stack(
+            [
+                fedavg.epoch(Problem(problem.h[s], problem.c[s]), etas, config.rounds, rngs[s], progress=progress)
+                for s in range(config.seeds)
+            ]
+        )
+    else:
+        errors = fedavg.full_batch(problem, etas, config.tau, config.rounds)
+        if progress:
+            progress(config.seeds)
+    # errors: (seeds, P, E, R+1)
+    bad = fedavg.diverged(errors)
+    if bad.all(axis=-1).any():
+        raise InputError("every step size diverges for some p: extend the step-size grid to smaller values")
+    reached = fedavg.rounds_to_reach(errors, eps_all, config.reach)  # (S, P, E, K)
+    rounds = reached.min(axis=2)  # tuned per (seed, p, ε)
+    best_eta_index = np.argmin(reached[..., 0], axis=2)  # (S, P) for the target ε
+    target_rounds = rounds[..., 0]
+    best_curves = np.take_along_axis(errors, best_eta_index[..., None, None], axis=2)[:, :, 0]  # (S, P, R+1)
+
+    fit_rounds = np.moveaxis(rounds[..., 1:], 0, 1)  # (P, S, K)
+    A, B, A_boot = fit.fit_rounds(
+        fit_rounds, np.asarray(config.eps_grid), seed_rngs(config, "boot", 1)[0], config.n_boot
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        A_ratio = A / A[0]
+        A_ratio_boot = A_boot / A_boot[0]
+    ci = np.nanpercentile(A_ratio_boot, [2.5, 97.5], axis=-1) if np.isfinite(A_ratio_boot).any() else None
+
+    diag = [
+        [diagnostics(Problem(problem.h[s, j], problem.c[s, j])) for j in range(p.size)] for s in range(config.seeds)
+    ]
+    zeta2_star = np.array([[d.zeta2_star for d in row] for row in diag]).mean(axis=0)
+    sigma2_star = np.array([[d.sigma2_star for d in row] for row in diag]).mean(axis=0)
+    L_p = np.array([[d.L_p for d in row] for row in diag]).mean(axis=0)
+    L_avg = float(np.mean([row[0].L_avg for row in diag]))
+    L_max = float(L_p[0])
+    theory_ratio = (1 - p) * np.sqrt(lemma1.L_p_bound(p, L_max, L_avg) / L_max)  # (1-p)√(1-p+p L_avg/L_max)
+    zeta_star_ratio = zeta2_star / zeta2_star[0]
+    return {
+        "p": p,
+        "eps_target": config.eps_target,
+        "eps_grid": np.asarray(config.eps_grid),
+        "rounds": rounds,  # (S, P, 1+K)
+        "target_rounds": target_rounds,  # (S, P)
+        "best_eta": etas[best_eta_index],  # (S, P)
+        "best_curves": best_curves,
+        "diverged_fraction": bad.mean(axis=(0, 2)),  # per p
+        "A": A,
+        "B": B,
+        "A_ratio": A_ratio,
+        "A_ratio_ci": ci,
+        "L_p": L_p,
+        "L_max": L_max,
+        "L_avg": L_avg,
+        "zeta2_star": zeta2_star,
+        "zeta2_star_ratio": zeta_star_ratio,
+        "sigma2_star": sigma2_star,
+        "theory_ratio": theory_ratio,
+        "zeta_star_theory_ratio": np.sqrt(zeta_star_ratio * L_p / L_max),
+        "kappa": fit.exponent(A_ratio, p),
+        "kappa_all": fit.fit_exponent(A_ratio, p),
+        "kappa_small_p": fit.fit_exponent(A_ratio[p <= 0.6], p[p <= 0.6]),
+    }
+
+
+def config_dict(config: Config) -> dict:
+    """The config as JSON-ready data."""
+    out = asdict(config)
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in out.items()}
