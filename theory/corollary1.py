@@ -80,7 +80,7 @@ class Constants:
         _validate.nonnegative("delta2", self.delta2)
         if self.sigma2_hat is not None:
             _validate.nonnegative("sigma2_hat", self.sigma2_hat)
-        if (np.asarray(self.L_avg) > np.asarray(self.L_max)).any():
+        if (np.asarray(self.L_avg) > np.asarray(self.L_max) * (1 + 1e-12)).any():
             raise InputError("L_avg must not exceed L_max")
 
 

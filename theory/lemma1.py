@@ -73,6 +73,6 @@ def L_p_bound(p: ArrayLike, L_max: ArrayLike, L_avg: ArrayLike) -> np.ndarray:
     p = _validate.fraction("p", p)
     L_max = _validate.nonnegative("L_max", L_max)
     L_avg = _validate.nonnegative("L_avg", L_avg)
-    if (L_avg > L_max).any():
+    if (L_avg > L_max * (1 + 1e-12)).any():  # tolerance: a mean of equal values can exceed them by an ulp
         raise InputError("L_avg must not exceed L_max (the average cannot exceed the maximum)")
     return (1.0 - p) * L_max + p * L_avg
