@@ -98,7 +98,8 @@ class Config:
             raise InputError("eps must be > 0 (both --eps and --eps-grid)")
         if len(self.eps_grid) < 2:
             raise InputError("eps_grid needs at least 2 values to fit R_p = A_p/sqrt(eps) + B_p (6 or more advised)")
-        return self
+        # Sorted so that p = 0, the reference every ratio divides by, comes first.
+        return replace(self, p_grid=tuple(sorted(set(self.p_grid))), p_a=tuple(sorted(set(self.p_a))))
 
 
 PRESETS: dict[str, Config] = {

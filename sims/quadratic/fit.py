@@ -11,14 +11,14 @@ import numpy as np
 
 def weighted_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares slope and intercept of y ≈ slope·x + intercept with weights w (last axis), vectorised."""
-    sw = w.sum(axis=-1)
-    mx = (w * x).sum(axis=-1) / sw
-    my = (w * y).sum(axis=-1) / sw
-    sxx = (w * (x - mx[..., None]) ** 2).sum(axis=-1)
-    sxy = (w * (x - mx[..., None]) * (y - my[..., None])).sum(axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):  # no weight (nothing reached): NaN, reported upstream
+        sw = w.sum(axis=-1)
+        mx = (w * x).sum(axis=-1) / sw
+        my = (w * y).sum(axis=-1) / sw
+        sxx = (w * (x - mx[..., None]) ** 2).sum(axis=-1)
+        sxy = (w * (x - mx[..., None]) * (y - my[..., None])).sum(axis=-1)
         slope = sxy / sxx
-    return slope, my - slope * mx
+        return slope, my - slope * mx
 
 
 def fit_rounds(

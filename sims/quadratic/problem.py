@@ -9,9 +9,9 @@ and c_ij = a_ij b_ij (its gradient is ∇F(x; ξ_ij) = h_ij x - c_ij). Arrays ca
 
 Variance scale (``mean_scale``): the paper's text writes μ_i ~ N(0, ζ²(id)⁻² I_d); the authors' code uses
 variance ζ/(i² d) with "ζ = 10". We default to the code's convention with ζ² in place of their ζ, variance
-ζ²/(i² d) per coordinate ("code"), which makes E||∇f_i(0)||² = ζ² so that the measured dissimilarity matches the
-parameter (the code's ζ = 10 is our ``zeta2 = 10``); ``mean_scale="paper"`` uses ζ²/(i d)². The noise σ² scales
-the same way.
+ζ²/(i² d) per coordinate ("code"), which makes E||∇f_i(0)||² = ζ² (the measured ζ² at 0, which subtracts the
+mean gradient, averages to (1 - 1/N)ζ²); the code's ζ = 10 is our ``zeta2 = 10``. ``mean_scale="paper"`` uses
+ζ²/(i d)². The noise σ² scales the same way.
 """
 
 from __future__ import annotations
