@@ -54,6 +54,22 @@ def at_least_one(name: str, value) -> np.ndarray:
     return array
 
 
+def scalar_fraction(name: str, value) -> float:
+    """One fraction p in [0, 1] (functions that take a single p, e.g. a realised shuffle)."""
+    array = fraction(name, value)
+    if array.ndim != 0:
+        raise InputError(f"{name} must be a single number here, got an array of shape {array.shape}")
+    return float(array)
+
+
+def count(name: str, value, minimum: int = 1) -> int:
+    """A whole number >= ``minimum`` (clients, samples, shuffles); 1.5 clients is an error, not 1."""
+    array = as_float_array(name, value)
+    if array.ndim != 0 or not np.isfinite(array) or array != np.round(array) or array < minimum:
+        raise InputError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return int(array)
+
+
 def _show(array: np.ndarray, bad: np.ndarray) -> str:
     """The offending values, at most three of them."""
     if array.ndim == 0:

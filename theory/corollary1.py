@@ -46,7 +46,7 @@ class Constants:
     zeta2: ζ², gradient dissimilarity (Assumption 1, eq. 2).
     sigma2: σ², stochastic noise on the clients' own data (Assumption 2, eq. 3).
     L_max: largest client smoothness (L_1 in Koloskova et al.; D-4). Must be > 0.
-    L_avg: smoothness of the global objective (D-4), L_avg <= L_max.
+    L_avg: smoothness of the global objective (D-4), 0 < L_avg <= L_max.
     tau: τ, local steps per round, >= 1.
     N: number of clients, >= 1.
     mu: μ, strong-convexity constant (used by the strongly convex rate only), > 0.
@@ -71,7 +71,7 @@ class Constants:
         _validate.nonnegative("zeta2", self.zeta2)
         _validate.nonnegative("sigma2", self.sigma2)
         _validate.positive("L_max", self.L_max)
-        _validate.nonnegative("L_avg", self.L_avg)
+        _validate.positive("L_avg", self.L_avg)  # L_avg = 0 would make T(1) = 0 and the speed-up infinite
         _validate.at_least_one("tau", self.tau)
         _validate.at_least_one("N", self.N)
         _validate.positive("mu", self.mu)
@@ -137,7 +137,7 @@ def iteration_bound(
     if c.sigma2_hat is None:
         sigma2_hat = sigma2_hat_bound(p, c.sigma2, c.zeta2, c.sigma2_tilde, c.delta2)
     else:
-        sigma2_hat = np.broadcast_to(np.asarray(c.sigma2_hat, dtype=np.float64), np.shape(p)).copy()
+        sigma2_hat = np.asarray(c.sigma2_hat, dtype=np.float64) + np.zeros_like(p)  # broadcast with p
     L_p = L_p_bound(p, c.L_max, c.L_avg)
     heterogeneity = tau * (1.0 - p) * np.sqrt(zeta2)  # τ (1-p) ζ = τ ζ̂_p
     local_noise = np.sqrt(tau * sigma2_hat)  # √τ σ̂_p
@@ -191,6 +191,8 @@ def min_p_for_speedup(
     target = float(_validate.positive("target", target))
     if any(np.ndim(v) for v in vars(constants).values() if v is not None) or np.ndim(eps):
         raise InputError("min_p_for_speedup needs scalar constants and a scalar eps")
+    if int(grid_size) < 2:
+        raise InputError(f"grid_size must be >= 2, got {grid_size}")
     if target <= 1.0:
         return 0.0
     grid = np.linspace(0.0, 1.0, grid_size)

@@ -21,8 +21,8 @@ from theory.estimators import _gradients
 
 def n_exchanged(n: int, p: float) -> int:
     """k = round(p·n), the number of samples each client hands to the pool (round half to even)."""
-    p = float(_validate.fraction("p", p))
-    return round(p * n)
+    n = _validate.count("n", n)
+    return round(_validate.scalar_fraction("p", p) * n)
 
 
 def shuffle_assignment(
@@ -38,11 +38,10 @@ def shuffle_assignment(
     >>> sorted(assignment.ravel().tolist()) == list(range(12))
     True
     """
-    _validate.at_least_one("n_clients", n_clients)
-    _validate.at_least_one("n_per_client", n_per_client)
-    k = n_exchanged(n_per_client, p)
-    S = 1 if shuffles is None else int(_validate.at_least_one("shuffles", shuffles))
-    N, n = int(n_clients), int(n_per_client)
+    N = _validate.count("n_clients", n_clients)
+    n = _validate.count("n_per_client", n_per_client)
+    k = n_exchanged(n, p)
+    S = 1 if shuffles is None else _validate.count("shuffles", shuffles)
     flat = np.arange(N * n).reshape(N, n)
     # Random keys -> a uniformly random order of each client's samples; the first k are given away.
     order = np.argsort(rng.random((S, N, n)), axis=-1)
@@ -57,8 +56,8 @@ def shuffle_assignment(
 def shuffle_samples(samples: ArrayLike, p: float, rng: np.random.Generator, shuffles: int | None = None) -> np.ndarray:
     """Apply :func:`shuffle_assignment` to ``samples`` of shape (N, n, ...) (gradients, Hessians, data)."""
     samples = np.asarray(samples)
-    if samples.ndim < 2:
-        raise InputError(f"samples must have shape (clients, samples, ...), got {samples.shape}")
+    if samples.ndim < 2 or 0 in samples.shape[:2]:
+        raise InputError(f"samples must have shape (clients, samples, ...) with no empty axis, got {samples.shape}")
     N, n = samples.shape[:2]
     assignment = shuffle_assignment(N, n, p, rng, shuffles)
     return samples.reshape(N * n, *samples.shape[2:])[assignment]

@@ -92,7 +92,7 @@ def _vectors(prefix: str, *shape: int, d: int) -> list:
 
 def _sizes(N: int, m: int, K: int, d: int) -> None:
     for name, value in (("N", N), ("m", m), ("K", K), ("d", d)):
-        _validate.at_least_one(name, value)
+        _validate.count(name, value)
 
 
 @cache
@@ -245,8 +245,8 @@ def derive_D4(N: int = 3, m: int = 2) -> Derivation:
     The Hessian identity ∇²f̂_i = (1-p)∇²f_i + p∇²f is derived by differentiating the mixture objective; the
     inequality's gap (1-p)(L_max - L_i) is non-negative because L_max is the largest client curvature.
     """
-    _validate.at_least_one("N", N)
-    _validate.at_least_one("m", m)
+    _validate.count("N", N)
+    _validate.count("m", m)
     p, x = sp.symbols("p x", real=True)
     a = [[sp.Symbol(f"a_{i}_{j}", nonnegative=True) for j in range(m)] for i in range(N)]
     b = [[sp.Symbol(f"b_{i}_{j}", real=True) for j in range(m)] for i in range(N)]
