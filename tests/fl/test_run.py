@@ -1,0 +1,169 @@
+"""python -m fl.run end to end on a tiny CIFAR-10 copy the test writes: outputs, resume bit-identical to an
+uninterrupted run, Ctrl-C saving a checkpoint, one-line errors for bad configs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import fl.run as run_module
+from fl.config import load_config
+from fl.data.formats import write_pickle_batch
+from fl.run import main
+
+
+@pytest.fixture()
+def cifar_root(tmp_path, monkeypatch):
+    """A tiny CIFAR-10 in the standard layout: 5 x 40 training images and 30 test images (random pixels whose
+    mean depends on the label, so a model can learn something)."""
+    import fl.data.datasets as datasets
+
+    monkeypatch.setattr(datasets, "CACHE_ROOT", tmp_path / "no-cache")
+    monkeypatch.setattr(datasets, "SYSTEM_ROOT", tmp_path / "no-system")
+    monkeypatch.delenv("SHUFFLEFL_DATA", raising=False)
+    folder = tmp_path / "data" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+
+    def batch(n):
+        labels = rng.integers(0, 10, n)
+        data = np.clip(rng.normal(100 + 12 * labels[:, None], 30, (n, 3072)), 0, 255).astype(np.uint8)
+        return {"data": data, "labels": labels.tolist()}
+
+    for i in range(1, 6):
+        write_pickle_batch(folder / f"data_batch_{i}", batch(40))
+    write_pickle_batch(folder / "test_batch", batch(30))
+    return tmp_path / "data"
+
+
+def base_args(root, out, *extra):
+    return [
+        "--set", "data.dataset='cifar10'", "--set", f"data.data_root='{root}'", "--set", "data.partition='iid'",
+        "--set", "data.clients=4", "--set", "model.name='mlp'", "--set", "train.rounds=4",
+        "--set", "train.batch_size=16", "--set", "train.checkpoint_every=2", "--set", "train.device='cpu'",
+        "--out", str(out), "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def metrics(out):
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.pop("seconds")
+    return rows
+
+
+def test_run_writes_config_metrics_checkpoint_summary(cifar_root, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(base_args(cifar_root, out, "--set", "train.estimate_every=2", "--set", "data.p=0.5")) == 0
+    assert {"config.json", "metrics.jsonl", "checkpoint.pt", "summary.json"} <= {f.name for f in out.iterdir()}
+    rows = metrics(out)
+    assert [r["round"] for r in rows] == [1, 2, 3, 4]
+    assert all(0 <= r["test_accuracy"] <= 1 for r in rows)
+    assert rows[-1]["communication"] == 4 * 4 * 2 * json.loads((out / "summary.json").read_text())["n_params"]
+    estimates = [r["estimates"] for r in rows if "estimates" in r]
+    assert len(estimates) == 3 and all(
+        {"zeta2", "zeta2_hat", "sigma2", "sigma2_hat", "delta2"} <= set(e) for e in estimates
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 4 and summary["p_realised"][0] == pytest.approx(0.5, abs=0.05)
+    assert "final test accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "scaffold", "feddyn"])
+def test_resume_is_bit_identical(cifar_root, tmp_path, monkeypatch, algorithm):
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    extra = ("--set", f"algorithm.name='{algorithm}'", "--set", "train.participation=0.5")
+    assert main(base_args(cifar_root, straight, *extra)) == 0
+
+    real_round = run_module.run_round
+
+    def interrupt_at_round_3(state, *args, **kwargs):
+        if state.round == 3:
+            raise KeyboardInterrupt
+        return real_round(state, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "run_round", interrupt_at_round_3)
+    assert main(base_args(cifar_root, broken, *extra)) == 2  # Ctrl-C: checkpoint saved, one-line message
+    assert [r["round"] for r in metrics(broken)] == [1, 2]
+    monkeypatch.setattr(run_module, "run_round", real_round)
+    assert main(["--resume", str(broken), "--quiet"]) == 0
+    assert metrics(broken) == metrics(straight)
+    a = torch.load(straight / "checkpoint.pt", weights_only=True)
+    b = torch.load(broken / "checkpoint.pt", weights_only=True)
+    assert torch.equal(a["x"], b["x"])
+    for key in a["clients"]:
+        assert torch.equal(a["clients"][key], b["clients"][key])
+
+
+def test_lr_grid_is_tuned_on_validation(cifar_root, tmp_path):
+    out = tmp_path / "tuned"
+    assert main(base_args(cifar_root, out, "--set", "train.lr=[0.001, 0.1]", "--set", "train.tune_rounds=1")) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert [row["lr"] for row in summary["lr_tuning"]] == [0.001, 0.1]
+    best = max(summary["lr_tuning"], key=lambda row: row["val_accuracy"])
+    assert summary["lr"] == best["lr"]
+
+
+def test_existing_run_is_not_overwritten(cifar_root, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(base_args(cifar_root, out, "--set", "train.rounds=1")) == 0
+    assert main(base_args(cifar_root, out, "--set", "train.rounds=1")) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_compare_two_runs(cifar_root, tmp_path, capsys):
+    for name in ("a", "b"):
+        assert main(base_args(cifar_root, tmp_path / name, "--set", "train.target_accuracy=0.01")) == 0
+    capsys.readouterr()
+    assert main(["--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "speed-up" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("data.alpha=0", "data.alpha"),
+        ("data.alpha=-1", "data.alpha"),
+        ("train.participation=0", "train.participation"),
+        ("train.participation=1.5", "train.participation"),
+        ("data.p=1.2", "data.p"),
+        ("data.clients=100000", "clients"),
+        ("data.bogus=1", "data.bogus"),
+        ("nosection.key=1", "nosection"),
+        ("algorithm.name='nope'", "algorithm.name"),
+        ("algorithm.mu=1", "algorithm.mu"),
+        ("model.name='resnet'", "model.name"),
+        ("train.rounds='many'", "train.rounds"),
+        ("data.dataset='imagenet'", "imagenet"),
+        ("train", "section.key=value"),
+    ],
+)
+def test_bad_config_is_one_line_exit_2(cifar_root, tmp_path, capsys, override, message):
+    assert main([*base_args(cifar_root, tmp_path / "bad"), "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fl.run: error:") and err.count("\n") == 1 and message in err
+
+
+def test_missing_dataset_is_one_line_exit_2(cifar_root, tmp_path, capsys):
+    args = base_args(tmp_path / "empty", tmp_path / "run")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "CIFAR-10 not found" in err and err.count("\n") == 1
+
+
+def test_missing_config_file_and_resume_dir(tmp_path, capsys):
+    assert main(["--config", str(tmp_path / "none.toml")]) == 2
+    assert main(["--resume", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 2
+
+
+def test_shipped_configs_load():
+    from pathlib import Path
+
+    configs = sorted(Path(__file__).resolve().parents[2].joinpath("configs").rglob("*.toml"))
+    assert len(configs) >= 7
+    for path in configs:
+        load_config(path)
