@@ -25,6 +25,7 @@ lr = [0.01, 0.05, 0.1]   # a grid is tuned on the clients' 10% local validation 
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -160,7 +161,7 @@ def build_algorithm(spec: dict):
     """The algorithm object of an ``[algorithm]`` table: ``name`` plus that algorithm's hyper-parameters."""
     spec = dict(spec)
     name = spec.pop("name", "fedavg")
-    if name not in ALGORITHMS:
+    if not isinstance(name, str) or name not in ALGORITHMS:
         raise InputError(f"config algorithm.name: unknown {name!r}; known: {', '.join(ALGORITHMS)}")
     cls = ALGORITHMS[name]
     allowed = {f.name: f for f in fields(cls)}
@@ -172,8 +173,10 @@ def build_algorithm(spec: dict):
             raise InputError(f"config algorithm.{key}: must be a number, got {value!r}")
     algorithm = cls(**{k: float(v) for k, v in spec.items()})
     for key in spec:
-        if getattr(algorithm, key) < 0:
-            raise InputError(f"config algorithm.{key}: must be >= 0")
+        if not math.isfinite(getattr(algorithm, key)) or getattr(algorithm, key) < 0:
+            raise InputError(f"config algorithm.{key}: must be a finite number >= 0")
+    if name == "feddyn" and algorithm.alpha <= 0:  # x = mean(y) - h/α divides by α
+        raise InputError("config algorithm.alpha: FedDyn needs alpha > 0")
     return algorithm
 
 

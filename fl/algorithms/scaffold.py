@@ -33,6 +33,8 @@ class Scaffold(Algorithm):
         return ctx.server["c"] - ctx.client["c"]
 
     def client_update(self, y: torch.Tensor, ctx: Context, steps: int, lr: float) -> State:
+        if steps == 0:  # a client without data: (x - y)/(Kη) is undefined, keep its control variate
+            return {"c": ctx.client["c"]}
         c_new = ctx.client["c"] - ctx.server["c"] + (ctx.x - y) / (steps * lr)
         mask = self.mask(ctx)
         return {"c": c_new if mask is None else c_new * mask}
