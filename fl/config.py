@@ -130,16 +130,46 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class SyntheticConfig:
+    """method: "none"; "fedssyn" (Algorithm I: every client's synthetic set pooled, shuffled, dealt back);
+    "own" (baseline D_i ∪ D̃_i: each client keeps its own synthetic set). The other keys are those of
+    :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho, n_tilde, epochs, sample_steps,
+    generator_config); cache_dir: where synthetic sets and generator checkpoints are kept."""
+
+    method: str = "none"
+    generator: str = "ddpm"
+    rho: float = 0.75
+    n_tilde: int = 500
+    epochs: int = 5
+    sample_steps: int = 50
+    generator_config: dict = field(default_factory=dict)
+    cache_dir: str = "results/synthetic"
+
+    def fedssyn(self):
+        from fl.synthesis.fedssyn import FedssynConfig
+
+        return FedssynConfig(
+            self.generator, self.rho, self.n_tilde, self.epochs, self.sample_steps, dict(self.generator_config)
+        )
+
+    def check(self) -> None:
+        _require(self.method in ("none", "fedssyn", "own"), "synthetic.method", "must be none, fedssyn or own")
+        self.fedssyn().check()
+
+
+@dataclass(frozen=True)
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     algorithm: dict = field(default_factory=lambda: {"name": "fedavg"})
     train: TrainConfig = field(default_factory=TrainConfig)
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
 
     def check(self) -> RunConfig:
         self.data.check()
         self.model.check()
         self.train.check()
+        self.synthetic.check()
         build_algorithm(self.algorithm)
         return self
 
@@ -149,6 +179,7 @@ class RunConfig:
             "model": dataclasses.asdict(self.model),
             "algorithm": dict(self.algorithm),
             "train": {**dataclasses.asdict(self.train), "lr": list(self.train.lr)},
+            "synthetic": dataclasses.asdict(self.synthetic),
         }
 
 
@@ -180,7 +211,7 @@ def build_algorithm(spec: dict):
     return algorithm
 
 
-SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "synthetic": SyntheticConfig}
 
 
 def _coerce(key: str, value, default):
@@ -189,6 +220,10 @@ def _coerce(key: str, value, default):
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
             raise InputError(f"config {key}: must be a number or a list of numbers, got {value!r}")
         return tuple(float(v) for v in value)
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise InputError(f"config {key}: must be a table, got {value!r}")
+        return dict(value)
     if isinstance(default, bool) or default is None:
         return value
     if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):

@@ -26,7 +26,7 @@ from fl.config import RunConfig, build_algorithm, from_dict, load_config
 from fl.data import load
 from fl.engine import EngineState, LocalConfig, evaluate, init_state, run_round
 from fl.estimators import measure
-from fl.federation import build_clients
+from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
 from fl.models import build_model
 from theory.cli import ArgumentParser, guarded
@@ -49,10 +49,25 @@ class Experiment:
         self.device = resolve_device(config.train.device)
         dataset = load(config.data.dataset, config.data.data_root or None)
         seed = config.train.seed
-        self.data = build_clients(
-            dataset, config.data.partition, config.data.clients, np.random.default_rng([seed, 1]), config.data.p,
-            config.data.val_fraction, config.data.partition_params(), device=self.device,
+        rng = np.random.default_rng([seed, 1])
+        train, val, original = split_clients(
+            dataset, config.data.partition, config.data.clients, rng, config.data.p, config.data.val_fraction,
+            config.data.partition_params(),
         )  # fmt: skip
+        synthetic, self.synthetic_info = None, []
+        if config.synthetic.method != "none":
+            if config.data.p > 0:
+                raise InputError("config data.p: real-data shuffling and synthetic data are separate runs; set p = 0")
+            from fl.synthesis.fedssyn import synthesize
+
+            print(f"synthetic data: {config.synthetic.generator} per client (cache {config.synthetic.cache_dir})")
+            synthetic, self.synthetic_info = synthesize(
+                dataset.name, dataset.x_train, dataset.y_train, original, dataset.n_classes,
+                config.synthetic.fedssyn(), seed, Path(config.synthetic.cache_dir),
+            )  # fmt: skip
+        mode = "own" if config.synthetic.method == "own" else "shuffle"
+        self.data = assemble(dataset, train, val, original, rng, config.data.p, synthetic, mode, self.device)
+        self.synthetic_numbers = sum(len(s[1]) for s in synthetic or []) * int(np.prod(dataset.shape))
         empty = [i for i, t in enumerate(self.data.train) if len(t) == 0]
         if empty:
             raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
@@ -161,6 +176,11 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
             if any(key in e for e in estimates)
         },
         "one_minus_p_squared": (1 - config.data.p) ** 2,
+        "synthetic_numbers_sent_once": exp.synthetic_numbers,
+        "synthetic": [
+            {k: v for k, v in info.items() if k != "losses"} | {"final_loss": (info.get("losses") or [{}])[-1]}
+            for info in exp.synthetic_info
+        ],
         "seconds": seconds,
     }
 

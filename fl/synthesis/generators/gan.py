@@ -1,0 +1,374 @@
+"""Class-conditional DCGAN, the GAN variant of Fedssyn's local generator (Fig. 4(c) of the paper).
+
+Fedssyn (Li, Esfandiari, Schmidt, Alstrøm, "Synthetic data shuffling accelerates the convergence of federated
+learning under data heterogeneity") trains a class-conditional generator on each client's ρ·n_i images and
+compares DDPM with GAN-based generators in Fig. 4(c) (NDA, Sinha et al. 2021; DiffAugment GANs, Zhao et al. 2020;
+StyleGAN2-ADA, Karras et al. 2020) without giving their architectures. This module is a compact stand-in:
+
+- generator: a DCGAN (Radford, Metz and Chintala 2016, "Unsupervised representation learning with deep
+  convolutional generative adversarial networks") conditioned as in Mirza and Osindero 2014 ("Conditional
+  generative adversarial nets"): a learned label embedding is concatenated to z ~ N(0, I), a linear layer maps
+  the pair to 4c feature maps of size H/4 × W/4, two stride-2 transposed convolutions (BatchNorm + ReLU) upsample
+  to H × W, and a 3×3 convolution with tanh gives the image in [-1, 1]. Works for 28×28 (7 → 14 → 28) and
+  32×32 (8 → 16 → 32), any H, W divisible by 4.
+- discriminator: three convolutions with LeakyReLU(0.2) and spectral normalisation (Miyato, Kataoka, Koyama and
+  Yoshida 2018, "Spectral normalization for generative adversarial networks") instead of BatchNorm, global sum
+  pooling to a feature h, and the projection head of Miyato and Koyama 2018 ("cGANs with projection
+  discriminator"): logit = w·h + b + ⟨embed(y), h⟩.
+- loss: the non-saturating GAN loss of Goodfellow et al. 2014, d_loss = softplus(-D(x, y)) + softplus(D(G(z, y), y)),
+  g_loss = softplus(-D(G(z, y), y)); the fake images of a step use the labels of that step's real batch, so the
+  generator sees the client's class frequencies. Adam(lr, betas) for both networks, one D step then one G step.
+
+Weights are drawn (DCGAN initialisation: N(0, 0.02) for convolutions and linear layers, N(1, 0.02) for
+BatchNorm scales) from the ``torch.Generator`` given to the first :meth:`CGAN.fit`, unless
+:meth:`CGAN.load_state_dict` came first; the weights torch's layers draw at construction are replaced. A run is
+thus reproducible from its seed without seeding torch's global generator. :meth:`CGAN.sample` runs the generator
+in eval mode (BatchNorm running statistics), so a sample does not depend on the other images drawn with it.
+
+The input checks at the bottom (:func:`check_training_data`, :func:`check_sample_labels`, :func:`check_generator`,
+:func:`minibatches`, :func:`load_module_state`) are shared with :mod:`fl.synthesis.generators.vae`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fl.synthesis.generators.base import to_uint8, to_unit
+from theory import _validate
+from theory.errors import InputError
+
+# Images decoded per forward pass in ``sample`` (bounds memory; the result does not depend on it).
+SAMPLE_CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class CGANConfig:
+    """latent_dim: dimension of z ~ N(0, I) (and of the generator's label embedding). base_channels: c, the
+    width of the last generator block and of the first discriminator convolution (the others use 2c and 4c).
+    lr, betas: Adam's step size and (β1, β2) for both networks (DCGAN: 2e-4, (0.5, 0.999)). batch_size: real
+    images per step (the same number of fakes is drawn)."""
+
+    latent_dim: int = 64
+    base_channels: int = 32
+    lr: float = 2e-4
+    betas: tuple[float, float] = (0.5, 0.999)
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("latent_dim", "base_channels", "batch_size"):
+            object.__setattr__(self, name, _validate.count(f"CGANConfig.{name}", getattr(self, name)))
+        object.__setattr__(self, "lr", scalar("CGANConfig.lr", self.lr, _validate.positive))
+        betas = _validate.as_float_array("CGANConfig.betas", self.betas)
+        if betas.shape != (2,) or not ((betas >= 0) & (betas < 1)).all():
+            raise InputError(f"CGANConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
+        object.__setattr__(self, "betas", (float(betas[0]), float(betas[1])))
+
+
+class CGAN:
+    """Conditional DCGAN with a projection discriminator (see the module docstring).
+
+    ``CGAN((1, 28, 28), 10).fit(x, y, epochs, torch.Generator().manual_seed(0))`` trains it on uint8 images;
+    ``sample(labels, generator)`` returns uint8 images of those labels. ``nets["generator"]`` and
+    ``nets["discriminator"]`` are the two torch modules.
+    """
+
+    def __init__(self, in_shape: tuple[int, int, int], n_classes: int, config: CGANConfig | None = None) -> None:
+        self.config = CGANConfig() if config is None else config
+        if not isinstance(self.config, CGANConfig):
+            raise InputError(f"config must be a CGANConfig, got {type(self.config).__name__}")
+        self.in_shape = check_in_shape(in_shape)
+        self.n_classes = _validate.count("n_classes", n_classes)
+        c = self.config.base_channels
+        self.nets = nn.ModuleDict(
+            {
+                "generator": _Generator(self.in_shape, self.n_classes, self.config.latent_dim, c),
+                "discriminator": _ProjectionDiscriminator(self.in_shape, self.n_classes, c),
+            }
+        )
+        betas = self.config.betas
+        self._g_optimizer = torch.optim.Adam(self.nets["generator"].parameters(), lr=self.config.lr, betas=betas)
+        self._d_optimizer = torch.optim.Adam(self.nets["discriminator"].parameters(), lr=self.config.lr, betas=betas)
+        self._weights_from_seed = False  # set once weights come from fit's generator or a state dict
+        self.epochs_done = 0  # passed to on_epoch, counting across fit calls
+
+    def reset_parameters(self, generator: torch.Generator) -> None:
+        """DCGAN initialisation from ``generator``: N(0, 0.02) weights, N(1, 0.02) BatchNorm scales, zero biases;
+        the generator's label embedding N(0, 1) like z; fresh spectral-norm vectors and BatchNorm statistics."""
+        for module in self.nets.modules():
+            if isinstance(module, nn.Embedding):
+                std = 1.0 if module is self.nets["generator"].embed else 0.02
+                nn.init.normal_(module.weight, 0.0, std, generator=generator)
+            elif isinstance(module, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+                nn.init.normal_(module.weight, 0.0, 0.02, generator=generator)
+            elif isinstance(module, nn.BatchNorm2d):
+                nn.init.normal_(module.weight, 1.0, 0.02, generator=generator)
+                module.reset_running_stats()
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+            if isinstance(module, _SpectralNormMixin):
+                module.reset_spectral_vectors(generator)
+        self._weights_from_seed = True
+
+    def fit(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        epochs: int,
+        generator: torch.Generator,
+        on_epoch: Callable[[int, CGAN], None] | None = None,
+    ) -> list[dict[str, float]]:
+        """Train for ``epochs`` passes over (x uint8 (n, C, H, W), y int (n,)); returns per epoch the mean
+        {"d_loss", "g_loss"} over the real images, and calls ``on_epoch(epoch, self)`` after each epoch with
+        epoch = :attr:`epochs_done` (1, 2, …, counting across fit calls and restored by load_state_dict)."""
+        images, labels = check_training_data(x, y, self.in_shape, self.n_classes)
+        epochs = _validate.count("epochs", epochs, minimum=0)
+        check_generator(generator)
+        if not self._weights_from_seed:
+            self.reset_parameters(generator)
+        g_net, d_net = self.nets["generator"], self.nets["discriminator"]
+        history = []
+        for _ in range(epochs):
+            self.nets.train()
+            d_sum = g_sum = 0.0
+            for index in minibatches(len(labels), self.config.batch_size, generator):
+                real, y_batch = to_unit(images[index]), labels[index]
+                z = torch.randn(len(index), self.config.latent_dim, generator=generator)
+                fake = g_net(z, y_batch)
+
+                d_loss = F.softplus(-d_net(real, y_batch)).mean() + F.softplus(d_net(fake.detach(), y_batch)).mean()
+                self._d_optimizer.zero_grad(set_to_none=True)
+                d_loss.backward()
+                self._d_optimizer.step()
+
+                # Non-saturating generator loss: maximise log D(G(z)) rather than minimise log(1 - D(G(z))).
+                g_loss = F.softplus(-d_net(fake, y_batch)).mean()
+                self._g_optimizer.zero_grad(set_to_none=True)
+                g_loss.backward()
+                self._g_optimizer.step()
+
+                d_sum += d_loss.item() * len(index)
+                g_sum += g_loss.item() * len(index)
+            history.append({"d_loss": d_sum / len(labels), "g_loss": g_sum / len(labels)})
+            self.epochs_done += 1
+            if on_epoch is not None:
+                on_epoch(self.epochs_done, self)
+        self.nets.eval()
+        return history
+
+    def sample(self, labels: np.ndarray, generator: torch.Generator) -> np.ndarray:
+        """uint8 images (m, C, H, W) of the given labels; z ~ N(0, I) drawn from ``generator``."""
+        label_tensor = check_sample_labels(labels, self.n_classes)
+        check_generator(generator)
+        g_net = self.nets["generator"].eval()
+        z = torch.randn(len(label_tensor), self.config.latent_dim, generator=generator)
+        images = torch.empty(len(label_tensor), *self.in_shape)
+        with torch.no_grad():
+            for start in range(0, len(label_tensor), SAMPLE_CHUNK):
+                part = slice(start, start + SAMPLE_CHUNK)
+                images[part] = g_net(z[part], label_tensor[part])
+        return to_uint8(images)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Both networks' weights and buffers (BatchNorm statistics, spectral-norm vectors), as copies, and
+        "epochs_done" as a 0-d tensor. Optimiser moments are not saved: fit after load restarts Adam."""
+        state = {key: value.detach().clone() for key, value in self.nets.state_dict().items()}
+        return {**state, "epochs_done": torch.tensor(self.epochs_done)}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.epochs_done = load_module_state(self.nets, state, "CGAN")
+        self._weights_from_seed = True
+
+
+class _Generator(nn.Module):
+    """(z, y) -> image in [-1, 1]: [z, embed(y)] -> linear -> 4c × H/4 × W/4 -> 2 × (BN, ReLU, convT ↑2) -> BN,
+    ReLU, 3×3 conv, tanh."""
+
+    def __init__(self, in_shape: tuple[int, int, int], n_classes: int, latent_dim: int, c: int) -> None:
+        super().__init__()
+        channels, height, width = in_shape
+        self.start = (4 * c, height // 4, width // 4)
+        self.embed = nn.Embedding(n_classes, latent_dim)
+        self.project = nn.Linear(2 * latent_dim, math.prod(self.start), bias=False)  # BatchNorm follows
+        self.body = nn.Sequential(
+            nn.BatchNorm2d(4 * c),
+            nn.ReLU(),
+            nn.ConvTranspose2d(4 * c, 2 * c, 4, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(2 * c),
+            nn.ReLU(),
+            nn.ConvTranspose2d(2 * c, c, 4, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(c),
+            nn.ReLU(),
+            nn.Conv2d(c, channels, 3, padding=1),
+            nn.Tanh(),
+        )
+
+    def forward(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.project(torch.cat([z, self.embed(y)], dim=1))
+        return self.body(h.view(-1, *self.start))
+
+
+class _ProjectionDiscriminator(nn.Module):
+    """(x, y) -> logit: 3 spectrally normalised convs (LeakyReLU 0.2), sum pooling to h, w·h + b + ⟨embed(y), h⟩."""
+
+    def __init__(self, in_shape: tuple[int, int, int], n_classes: int, c: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            _SNConv2d(in_shape[0], c, 4, stride=2, padding=1),
+            nn.LeakyReLU(0.2),
+            _SNConv2d(c, 2 * c, 4, stride=2, padding=1),
+            nn.LeakyReLU(0.2),
+            _SNConv2d(2 * c, 4 * c, 3, padding=1),
+            nn.LeakyReLU(0.2),
+        )
+        self.linear = _SNLinear(4 * c, 1)
+        self.embed = _SNEmbedding(n_classes, 4 * c)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.body(x).sum(dim=(2, 3))
+        return self.linear(h).squeeze(1) + (self.embed(y) * h).sum(dim=1)
+
+
+class _SpectralNormMixin:
+    """W / σ(W) with σ(W) = uᵀ W v estimated by one power iteration per training-mode forward (Miyato et al.
+    2018, Algorithm 1). u and v are buffers (saved in the state dict and used as they are in eval mode);
+    they are drawn from a ``torch.Generator`` in :meth:`reset_spectral_vectors`, never from the global one."""
+
+    weight: torch.Tensor
+    training: bool
+
+    def _init_spectral_buffers(self) -> None:
+        rows, cols = self.weight.shape[0], self.weight[0].numel()
+        self.register_buffer("sn_u", F.normalize(torch.ones(rows), dim=0))
+        self.register_buffer("sn_v", F.normalize(torch.ones(cols), dim=0))
+
+    def reset_spectral_vectors(self, generator: torch.Generator, iterations: int = 15) -> None:
+        with torch.no_grad():
+            self.sn_u.copy_(F.normalize(torch.randn(self.sn_u.shape, generator=generator), dim=0))
+            for _ in range(iterations):
+                self._power_iteration()
+
+    def _power_iteration(self) -> None:
+        matrix = self.weight.detach().flatten(1)
+        self.sn_v.copy_(F.normalize(matrix.t() @ self.sn_u, dim=0, eps=1e-12))
+        self.sn_u.copy_(F.normalize(matrix @ self.sn_v, dim=0, eps=1e-12))
+
+    def normalised_weight(self) -> torch.Tensor:
+        if self.training:
+            with torch.no_grad():
+                self._power_iteration()
+        # Clones: the buffers change in place at the next forward, possibly before this graph's backward.
+        u, v = self.sn_u.clone(), self.sn_v.clone()
+        sigma = u @ (self.weight.flatten(1) @ v)
+        return self.weight / sigma
+
+
+class _SNConv2d(_SpectralNormMixin, nn.Conv2d):
+    def __init__(self, *args: int, **kwargs: int) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_spectral_buffers()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.normalised_weight(), self.bias)
+
+
+class _SNLinear(_SpectralNormMixin, nn.Linear):
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__(in_features, out_features)
+        self._init_spectral_buffers()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.normalised_weight(), self.bias)
+
+
+class _SNEmbedding(_SpectralNormMixin, nn.Embedding):
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+        super().__init__(num_embeddings, embedding_dim)
+        self._init_spectral_buffers()
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return F.embedding(y, self.normalised_weight())
+
+
+# Input checks shared by the GAN and the β-VAE.
+
+
+def check_in_shape(in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """(C, H, W) with H and W positive multiples of 4 (two stride-2 stages), else InputError."""
+    try:
+        dims = tuple(in_shape)
+    except TypeError:
+        raise InputError(f"in_shape must be (C, H, W), got {in_shape!r}") from None
+    if len(dims) != 3:
+        raise InputError(f"in_shape must be (C, H, W), got {in_shape!r}")
+    channels, height, width = (_validate.count(f"in_shape {name}", v) for name, v in zip("CHW", dims))
+    if height % 4 or width % 4:
+        raise InputError(f"in_shape H and W must be multiples of 4 (e.g. 28 or 32), got {height}x{width}")
+    return channels, height, width
+
+
+def check_training_data(
+    x: np.ndarray, y: np.ndarray, in_shape: tuple[int, int, int], n_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x uint8 (n, *in_shape), y integer (n,) in [0, n_classes)) with n >= 1 as torch tensors, else InputError."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[1:] != tuple(in_shape):
+        expected = ", ".join(map(str, in_shape))
+        raise InputError(f"x must be uint8 images of shape (n, {expected}), got {x.dtype} array of shape {x.shape}")
+    if len(x) == 0:
+        raise InputError("x must hold at least one image")
+    if y.shape != (len(x),):
+        raise InputError(f"y must be one label per image, shape ({len(x)},), got {y.shape}")
+    return torch.from_numpy(np.ascontiguousarray(x)), check_sample_labels(y, n_classes, "y")
+
+
+def check_sample_labels(labels: np.ndarray, n_classes: int, name: str = "labels") -> torch.Tensor:
+    """A 1-D array of integers in [0, n_classes) (possibly empty) as int64, else InputError."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise InputError(f"{name} must be a 1-D array, got shape {labels.shape}")
+    if labels.size == 0:
+        return torch.zeros(0, dtype=torch.int64)
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise InputError(f"{name} must be integers, got dtype {labels.dtype}")
+    if labels.min() < 0 or labels.max() >= n_classes:
+        raise InputError(f"{name} must lie in [0, {n_classes}), got values in [{labels.min()}, {labels.max()}]")
+    return torch.from_numpy(labels.astype(np.int64))
+
+
+def scalar(name: str, value: float, check: Callable[[str, float], np.ndarray]) -> float:
+    """One number passing ``check`` (a :mod:`theory._validate` function, e.g. ``positive``), else InputError."""
+    array = check(name, value)
+    if array.ndim != 0:
+        raise InputError(f"{name} must be a single number, got {value!r}")
+    return float(array)
+
+
+def check_generator(generator: torch.Generator) -> None:
+    if not isinstance(generator, torch.Generator):
+        raise InputError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+
+
+def minibatches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """One epoch of shuffled index batches (the last one may be smaller), the order drawn from ``generator``."""
+    yield from torch.randperm(n, generator=generator).split(batch_size)
+
+
+def load_module_state(module: nn.Module, state: dict[str, torch.Tensor], owner: str) -> int:
+    """Load ``state`` (a ``state_dict()`` of ``owner``: the module's tensors plus "epochs_done") into ``module``,
+    strictly; returns epochs_done. A mismatch is a one-line InputError."""
+    if not isinstance(state, dict) or "epochs_done" not in state:
+        raise InputError(f"{owner} state must be the dict of tensors that {owner}.state_dict() returns")
+    tensors = {key: value for key, value in state.items() if key != "epochs_done"}
+    try:
+        module.load_state_dict(tensors, strict=True)
+    except RuntimeError as error:
+        detail = " ".join(str(error).split())
+        raise InputError(f"{owner} state does not fit this model: {detail[:400]}") from None
+    return int(state["epochs_done"])

@@ -1,0 +1,174 @@
+"""Fedssyn's protocol (Algorithm I) with a stand-in generator: class counts, the server's shuffle, caching,
+checkpoints per epoch, p = ñ/(n_i+ñ), and one-line errors through python -m fl.run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import fl.synthesis.fedssyn as fedssyn
+from fl.data import Dataset
+from fl.federation import assemble, split_clients
+from fl.synthesis.fedssyn import FedssynConfig, class_counts, synthesize
+from theory.errors import InputError
+
+
+class MeanImage:
+    """A stand-in generator: 'trains' by recording per-class mean images; samples them exactly."""
+
+    fits = 0
+
+    def __init__(self, in_shape, n_classes, config=None):
+        self.means = torch.zeros(n_classes, *in_shape)
+
+    def fit(self, x, y, epochs, generator, on_epoch=None):
+        MeanImage.fits += 1
+        for c in np.unique(y):
+            self.means[c] = torch.as_tensor(x[y == c]).float().mean(0)
+        for epoch in range(1, epochs + 1):
+            if on_epoch is not None:
+                on_epoch(epoch, self)
+        return [{"loss": 1.0 / e} for e in range(1, epochs + 1)]
+
+    def sample(self, labels, generator, steps=None):
+        return self.means[torch.as_tensor(labels)].round().to(torch.uint8).numpy()
+
+    def state_dict(self):
+        return {"means": self.means}
+
+    def load_state_dict(self, state):
+        self.means = state["means"]
+
+
+@pytest.fixture()
+def fake_generator(monkeypatch):
+    monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides: MeanImage(shape, n))
+    MeanImage.fits = 0
+    return MeanImage
+
+
+def tiny_dataset(n_per_class=30, n_classes=4, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(n_classes), n_per_class)
+    x = (y[:, None, None, None] * 60 + rng.integers(0, 20, (len(y), 1, 8, 8))).astype(np.uint8)
+    return Dataset("tiny", x, y, x[:20], y[:20], n_classes, source=None)
+
+
+@pytest.mark.parametrize("n_tilde", [0, 1, 7, 100, 1001])
+def test_class_counts_sum_to_n_tilde_and_follow_frequencies(n_tilde):
+    labels = np.array([0] * 50 + [1] * 30 + [3] * 20)
+    counts = class_counts(labels, n_tilde, 5)
+    assert counts.sum() == n_tilde and counts[2] == 0 and counts[4] == 0
+    assert np.all(np.abs(counts - n_tilde * np.array([0.5, 0.3, 0, 0.2, 0])) < 1)
+
+
+def test_protocol_counts_shuffle_and_p(fake_generator, tmp_path):
+    data = tiny_dataset()
+    rng = np.random.default_rng(0)
+    train, val, original = split_clients(data, "split-by-class", 4, rng, val_fraction=0.0)
+    config = FedssynConfig(generator="ddpm", rho=0.5, n_tilde=12, epochs=3)
+    sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    for (x, y), info, index in zip(sets, infos, original):
+        assert x.shape == (12, 1, 8, 8) and x.dtype == np.uint8 and len(y) == 12
+        assert info["subset"] == round(0.5 * len(index))
+        subset_counts = np.array(info["class_counts_subset"])
+        assert np.array_equal(np.bincount(y, minlength=4), class_counts(np.repeat(np.arange(4), subset_counts), 12, 4))
+    clients = assemble(data, train, val, original, rng, synthetic=sets, synthetic_mode="shuffle")
+    n_real = len(data.y_train)
+    pool = torch.cat(clients.received)
+    assert sorted(pool.tolist()) == list(range(n_real, n_real + 48))  # every synthetic sample dealt exactly once
+    assert [len(r) for r in clients.received] == [12, 12, 12, 12]  # equal parts
+    # Split by class: after the server's shuffle a client's synthetic share holds other classes too.
+    labels = [set(clients.y[r].tolist()) for r in clients.received]
+    assert any(len(s) > 1 for s in labels)
+    p = [len(r) / len(t) for r, t in zip(clients.received, clients.train)]
+    np.testing.assert_allclose(p, [12 / (30 + 12)] * 4)
+
+
+def test_own_mode_keeps_each_clients_set(fake_generator, tmp_path):
+    data = tiny_dataset()
+    rng = np.random.default_rng(0)
+    train, val, original = split_clients(data, "split-by-class", 4, rng, val_fraction=0.0)
+    sets, _ = synthesize(
+        "tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=5), 0, tmp_path, log=print
+    )
+    clients = assemble(data, train, val, original, rng, synthetic=sets, synthetic_mode="own")
+    for i, received in enumerate(clients.received):
+        assert set(clients.y[received].tolist()) == {int(data.y_train[original[i][0]])}
+
+
+def test_cache_and_epoch_checkpoints(fake_generator, tmp_path):
+    data = tiny_dataset()
+    _, _, original = split_clients(data, "iid", 2, np.random.default_rng(0), val_fraction=0.0)
+    config = FedssynConfig(n_tilde=6, epochs=2)
+    first, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    assert fake_generator.fits == 2
+    folders = sorted(tmp_path.iterdir())
+    assert len(folders) == 2
+    for folder in folders:
+        assert {"generator_epoch1.pt", "generator_epoch2.pt", "synthetic.npz", "info.json"} <= {
+            f.name for f in folder.iterdir()
+        }
+        torch.load(folder / "generator_epoch2.pt", weights_only=True)
+    again, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    assert fake_generator.fits == 2 and all(info["cached"] for info in infos)
+    for (x1, y1), (x2, y2) in zip(first, again):
+        assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
+    synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=7, epochs=2), 0, tmp_path, print)
+    assert fake_generator.fits == 4  # a different ñ is a different cache entry
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"rho": 0.0}, {"rho": 1.5}, {"n_tilde": -1}, {"generator": "flow"}, {"epochs": 0}, {"sample_steps": -1}],
+)
+def test_bad_protocol_config_is_input_error(kwargs):
+    with pytest.raises(InputError):
+        FedssynConfig(**kwargs).check()
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("synthetic.rho=0", "synthetic.rho"),
+        ("synthetic.rho=1.5", "synthetic.rho"),
+        ("synthetic.n_tilde=-5", "synthetic.n_tilde"),
+        ("synthetic.generator='flow'", "synthetic.generator"),
+        ("synthetic.method='magic'", "synthetic.method"),
+    ],
+)
+def test_bad_synthetic_config_is_one_line_exit_2(override, message, tmp_path, capsys):
+    from fl.run import main
+
+    assert main(["--set", override, "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fl.run: error:") and err.count("\n") == 1 and message in err
+
+
+def test_unknown_generator_config_key_is_input_error():
+    with pytest.raises(InputError, match="generator_config"):
+        fedssyn.build_generator("ddpm", (1, 28, 28), 10, {"no_such_key": 1})
+
+
+def test_fl_run_with_synthetic_data_end_to_end(fake_generator, tmp_path, monkeypatch):
+    """python -m fl.run on a tiny CIFAR-shaped dataset with the stand-in generator: summary reports the data
+    sent once and the realised p."""
+    import fl.run as run_module
+
+    data = tiny_dataset(n_per_class=20, n_classes=10)
+    monkeypatch.setattr(run_module, "load", lambda name, root=None: data)
+    out = tmp_path / "run"
+    args = [
+        "--set", "data.partition='split-by-class'", "--set", "data.clients=10", "--set", "model.name='mlp'",
+        "--set", "train.rounds=2", "--set", "train.device='cpu'", "--set", "synthetic.method='fedssyn'",
+        "--set", "synthetic.n_tilde=6", "--set", "synthetic.epochs=1",
+        "--set", f"synthetic.cache_dir='{tmp_path / 'cache'}'", "--out", str(out), "--quiet",
+    ]  # fmt: skip
+    assert run_module.main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["synthetic_numbers_sent_once"] == 10 * 6 * 64
+    n_i = 18  # 20 per class, 10% validation
+    np.testing.assert_allclose(summary["p_realised"], [6 / (n_i + 6)] * 10)
