@@ -65,6 +65,7 @@ class Experiment:
                 dataset.name, dataset.x_train, dataset.y_train, original, dataset.n_classes,
                 config.synthetic.fedssyn(), seed, Path(config.synthetic.cache_dir),
             )  # fmt: skip
+            self.synthetic_sets = synthetic
         mode = "own" if config.synthetic.method == "own" else "shuffle"
         self.data = assemble(dataset, train, val, original, rng, config.data.p, synthetic, mode, self.device)
         self.synthetic_numbers = sum(len(s[1]) for s in synthetic or []) * int(np.prod(dataset.shape))
@@ -188,6 +189,12 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
 def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = False) -> dict:
     """Run (or continue) the experiment in ``out``; returns the summary. Ctrl-C saves a checkpoint first."""
     exp = Experiment(config)
+    if getattr(exp, "synthetic_sets", None):
+        from figures.samples import plot_grid
+
+        x_syn = np.concatenate([s[0] for s in exp.synthetic_sets])
+        y_syn = np.concatenate([s[1] for s in exp.synthetic_sets])
+        plot_grid(x_syn, y_syn, out / "synthetic_samples.png", title=f"{config.synthetic.generator} samples per class")
     checkpoint, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
     if resume:
         state = load_checkpoint(checkpoint, exp.device)

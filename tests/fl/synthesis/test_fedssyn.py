@@ -172,3 +172,4 @@ def test_fl_run_with_synthetic_data_end_to_end(fake_generator, tmp_path, monkeyp
     assert summary["synthetic_numbers_sent_once"] == 10 * 6 * 64
     n_i = 18  # 20 per class, 10% validation
     np.testing.assert_allclose(summary["p_realised"], [6 / (n_i + 6)] * 10)
+    assert (out / "synthetic_samples.png").stat().st_size > 0
