@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from fl.algorithms import ALGORITHMS
-from fl.data.datasets import LAYOUTS, canonical_name
+from fl.data.datasets import canonical_name
 from fl.data.partition import PARTITIONERS
 from theory.errors import InputError
 
@@ -286,6 +286,3 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
         (section, key), value = parse_override(text)
         tree.setdefault(section, {})[key] = value
     return from_dict(tree)
-
-
-DATASETS = tuple(LAYOUTS)

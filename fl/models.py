@@ -89,6 +89,24 @@ def _check_size(model: str, in_shape: tuple[int, int, int], layers: Sequence[_La
     return h, w
 
 
+def _two_conv_body(
+    in_channels: int, channels: tuple[int, int], out_size: tuple[int, int], hidden: Sequence[int]
+) -> nn.Sequential:
+    """[conv5x5 -> ReLU -> maxpool2] x 2, flatten, then Linear + ReLU for each width in ``hidden``.
+
+    ``out_size`` is the (h, w) left after the two conv/pool stages (from :func:`_check_size`).
+    """
+    layers: list[nn.Module] = []
+    for c_in, c_out in zip((in_channels, channels[0]), channels):
+        layers += [nn.Conv2d(c_in, c_out, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2)]
+    layers.append(nn.Flatten())
+    width = channels[1] * out_size[0] * out_size[1]
+    for next_width in hidden:
+        layers += [nn.Linear(width, next_width), nn.ReLU()]
+        width = next_width
+    return nn.Sequential(*layers)
+
+
 class SplitModel(nn.Module):
     """Base class: ``forward(x) = classifier(features(x))`` with ``features = body`` and ``classifier = head``.
 
@@ -169,19 +187,7 @@ class FedCOGCNN(SplitModel):
         super().__init__(in_shape, n_classes)
         c = self.in_shape[0]
         h, w = _check_size(type(self).__name__, self.in_shape, self._LAYERS)
-        self.body = nn.Sequential(
-            nn.Conv2d(c, 6, kernel_size=5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, kernel_size=5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(16 * h * w, 120),
-            nn.ReLU(),
-            nn.Linear(120, 84),
-            nn.ReLU(),
-        )
+        self.body = _two_conv_body(c, (6, 16), (h, w), (120, 84))
         self.head = nn.Linear(84, self.n_classes)
         self.feature_dim = 84
 
@@ -211,17 +217,7 @@ class HFMDsCNN(SplitModel):
         super().__init__(in_shape, n_classes)
         c = self.in_shape[0]
         h, w = _check_size(type(self).__name__, self.in_shape, self._LAYERS)
-        self.body = nn.Sequential(
-            nn.Conv2d(c, 32, kernel_size=5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, kernel_size=5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(64 * h * w, 512),
-            nn.ReLU(),
-        )
+        self.body = _two_conv_body(c, (32, 64), (h, w), (512,))
         self.head = nn.Linear(512, self.n_classes)
         self.feature_dim = 512
 

@@ -29,7 +29,7 @@ from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
 from fl.models import build_model
-from theory.cli import ArgumentParser, guarded
+from theory.cli import ArgumentParser, guarded, make_dir
 from theory.errors import InputError
 
 
@@ -65,10 +65,10 @@ class Experiment:
                 dataset.name, dataset.x_train, dataset.y_train, original, dataset.n_classes,
                 config.synthetic.fedssyn(), seed, Path(config.synthetic.cache_dir),
             )  # fmt: skip
-            self.synthetic_sets = synthetic
+        self.synthetic_sets = synthetic or []
         mode = "own" if config.synthetic.method == "own" else "shuffle"
         self.data = assemble(dataset, train, val, original, rng, config.data.p, synthetic, mode, self.device)
-        self.synthetic_numbers = sum(len(s[1]) for s in synthetic or []) * int(np.prod(dataset.shape))
+        self.synthetic_numbers = sum(len(s[1]) for s in self.synthetic_sets) * int(np.prod(dataset.shape))
         empty = [i for i, t in enumerate(self.data.train) if len(t) == 0]
         if empty:
             raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
@@ -189,7 +189,7 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
 def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = False) -> dict:
     """Run (or continue) the experiment in ``out``; returns the summary. Ctrl-C saves a checkpoint first."""
     exp = Experiment(config)
-    if getattr(exp, "synthetic_sets", None):
+    if exp.synthetic_sets:
         from figures.samples import plot_grid
 
         x_syn = np.concatenate([s[0] for s in exp.synthetic_sets])
@@ -295,10 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
         if (out / "metrics.jsonl").exists() and not args.overwrite:
             raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise InputError(f"cannot create run directory {out}: {error.strerror}") from None
+        make_dir(out, "run directory")
         (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     summary = execute(config, out, resume=bool(args.resume), quiet=args.quiet)
     acc = summary["final_test_accuracy"]

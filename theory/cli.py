@@ -6,6 +6,7 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -59,3 +60,12 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def make_dir(path: Path, what: str = "output folder") -> Path:
+    """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"cannot create {what} {path}: {error.strerror}") from None
+    return path

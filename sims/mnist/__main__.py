@@ -19,8 +19,7 @@ from tqdm import tqdm
 from sims.mnist.experiment import Config, config_dict, quick, run, summarise
 from sims.mnist.problem import DATASETS, PARTITIONS
 from sims.output import to_json, write_csv
-from theory.cli import ArgumentParser, format_table, guarded
-from theory.errors import InputError
+from theory.cli import ArgumentParser, format_table, guarded, make_dir
 
 TABLE_KEYS = (
     "scheme",
@@ -122,10 +121,7 @@ def verdict(claims: dict, config: Config) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = resolve_config(args)
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(f"cannot create output folder {args.out}: {error.strerror}") from None
+    make_dir(args.out)
     start = time.perf_counter()
     with tqdm(total=config.rounds * len(config.epochs), desc="rounds", leave=False, disable=None) as bar:
         result = run(config, progress=bar.update)

@@ -28,8 +28,7 @@ from sims.quadratic.experiment import (
     run_panels_bcd,
 )
 from sims.quadratic.problem import MEAN_SCALES
-from theory.cli import ArgumentParser, format_table, guarded
-from theory.errors import InputError
+from theory.cli import ArgumentParser, format_table, guarded, make_dir
 
 MATCH_P_MAX = 0.6  # the paper says the fitted ratio matches the theory ratio for p <= 0.6 (Fig. 2c)
 
@@ -215,10 +214,7 @@ def table_rows(panels: dict) -> list[list]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = resolve_config(args)
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(f"cannot create output folder {args.out}: {error.strerror}") from None
+    make_dir(args.out)
     timings = {}
     steps_a = len(config.sigma2_levels)
     steps_b = config.rounds * config.seeds if config.local == "epoch" else config.seeds

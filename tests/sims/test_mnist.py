@@ -80,6 +80,10 @@ def test_residuals_sum_to_zero_and_match_softmax():
     a = torch.rand(5, 784, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     r = residuals(x, a, torch.tensor([0, 1, 2, 3, 4]))
     np.testing.assert_allclose(r.sum(-1).numpy(), 0, atol=1e-12)
+    logits = a.numpy() @ x.numpy()
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    np.testing.assert_allclose(r.numpy(), probs - np.eye(10)[[0, 1, 2, 3, 4]], rtol=1e-10, atol=1e-14)
 
 
 @pytest.fixture(scope="module")

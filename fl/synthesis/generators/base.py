@@ -15,11 +15,15 @@ passed in; nothing global is seeded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import numpy as np
 import torch
+from torch import nn
+
+from theory import _validate
+from theory.errors import InputError
 
 
 def to_unit(x: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -50,3 +54,81 @@ class Generator(Protocol):
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
+
+
+# Input checks shared by the generators (the GAN and the β-VAE use them).
+
+
+def check_in_shape(in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """(C, H, W) with H and W positive multiples of 4 (two stride-2 stages), else InputError."""
+    try:
+        dims = tuple(in_shape)
+    except TypeError:
+        raise InputError(f"in_shape must be (C, H, W), got {in_shape!r}") from None
+    if len(dims) != 3:
+        raise InputError(f"in_shape must be (C, H, W), got {in_shape!r}")
+    channels, height, width = (_validate.count(f"in_shape {name}", v) for name, v in zip("CHW", dims))
+    if height % 4 or width % 4:
+        raise InputError(f"in_shape H and W must be multiples of 4 (e.g. 28 or 32), got {height}x{width}")
+    return channels, height, width
+
+
+def check_training_data(
+    x: np.ndarray, y: np.ndarray, in_shape: tuple[int, int, int], n_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x uint8 (n, *in_shape), y integer (n,) in [0, n_classes)) with n >= 1 as torch tensors, else InputError."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[1:] != tuple(in_shape):
+        expected = ", ".join(map(str, in_shape))
+        raise InputError(f"x must be uint8 images of shape (n, {expected}), got {x.dtype} array of shape {x.shape}")
+    if len(x) == 0:
+        raise InputError("x must hold at least one image")
+    if y.shape != (len(x),):
+        raise InputError(f"y must be one label per image, shape ({len(x)},), got {y.shape}")
+    return torch.from_numpy(np.ascontiguousarray(x)), check_sample_labels(y, n_classes, "y")
+
+
+def check_sample_labels(labels: np.ndarray, n_classes: int, name: str = "labels") -> torch.Tensor:
+    """A 1-D array of integers in [0, n_classes) (possibly empty) as int64, else InputError."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise InputError(f"{name} must be a 1-D array, got shape {labels.shape}")
+    if labels.size == 0:
+        return torch.zeros(0, dtype=torch.int64)
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise InputError(f"{name} must be integers, got dtype {labels.dtype}")
+    if labels.min() < 0 or labels.max() >= n_classes:
+        raise InputError(f"{name} must lie in [0, {n_classes}), got values in [{labels.min()}, {labels.max()}]")
+    return torch.from_numpy(labels.astype(np.int64))
+
+
+def scalar(name: str, value: float, check: Callable[[str, float], np.ndarray]) -> float:
+    """One number passing ``check`` (a :mod:`theory._validate` function, e.g. ``positive``), else InputError."""
+    array = check(name, value)
+    if array.ndim != 0:
+        raise InputError(f"{name} must be a single number, got {value!r}")
+    return float(array)
+
+
+def check_generator(generator: torch.Generator) -> None:
+    if not isinstance(generator, torch.Generator):
+        raise InputError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+
+
+def minibatches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """One epoch of shuffled index batches (the last one may be smaller), the order drawn from ``generator``."""
+    yield from torch.randperm(n, generator=generator).split(batch_size)
+
+
+def load_module_state(module: nn.Module, state: dict[str, torch.Tensor], owner: str) -> int:
+    """Load ``state`` (a ``state_dict()`` of ``owner``: the module's tensors plus "epochs_done") into ``module``,
+    strictly; returns epochs_done. A mismatch is a one-line InputError."""
+    if not isinstance(state, dict) or "epochs_done" not in state:
+        raise InputError(f"{owner} state must be the dict of tensors that {owner}.state_dict() returns")
+    tensors = {key: value for key, value in state.items() if key != "epochs_done"}
+    try:
+        module.load_state_dict(tensors, strict=True)
+    except RuntimeError as error:
+        detail = " ".join(str(error).split())
+        raise InputError(f"{owner} state does not fit this model: {detail[:400]}") from None
+    return int(state["epochs_done"])

@@ -39,9 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fl.synthesis.generators.base import to_uint8, to_unit
-from fl.synthesis.generators.gan import (
-    SAMPLE_CHUNK,
+from fl.synthesis.generators.base import (
     check_generator,
     check_in_shape,
     check_sample_labels,
@@ -49,7 +47,10 @@ from fl.synthesis.generators.gan import (
     load_module_state,
     minibatches,
     scalar,
+    to_uint8,
+    to_unit,
 )
+from fl.synthesis.generators.gan import SAMPLE_CHUNK
 from theory import _validate
 from theory.errors import InputError
 
