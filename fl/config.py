@@ -132,29 +132,44 @@ class TrainConfig:
 @dataclass(frozen=True)
 class SyntheticConfig:
     """method: "none"; "fedssyn" (Algorithm I: every client's synthetic set pooled, shuffled, dealt back);
-    "own" (baseline D_i ∪ D̃_i: each client keeps its own synthetic set). The other keys are those of
-    :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho, n_tilde, epochs, sample_steps,
-    generator_config); cache_dir: where synthetic sets and generator checkpoints are kept."""
+    "own" (baseline D_i ∪ D̃_i: each client keeps its own synthetic set); "central-real" and "central-synthetic"
+    (Fig. 3's baselines: one model trained on the union of the clients' D_i, or of their synthetic sets only; a
+    round is then ``local_epochs`` epochs of SGD over that union). The other keys are those of
+    :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho, n_tilde, epochs, sample_epoch, sample_steps,
+    generator_config, dp, dp_noise_multiplier, dp_max_grad_norm, dp_delta); cache_dir: where generator
+    checkpoints and synthetic sets are kept."""
 
     method: str = "none"
     generator: str = "ddpm"
     rho: float = 0.75
     n_tilde: int = 500
     epochs: int = 5
+    sample_epoch: int = 0
     sample_steps: int = 50
     generator_config: dict = field(default_factory=dict)
+    dp: bool = False
+    dp_noise_multiplier: float = 1.906
+    dp_max_grad_norm: float = 1.0
+    dp_delta: float = 1e-5
     cache_dir: str = "results/synthetic"
 
     def fedssyn(self):
         from fl.synthesis.fedssyn import FedssynConfig
 
-        return FedssynConfig(
-            self.generator, self.rho, self.n_tilde, self.epochs, self.sample_steps, dict(self.generator_config)
-        )
+        fields_ = {f.name for f in dataclasses.fields(FedssynConfig)}
+        values = {k: v for k, v in dataclasses.asdict(self).items() if k in fields_}
+        return FedssynConfig(**{**values, "generator_config": dict(self.generator_config)})
+
+    @property
+    def needs_generators(self) -> bool:
+        return self.method in ("fedssyn", "own", "central-synthetic")
 
     def check(self) -> None:
-        _require(self.method in ("none", "fedssyn", "own"), "synthetic.method", "must be none, fedssyn or own")
+        _require(self.method in METHODS, "synthetic.method", f"must be one of {', '.join(METHODS)}")
         self.fedssyn().check()
+
+
+METHODS = ("none", "fedssyn", "own", "central-real", "central-synthetic")
 
 
 @dataclass(frozen=True)
@@ -224,7 +239,11 @@ def _coerce(key: str, value, default):
         if not isinstance(value, dict):
             raise InputError(f"config {key}: must be a table, got {value!r}")
         return dict(value)
-    if isinstance(default, bool) or default is None:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise InputError(f"config {key}: expected true or false, got {value!r}")
+        return value
+    if default is None:
         return value
     if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
         return float(value)

@@ -54,19 +54,32 @@ class Experiment:
             dataset, config.data.partition, config.data.clients, rng, config.data.p, config.data.val_fraction,
             config.data.partition_params(),
         )  # fmt: skip
-        synthetic, self.synthetic_info = None, []
-        if config.synthetic.method != "none":
-            if config.data.p > 0:
-                raise InputError("config data.p: real-data shuffling and synthetic data are separate runs; set p = 0")
+        synthetic, self.synthetic_info, self.seconds_synthetic = None, [], 0.0
+        method = config.synthetic.method
+        if method != "none" and config.data.p > 0:
+            raise InputError("config data.p: real-data shuffling and synthetic data are separate runs; set p = 0")
+        if config.synthetic.needs_generators:
             from fl.synthesis.fedssyn import synthesize
 
             print(f"synthetic data: {config.synthetic.generator} per client (cache {config.synthetic.cache_dir})")
+            start = time.perf_counter()
             synthetic, self.synthetic_info = synthesize(
                 dataset.name, dataset.x_train, dataset.y_train, original, dataset.n_classes,
                 config.synthetic.fedssyn(), seed, Path(config.synthetic.cache_dir),
             )  # fmt: skip
+            self.seconds_synthetic = time.perf_counter() - start
         self.synthetic_sets = synthetic or []
-        mode = "own" if config.synthetic.method == "own" else "shuffle"
+        mode = "shuffle" if method == "fedssyn" else "own"
+        if method.startswith("central"):  # one client holding the union (Fig. 3's centralised baselines)
+            everything = np.concatenate(original)
+            kept = [] if method == "central-synthetic" else [everything]
+            train, val, original = (
+                [np.concatenate(kept or [np.zeros(0, np.int64)])],
+                [np.concatenate(val)],
+                [everything],
+            )
+            if synthetic:
+                synthetic = [(np.concatenate([s[0] for s in synthetic]), np.concatenate([s[1] for s in synthetic]))]
         self.data = assemble(dataset, train, val, original, rng, config.data.p, synthetic, mode, self.device)
         self.synthetic_numbers = sum(len(s[1]) for s in self.synthetic_sets) * int(np.prod(dataset.shape))
         empty = [i for i, t in enumerate(self.data.train) if len(t) == 0]
@@ -178,12 +191,34 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
         },
         "one_minus_p_squared": (1 - config.data.p) ** 2,
         "synthetic_numbers_sent_once": exp.synthetic_numbers,
-        "synthetic": [
-            {k: v for k, v in info.items() if k != "losses"} | {"final_loss": (info.get("losses") or [{}])[-1]}
-            for info in exp.synthetic_info
-        ],
+        **synthetic_summary(config, exp),
         "seconds": seconds,
     }
+
+
+def synthetic_summary(config: RunConfig, exp: Experiment) -> dict:
+    """Generator training/sampling time, the generators' size against the data they send (the revised paper's
+    comparison), and under DP the largest ε over the clients at the sampled epoch."""
+    infos = exp.synthetic_info
+    if not infos:
+        return {}
+    epoch = config.synthetic.sample_epoch or config.synthetic.epochs
+    out = {
+        "seconds_synthetic": exp.seconds_synthetic,
+        "seconds_generator_training": sum(i["seconds_train"] for i in infos),
+        "seconds_generator_sampling": sum(i["seconds_sample"] for i in infos),
+        "generator_parameters_per_client": float(np.mean([i.get("parameters", 0) for i in infos])),
+        "synthetic_numbers_per_client": exp.synthetic_numbers / len(infos),
+        "synthetic": [
+            {k: v for k, v in info.items() if k not in ("losses", "epsilon")}
+            | {"loss_at_sample_epoch": (info.get("losses") or [{}] * epoch)[epoch - 1]}
+            for info in infos
+        ],
+    }
+    if config.synthetic.dp:
+        out["dp_epsilon"] = max(i["epsilon"][epoch - 1] for i in infos)
+        out["dp_delta"] = config.synthetic.dp_delta
+    return out
 
 
 def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = False) -> dict:

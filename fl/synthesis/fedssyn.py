@@ -6,9 +6,13 @@ them for ``epochs`` epochs, generates ñ images whose class counts follow the su
 permutes them and deals N equal parts D̃_si (:func:`fl.federation.assemble`, mode "shuffle"); client i trains on
 D_i ∪ D̃_si, so p = ñ/(n_i + ñ). The "own" baseline keeps each client's own set (D_i ∪ D̃_i).
 
-Synthetic sets are cached on disk under a key made of everything that determines them (dataset, the client's
-sample indices, ρ, ñ, generator name and config, epochs, seed), with the generator's checkpoint of every epoch,
-so re-running FL never retrains and "generator epochs" can be swept from the saved checkpoints.
+Generators and synthetic sets are cached on disk: client i's folder is keyed by everything that determines its
+trained generator (dataset, the client's sample indices, ρ, generator name and config, epochs, DP settings, seed)
+and holds the checkpoint of every epoch; the images drawn for each (ñ, sample_epoch, sample_steps) sit beside
+them. Re-running FL never retrains, and ñ and "generator epochs" (Fig. 4a-b) are swept by sampling only.
+
+Baselines built from the same pieces (``python -m fl.run``, ``synthetic.method``): D_i alone ("none"), D_i ∪ D̃_i
+("own"), the real-data shuffle at the same p (``data.p``), centralised real and centralised synthetic (Fig. 3).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -24,7 +29,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
+from fl.synthesis.generators.dp import DPConfig
 from theory.errors import InputError
 
 GENERATORS = ("ddpm", "gan", "vae")
@@ -33,16 +40,24 @@ GENERATORS = ("ddpm", "gan", "vae")
 @dataclass(frozen=True)
 class FedssynConfig:
     """generator: ddpm, gan, vae. rho: ρ, the fraction of a client's data its generator trains on (paper: 0.75).
-    n_tilde: ñ, images each client generates (paper: 50000/N). epochs: generator training epochs.
-    sample_steps: DDPM sampling steps (0: the full chain of T steps; fewer: strided DDIM).
-    generator_config: overrides of the generator's own config dataclass (e.g. {"timesteps": 200})."""
+    n_tilde: ñ, images each client generates (paper: 50000/N). epochs: generator training epochs (a checkpoint
+    is kept after each). sample_epoch: the checkpoint the images are drawn from (0: the last, ``epochs``), so
+    "generator epochs" (Fig. 4b) is swept without retraining. sample_steps: DDPM sampling steps (0: the full chain
+    of T steps; fewer: strided DDIM). generator_config: overrides of the generator's own config dataclass (e.g.
+    {"timesteps": 200}). dp: train the generators with DP-SGD (revised paper Sec. 6) with dp_noise_multiplier,
+    dp_max_grad_norm, reporting ε for dp_delta (see :mod:`fl.synthesis.generators.dp`)."""
 
     generator: str = "ddpm"
     rho: float = 0.75
     n_tilde: int = 500
     epochs: int = 5
+    sample_epoch: int = 0
     sample_steps: int = 50
     generator_config: dict = dataclasses.field(default_factory=dict)
+    dp: bool = False
+    dp_noise_multiplier: float = 1.906
+    dp_max_grad_norm: float = 1.0
+    dp_delta: float = 1e-5
 
     def check(self) -> FedssynConfig:
         if self.generator not in GENERATORS:
@@ -53,9 +68,34 @@ class FedssynConfig:
             raise InputError("config synthetic.n_tilde: must be >= 0")
         if self.epochs < 1:
             raise InputError("config synthetic.epochs: must be >= 1")
+        if not 0 <= self.sample_epoch <= self.epochs:
+            raise InputError("config synthetic.sample_epoch: must lie in [0, epochs] (0: the last epoch)")
         if self.sample_steps < 0:
             raise InputError("config synthetic.sample_steps: must be >= 0")
+        if self.dp:
+            self.privacy()
         return self
+
+    def privacy(self) -> DPConfig | None:
+        """The DP-SGD settings, or None without dp."""
+        if not self.dp:
+            return None
+        try:
+            return DPConfig(self.dp_noise_multiplier, self.dp_max_grad_norm, self.dp_delta)
+        except InputError as error:
+            raise InputError(f"config synthetic.dp_*: {error}") from None
+
+    def training_key(self) -> dict:
+        """What determines a trained generator (not ñ nor how it is sampled)."""
+        keys = ("generator", "rho", "epochs", "generator_config")
+        dp_keys = ("dp", "dp_noise_multiplier", "dp_max_grad_norm") if self.dp else ()
+        return {k: getattr(self, k) for k in keys + dp_keys}
+
+    def sampling_key(self) -> dict:
+        return {"n_tilde": self.n_tilde, "sample_epoch": self.last_epoch(), "sample_steps": self.sample_steps}
+
+    def last_epoch(self) -> int:
+        return self.sample_epoch or self.epochs
 
 
 def build_generator(name: str, in_shape: tuple[int, ...], n_classes: int, overrides: dict):
@@ -104,7 +144,7 @@ def _save_npz(path: Path, **arrays: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def client_synthetic(
+def train_generator(
     x: np.ndarray,
     y: np.ndarray,
     n_classes: int,
@@ -112,56 +152,128 @@ def client_synthetic(
     seed: int,
     folder: Path,
     log: Callable[[str], None] = print,
-) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Train one client's generator on a ρ-subset of (x, y) and generate ñ images, or read them from ``folder``.
-
-    Returns (images uint8, labels, info) with info = {"seconds_train", "seconds_sample", "subset", "losses"}.
-    """
-    done = folder / "synthetic.npz"
+) -> dict:
+    """Train one client's generator on a ρ-subset of (x, y), keeping a checkpoint ``generator_epoch{k}.pt`` after
+    every epoch and ``generator.json`` (subset size and class counts, per-epoch losses, seconds, and under DP the
+    ε after each epoch) when done; a finished folder is read back, not retrained. An interrupted training resumes
+    from its last epoch checkpoint (optimiser moments restart; the losses of the epochs before the interruption
+    are not kept; ε counts every epoch)."""
+    done = folder / "generator.json"
     if done.exists():
-        with np.load(done) as saved:
-            info = json.loads((folder / "info.json").read_text())
-            return saved["x"], saved["y"], {**info, "cached": True}
+        return {**json.loads(done.read_text()), "cached": True}
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     subset = np.sort(rng.choice(len(y), max(1, round(config.rho * len(y))), replace=False))
     xs, ys = x[subset], y[subset]
     torch_seed = int(rng.integers(2**62))
-    generator = torch.Generator().manual_seed(torch_seed)
+    progress_path = folder / "progress.json"
+    progress = json.loads(progress_path.read_text()) if progress_path.exists() else {"epochs": 0, "seconds": 0.0}
+    start = time.perf_counter() - progress["seconds"]
 
     def checkpoint(epoch: int, fitted) -> None:
-        tmp = folder / f"generator_epoch{epoch}.pt.tmp"
-        torch.save(fitted.state_dict(), tmp)
-        os.replace(tmp, folder / f"generator_epoch{epoch}.pt")
+        _atomic_torch_save(fitted.state_dict(), folder / f"generator_epoch{epoch}.pt")
+        _atomic_write(progress_path, json.dumps({"epochs": epoch, "seconds": time.perf_counter() - start}))
 
-    start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):  # initial weights and dropout: seeded here, global state restored
-        torch.manual_seed(torch_seed)
+        torch.manual_seed(torch_seed + progress["epochs"])
         model = build_generator(config.generator, x.shape[1:], n_classes, config.generator_config)
-        losses = model.fit(xs, ys, config.epochs, generator, on_epoch=checkpoint)
-    seconds_train = time.perf_counter() - start
-    labels = np.repeat(np.arange(n_classes), class_counts(ys, config.n_tilde, n_classes))
+        if progress["epochs"]:
+            model.load_state_dict(torch.load(folder / f"generator_epoch{progress['epochs']}.pt", weights_only=True))
+            log(f"  generator {folder.name}: resuming after epoch {progress['epochs']}")
+        generator = torch.Generator().manual_seed(torch_seed + progress["epochs"])
+        losses = model.fit(
+            xs, ys, config.epochs - progress["epochs"], generator, on_epoch=checkpoint, privacy=config.privacy()
+        )
+    info = {
+        "seconds_train": time.perf_counter() - start,
+        "subset": len(subset),
+        "losses": [{}] * progress["epochs"] + [{k: v for k, v in r.items() if k != "epsilon"} for r in losses],
+        "class_counts_subset": np.bincount(ys, minlength=n_classes).tolist(),
+        "parameters": sum(v.numel() for v in _tensors(model.state_dict())),
+    }
+    privacy = config.privacy()
+    if privacy is not None:
+        batch_size = model.config.batch_size
+        info["epsilon"] = [epsilon_spent(privacy, len(subset), batch_size, e) for e in range(1, config.epochs + 1)]
+        info["dp_delta"] = privacy.delta
+    _atomic_write(done, json.dumps(info))
+    log(f"  generator {folder.name}: {len(subset)} images, {info['seconds_train']:.1f} s training")
+    return {**info, "cached": False}
+
+
+def sample_generator(
+    folder: Path,
+    in_shape: tuple[int, ...],
+    n_classes: int,
+    config: FedssynConfig,
+    class_counts_subset: list[int],
+    seed: int,
+    log: Callable[[str], None] = print,
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """ñ images from the checkpoint of epoch ``config.last_epoch()`` in ``folder``, class counts matching the
+    subset's frequencies; cached as ``synthetic-{key}.npz`` next to the checkpoints."""
+    key = cache_key({**config.sampling_key(), "seed": seed})
+    path = folder / f"synthetic-{key}.npz"
+    meta = folder / f"synthetic-{key}.json"
+    if path.exists() and meta.exists():
+        with np.load(path) as saved:
+            return saved["x"], saved["y"], {**json.loads(meta.read_text()), "cached": True}
+    epoch = config.last_epoch()
+    state = torch.load(folder / f"generator_epoch{epoch}.pt", weights_only=True)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_generator(config.generator, in_shape, n_classes, config.generator_config)
+    model.load_state_dict(state)
+    subset_labels = np.repeat(np.arange(n_classes), class_counts_subset)
+    labels = np.repeat(np.arange(n_classes), class_counts(subset_labels, config.n_tilde, n_classes))
+    generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     if config.generator == "ddpm" and config.sample_steps:
         images = model.sample(labels, generator, steps=config.sample_steps)
     else:
         images = model.sample(labels, generator)
-    seconds_sample = time.perf_counter() - start
     info = {
-        "seconds_train": seconds_train,
-        "seconds_sample": seconds_sample,
-        "subset": len(subset),
-        "losses": losses,
-        "class_counts_subset": np.bincount(ys, minlength=n_classes).tolist(),
+        "seconds_sample": time.perf_counter() - start,
+        "sample_epoch": epoch,
         "class_counts_synthetic": np.bincount(labels, minlength=n_classes).tolist(),
     }
-    (folder / "info.json").write_text(json.dumps(info))
-    _save_npz(done, x=images, y=labels)
-    log(
-        f"  generator {folder.name}: {len(subset)} images, {seconds_train:.1f} s training, "
-        f"{seconds_sample:.1f} s sampling"
-    )
+    _save_npz(path, x=images, y=labels)
+    _atomic_write(meta, json.dumps(info))
+    log(f"  sampled {len(labels)} images from {folder.name} epoch {epoch} in {info['seconds_sample']:.1f} s")
     return images, labels, {**info, "cached": False}
+
+
+def epsilon_spent(privacy: DPConfig, n: int, batch_size: int, epochs: int) -> float:
+    """ε of DP-SGD after ``epochs`` epochs of ⌈n/B⌉ Poisson steps at rate q = min(B, n)/n (RDP accountant, δ of
+    ``privacy``): what :class:`~fl.synthesis.generators.dp.PrivateTraining` reports, recomputed from the counts."""
+    from opacus.accountants import RDPAccountant
+
+    b = min(batch_size, n)
+    accountant = RDPAccountant()
+    accountant.history = [(privacy.noise_multiplier, b / n, epochs * math.ceil(n / b))]
+    return float(accountant.get_epsilon(privacy.delta))
+
+
+def _tensors(state: dict) -> list[torch.Tensor]:
+    out = []
+    for value in state.values():
+        if isinstance(value, torch.Tensor) and value.ndim:
+            out.append(value)
+        elif isinstance(value, dict):
+            out.extend(_tensors(value))
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _atomic_torch_save(obj: object, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
 
 
 def synthesize(
@@ -175,28 +287,29 @@ def synthesize(
     cache_root: Path,
     log: Callable[[str], None] = print,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[dict]]:
-    """Every client's synthetic set (cached): ``originals[i]`` are client i's D_i indices into ``x_train``."""
+    """Every client's synthetic set (cached): ``originals[i]`` are client i's D_i indices into ``x_train``.
+
+    Client i's generator lives in ``cache_root/client{i}-{key}`` with key = hash of the dataset, D_i, the
+    training settings (:meth:`FedssynConfig.training_key`), seed and i; its samples for each (ñ, sample_epoch,
+    sample_steps) sit beside its checkpoints. Returns the sets and per client the training and sampling info."""
     config = config.check()
     sets, infos = [], []
-    for i, index in enumerate(originals):
+    for i, index in enumerate(tqdm(originals, desc="generators", unit="client", leave=False, disable=None)):
         key = cache_key(
             {
                 "dataset": dataset_name,
                 "index": hashlib.sha256(np.asarray(index, dtype=np.int64).tobytes()).hexdigest(),
-                "config": dataclasses.asdict(config),
+                "config": config.training_key(),
                 "seed": seed,
                 "client": i,
             }
         )
-        x, y, info = client_synthetic(
-            x_train[index],
-            y_train[index],
-            n_classes,
-            config,
-            seed * 1_000_003 + i,
-            cache_root / f"client{i}-{key}",
-            log,
+        folder = cache_root / f"client{i}-{key}"
+        client_seed = seed * 1_000_003 + i
+        trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log)
+        x, y, sampled = sample_generator(
+            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log
         )
         sets.append((x, y))
-        infos.append(info)
+        infos.append({**trained, **sampled, "cached": trained["cached"] and sampled["cached"]})
     return sets, infos

@@ -49,6 +49,7 @@ reproducible), as do dropout masks when ``dropout > 0``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -60,6 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fl.synthesis.generators.base import to_uint8, to_unit
+from fl.synthesis.generators.dp import DPConfig, PrivateTraining
 from theory.errors import InputError
 
 __all__ = ["DDPM", "DDPMConfig", "UNet", "beta_schedule"]
@@ -513,6 +515,7 @@ class DDPM:
         epochs: int,
         generator: torch.Generator,
         on_epoch: Callable[[int, DDPM], None] | None = None,
+        privacy: DPConfig | None = None,
     ) -> list[dict[str, float]]:
         """Train on uint8 images ``x`` (n, C, H, W) with labels ``y`` (n,) for ``epochs`` passes.
 
@@ -520,6 +523,9 @@ class DDPM:
         may be smaller). Returns [{"loss": mean L_simple over the epoch's images}] per epoch and calls
         ``on_epoch(e, self)`` after each, with e the number of epochs trained so far (1, 2, ...; it keeps counting
         across calls to ``fit``). The optimiser state persists across calls.
+
+        ``privacy``: DP-SGD instead (:mod:`~fl.synthesis.generators.dp`: Poisson batches, per-sample clipping
+        replaces ``grad_clip``, noise; each epoch's record adds "epsilon", the ε spent in this call).
         """
         if not _is_int(epochs) or epochs < 0:
             raise InputError(f"DDPM fit epochs: must be an integer >= 0, got {epochs!r}")
@@ -538,29 +544,39 @@ class DDPM:
                 self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
             )
         n, bs = len(data), self.config.batch_size
+        private = None
+        if privacy is not None:
+            private = PrivateTraining(self.model, self.optimizer, n, bs, privacy, generator)
+        optimizer = private.optimizer if private else self.optimizer
         history: list[dict[str, float]] = []
         self.model.train()
         try:
-            for _ in range(epochs):
-                order = torch.randperm(n, generator=generator, device=generator.device).cpu()
-                total = 0.0
-                for start in range(0, n, bs):
-                    idx = order[start : start + bs]
-                    loss = self.loss(data[idx].to(self.device), labels[idx].to(self.device), generator)
-                    self.optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if self.config.grad_clip > 0:
-                        nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
-                    self.optimizer.step()
-                    self.steps_done += 1
-                    self._update_ema()
-                    total += float(loss.detach()) * len(idx)
-                self.epochs_done += 1
-                history.append({"loss": total / n})
-                if on_epoch is not None:
-                    self.model.eval()
-                    on_epoch(self.epochs_done, self)
-                    self.model.train()
+            with private or contextlib.nullcontext():
+                for _ in range(epochs):
+                    if private:
+                        batches = private.batches(generator)
+                    else:
+                        batches = torch.randperm(n, generator=generator, device=generator.device).cpu().split(bs)
+                    total, seen = 0.0, 0
+                    for idx in batches:
+                        loss = self.loss(data[idx].to(self.device), labels[idx].to(self.device), generator)
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()
+                        if self.config.grad_clip > 0 and private is None:
+                            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+                        (private or optimizer).step()
+                        self.steps_done += 1
+                        self._update_ema()
+                        total += float(loss.detach()) * len(idx)
+                        seen += len(idx)
+                    self.epochs_done += 1
+                    history.append({"loss": total / max(seen, 1)})
+                    if private:
+                        history[-1]["epsilon"] = private.epsilon()
+                    if on_epoch is not None:
+                        self.model.eval()
+                        on_epoch(self.epochs_done, self)
+                        self.model.train()
         finally:
             self.model.eval()
         return history

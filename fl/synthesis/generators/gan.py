@@ -31,6 +31,7 @@ The input checks and batching (:func:`~fl.synthesis.generators.base.check_traini
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from fl.synthesis.generators.base import (
     to_uint8,
     to_unit,
 )
+from fl.synthesis.generators.dp import DPConfig, PrivateTraining
 from theory import _validate
 from theory.errors import InputError
 
@@ -63,13 +65,15 @@ class CGANConfig:
     """latent_dim: dimension of z ~ N(0, I) (and of the generator's label embedding). base_channels: c, the
     width of the last generator block and of the first discriminator convolution (the others use 2c and 4c).
     lr, betas: Adam's step size and (β1, β2) for both networks (DCGAN: 2e-4, (0.5, 0.999)). batch_size: real
-    images per step (the same number of fakes is drawn)."""
+    images per step (the same number of fakes is drawn). spectral_norm: spectrally normalised discriminator
+    layers (off for DP-SGD: Opacus cannot compute per-sample gradients through their power-iteration buffers)."""
 
     latent_dim: int = 64
     base_channels: int = 32
     lr: float = 2e-4
     betas: tuple[float, float] = (0.5, 0.999)
     batch_size: int = 64
+    spectral_norm: bool = True
 
     def __post_init__(self) -> None:
         for name in ("latent_dim", "base_channels", "batch_size"):
@@ -79,6 +83,8 @@ class CGANConfig:
         if betas.shape != (2,) or not ((betas >= 0) & (betas < 1)).all():
             raise InputError(f"CGANConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
         object.__setattr__(self, "betas", (float(betas[0]), float(betas[1])))
+        if not isinstance(self.spectral_norm, bool):
+            raise InputError(f"CGANConfig.spectral_norm must be true or false, got {self.spectral_norm!r}")
 
 
 class CGAN:
@@ -99,7 +105,7 @@ class CGAN:
         self.nets = nn.ModuleDict(
             {
                 "generator": _Generator(self.in_shape, self.n_classes, self.config.latent_dim, c),
-                "discriminator": _ProjectionDiscriminator(self.in_shape, self.n_classes, c),
+                "discriminator": _ProjectionDiscriminator(self.in_shape, self.n_classes, c, self.config.spectral_norm),
             }
         )
         betas = self.config.betas
@@ -133,43 +139,68 @@ class CGAN:
         epochs: int,
         generator: torch.Generator,
         on_epoch: Callable[[int, CGAN], None] | None = None,
+        privacy: DPConfig | None = None,
     ) -> list[dict[str, float]]:
         """Train for ``epochs`` passes over (x uint8 (n, C, H, W), y int (n,)); returns per epoch the mean
         {"d_loss", "g_loss"} over the real images, and calls ``on_epoch(epoch, self)`` after each epoch with
-        epoch = :attr:`epochs_done` (1, 2, …, counting across fit calls and restored by load_state_dict)."""
+        epoch = :attr:`epochs_done` (1, 2, …, counting across fit calls and restored by load_state_dict).
+
+        ``privacy``: DP-SGD on the discriminator, the only network that sees the private images (as in DP-GAN,
+        Xie et al. 2018); the generator's updates are post-processing. Per-sample gradients need
+        ``spectral_norm = False``. Each epoch's record adds "epsilon", the ε spent in this call."""
         images, labels = check_training_data(x, y, self.in_shape, self.n_classes)
         epochs = _validate.count("epochs", epochs, minimum=0)
         check_generator(generator)
+        if privacy is not None and self.config.spectral_norm:
+            raise InputError("CGAN with DP-SGD needs CGANConfig(spectral_norm=False) (Opacus cannot handle it)")
         if not self._weights_from_seed:
             self.reset_parameters(generator)
         g_net, d_net = self.nets["generator"], self.nets["discriminator"]
+        private = None
+        if privacy is not None:
+            private = PrivateTraining(d_net, self._d_optimizer, len(labels), self.config.batch_size, privacy, generator)
+        d_optimizer = private.optimizer if private else self._d_optimizer
         history = []
-        for _ in range(epochs):
-            self.nets.train()
-            d_sum = g_sum = 0.0
-            for index in minibatches(len(labels), self.config.batch_size, generator):
-                real, y_batch = to_unit(images[index]), labels[index]
-                z = torch.randn(len(index), self.config.latent_dim, generator=generator)
-                fake = g_net(z, y_batch)
+        try:
+            with private or contextlib.nullcontext():
+                for _ in range(epochs):
+                    self.nets.train()
+                    d_sum = g_sum = 0.0
+                    seen = 0
+                    if private:
+                        batches = private.batches(generator)
+                    else:
+                        batches = minibatches(len(labels), self.config.batch_size, generator)
+                    for index in batches:
+                        real, y_batch = to_unit(images[index]), labels[index]
+                        z = torch.randn(len(index), self.config.latent_dim, generator=generator)
+                        fake = g_net(z, y_batch)
 
-                d_loss = F.softplus(-d_net(real, y_batch)).mean() + F.softplus(d_net(fake.detach(), y_batch)).mean()
-                self._d_optimizer.zero_grad(set_to_none=True)
-                d_loss.backward()
-                self._d_optimizer.step()
+                        # Under DP-SGD, real image j and fake image j add up to one per-sample gradient, then clipped.
+                        d_real, d_fake = F.softplus(-d_net(real, y_batch)), F.softplus(d_net(fake.detach(), y_batch))
+                        d_loss = d_real.mean() + d_fake.mean()
+                        d_optimizer.zero_grad(set_to_none=True)
+                        d_loss.backward()
+                        (private or d_optimizer).step()
 
-                # Non-saturating generator loss: maximise log D(G(z)) rather than minimise log(1 - D(G(z))).
-                g_loss = F.softplus(-d_net(fake, y_batch)).mean()
-                self._g_optimizer.zero_grad(set_to_none=True)
-                g_loss.backward()
-                self._g_optimizer.step()
+                        # Non-saturating generator loss: maximise log D(G(z)) rather than minimise log(1 - D(G(z))).
+                        with private.pause() if private else contextlib.nullcontext():
+                            g_loss = F.softplus(-d_net(fake, y_batch)).mean()
+                            self._g_optimizer.zero_grad(set_to_none=True)
+                            g_loss.backward()
+                        self._g_optimizer.step()
 
-                d_sum += d_loss.item() * len(index)
-                g_sum += g_loss.item() * len(index)
-            history.append({"d_loss": d_sum / len(labels), "g_loss": g_sum / len(labels)})
-            self.epochs_done += 1
-            if on_epoch is not None:
-                on_epoch(self.epochs_done, self)
-        self.nets.eval()
+                        d_sum += d_loss.item() * len(index)
+                        g_sum += g_loss.item() * len(index)
+                        seen += len(index)
+                    history.append({"d_loss": d_sum / max(seen, 1), "g_loss": g_sum / max(seen, 1)})
+                    if private:
+                        history[-1]["epsilon"] = private.epsilon()
+                    self.epochs_done += 1
+                    if on_epoch is not None:
+                        on_epoch(self.epochs_done, self)
+        finally:
+            self.nets.eval()
         return history
 
     def sample(self, labels: np.ndarray, generator: torch.Generator) -> np.ndarray:
@@ -227,18 +258,21 @@ class _Generator(nn.Module):
 class _ProjectionDiscriminator(nn.Module):
     """(x, y) -> logit: 3 spectrally normalised convs (LeakyReLU 0.2), sum pooling to h, w·h + b + ⟨embed(y), h⟩."""
 
-    def __init__(self, in_shape: tuple[int, int, int], n_classes: int, c: int) -> None:
+    def __init__(self, in_shape: tuple[int, int, int], n_classes: int, c: int, spectral_norm: bool = True) -> None:
         super().__init__()
+        conv, linear, embedding = (
+            (_SNConv2d, _SNLinear, _SNEmbedding) if spectral_norm else (nn.Conv2d, nn.Linear, nn.Embedding)
+        )
         self.body = nn.Sequential(
-            _SNConv2d(in_shape[0], c, 4, stride=2, padding=1),
+            conv(in_shape[0], c, 4, stride=2, padding=1),
             nn.LeakyReLU(0.2),
-            _SNConv2d(c, 2 * c, 4, stride=2, padding=1),
+            conv(c, 2 * c, 4, stride=2, padding=1),
             nn.LeakyReLU(0.2),
-            _SNConv2d(2 * c, 4 * c, 3, padding=1),
+            conv(2 * c, 4 * c, 3, padding=1),
             nn.LeakyReLU(0.2),
         )
-        self.linear = _SNLinear(4 * c, 1)
-        self.embed = _SNEmbedding(n_classes, 4 * c)
+        self.linear = linear(4 * c, 1)
+        self.embed = embedding(n_classes, 4 * c)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         h = self.body(x).sum(dim=(2, 3))

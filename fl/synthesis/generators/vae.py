@@ -30,6 +30,7 @@ generator.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from fl.synthesis.generators.base import (
     to_uint8,
     to_unit,
 )
+from fl.synthesis.generators.dp import DPConfig, PrivateTraining
 from fl.synthesis.generators.gan import SAMPLE_CHUNK
 from theory import _validate
 from theory.errors import InputError
@@ -112,40 +114,62 @@ class BetaVAE:
         epochs: int,
         generator: torch.Generator,
         on_epoch: Callable[[int, BetaVAE], None] | None = None,
+        privacy: DPConfig | None = None,
     ) -> list[dict[str, float]]:
         """Train for ``epochs`` passes over (x uint8 (n, C, H, W), y int (n,)); returns per epoch the mean per
         image of {"loss", "recon", "kl"} (loss = recon + β·kl). After each epoch the class means μ_c are recomputed
         from (x, y) and ``on_epoch(epoch, self)`` is called with epoch = :attr:`epochs_done` (1, 2, …, counting
-        across fit calls and restored by load_state_dict)."""
+        across fit calls and restored by load_state_dict).
+
+        ``privacy``: train with DP-SGD (:mod:`~fl.synthesis.generators.dp`; each epoch's record adds "epsilon",
+        the ε spent so far); the class means are then left at the prior's 0, since computing them from the
+        private images would cost privacy outside the accountant."""
         images, labels = check_training_data(x, y, self.in_shape, self.n_classes)
         epochs = _validate.count("epochs", epochs, minimum=0)
         check_generator(generator)
         if not self._weights_from_seed:
             self.reset_parameters(generator)
+        private = None
+        if privacy is not None:
+            private = PrivateTraining(
+                self.net, self._optimizer, len(labels), self.config.batch_size, privacy, generator
+            )
+        optimizer = private.optimizer if private else self._optimizer
         history = []
-        for _ in range(epochs):
-            self.net.train()
-            recon_sum = kl_sum = 0.0
-            for index in minibatches(len(labels), self.config.batch_size, generator):
-                pixels = (to_unit(images[index]) + 1) / 2  # Bernoulli targets in [0, 1]
-                mu, logvar = self.net.encode(pixels)
-                z = mu + torch.exp(0.5 * logvar) * torch.randn(mu.shape, generator=generator)
-                logits = self.net.decode(z, labels[index])
-                recon = F.binary_cross_entropy_with_logits(logits, pixels, reduction="sum") / len(index)
-                # KL(N(μ, σ²) ‖ N(0, I)) in closed form, summed over latent dimensions (Kingma and Welling 2014).
-                kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).sum() / len(index)
-                loss = recon + self.config.beta * kl
-                self._optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self._optimizer.step()
-                recon_sum += recon.item() * len(index)
-                kl_sum += kl.item() * len(index)
-            self._update_class_means(images, labels)
-            recon_mean, kl_mean = recon_sum / len(labels), kl_sum / len(labels)
-            history.append({"loss": recon_mean + self.config.beta * kl_mean, "recon": recon_mean, "kl": kl_mean})
-            self.epochs_done += 1
-            if on_epoch is not None:
-                on_epoch(self.epochs_done, self)
+        with private or contextlib.nullcontext():
+            for _ in range(epochs):
+                self.net.train()
+                recon_sum = kl_sum = 0.0
+                seen = 0  # images in this epoch's batches (n, or about n under Poisson sampling)
+                if private:
+                    batches = private.batches(generator)
+                else:
+                    batches = minibatches(len(labels), self.config.batch_size, generator)
+                for index in batches:
+                    pixels = (to_unit(images[index]) + 1) / 2  # Bernoulli targets in [0, 1]
+                    mu, logvar = self.net.encode(pixels)
+                    z = mu + torch.exp(0.5 * logvar) * torch.randn(mu.shape, generator=generator)
+                    logits = self.net.decode(z, labels[index])
+                    recon = F.binary_cross_entropy_with_logits(logits, pixels, reduction="sum") / len(index)
+                    # KL(N(μ, σ²) ‖ N(0, I)) in closed form, summed over latent dimensions (Kingma and Welling 2014).
+                    kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).sum() / len(index)
+                    loss = recon + self.config.beta * kl
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    (private or optimizer).step()
+                    recon_sum += recon.item() * len(index)
+                    kl_sum += kl.item() * len(index)
+                    seen += len(index)
+                if private is None:
+                    self._update_class_means(images, labels)
+                recon_mean, kl_mean = recon_sum / max(seen, 1), kl_sum / max(seen, 1)
+                record = {"loss": recon_mean + self.config.beta * kl_mean, "recon": recon_mean, "kl": kl_mean}
+                if private:
+                    record["epsilon"] = private.epsilon()
+                history.append(record)
+                self.epochs_done += 1
+                if on_epoch is not None:
+                    on_epoch(self.epochs_done, self)
         self.net.eval()
         return history
 

@@ -4,6 +4,7 @@ checkpoints per epoch, p = ñ/(n_i+ñ), and one-line errors through python -m fl
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -20,33 +21,38 @@ class MeanImage:
     """A stand-in generator: 'trains' by recording per-class mean images; samples them exactly."""
 
     fits = 0
+    epochs_asked: ClassVar[list[int]] = []
 
     def __init__(self, in_shape, n_classes, config=None):
         self.means = torch.zeros(n_classes, *in_shape)
+        self.epochs_done = 0
 
-    def fit(self, x, y, epochs, generator, on_epoch=None):
+    def fit(self, x, y, epochs, generator, on_epoch=None, privacy=None):
         MeanImage.fits += 1
+        MeanImage.epochs_asked.append(epochs)
         for c in np.unique(y):
             self.means[c] = torch.as_tensor(x[y == c]).float().mean(0)
-        for epoch in range(1, epochs + 1):
+        for _ in range(epochs):
+            self.epochs_done += 1  # counts across fit calls and checkpoints, like the real generators
             if on_epoch is not None:
-                on_epoch(epoch, self)
+                on_epoch(self.epochs_done, self)
         return [{"loss": 1.0 / e} for e in range(1, epochs + 1)]
 
     def sample(self, labels, generator, steps=None):
         return self.means[torch.as_tensor(labels)].round().to(torch.uint8).numpy()
 
     def state_dict(self):
-        return {"means": self.means}
+        return {"means": self.means, "epochs_done": torch.tensor(self.epochs_done)}
 
     def load_state_dict(self, state):
-        self.means = state["means"]
+        self.means, self.epochs_done = state["means"], int(state["epochs_done"])
 
 
 @pytest.fixture()
 def fake_generator(monkeypatch):
     monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides: MeanImage(shape, n))
     MeanImage.fits = 0
+    MeanImage.epochs_asked = []
     return MeanImage
 
 
@@ -109,21 +115,76 @@ def test_cache_and_epoch_checkpoints(fake_generator, tmp_path):
     folders = sorted(tmp_path.iterdir())
     assert len(folders) == 2
     for folder in folders:
-        assert {"generator_epoch1.pt", "generator_epoch2.pt", "synthetic.npz", "info.json"} <= {
-            f.name for f in folder.iterdir()
-        }
+        names = {f.name for f in folder.iterdir()}
+        assert {"generator_epoch1.pt", "generator_epoch2.pt", "generator.json"} <= names
+        assert sum(n.startswith("synthetic-") and n.endswith(".npz") for n in names) == 1
         torch.load(folder / "generator_epoch2.pt", weights_only=True)
     again, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
     assert fake_generator.fits == 2 and all(info["cached"] for info in infos)
     for (x1, y1), (x2, y2) in zip(first, again):
         assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
-    synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=7, epochs=2), 0, tmp_path, print)
-    assert fake_generator.fits == 4  # a different ñ is a different cache entry
+    # A different ñ or sample epoch is sampled from the saved checkpoints, not retrained.
+    more, _ = synthesize(
+        "tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=7, epochs=2), 0, tmp_path, print
+    )
+    early, _ = synthesize(
+        "tiny",
+        data.x_train,
+        data.y_train,
+        original,
+        4,
+        FedssynConfig(n_tilde=6, epochs=2, sample_epoch=1),
+        0,
+        tmp_path,
+        print,
+    )
+    assert fake_generator.fits == 2 and [len(s[1]) for s in more] == [7, 7] and [len(s[1]) for s in early] == [6, 6]
+    assert all(
+        sum(n.name.startswith("synthetic-") and n.name.endswith(".npz") for n in f.iterdir()) == 3 for f in folders
+    )
+    # More training epochs, or another ρ, is another generator.
+    synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=6, epochs=3), 0, tmp_path, print)
+    assert fake_generator.fits == 4
+
+
+def test_interrupted_generator_training_resumes_from_last_epoch(fake_generator, tmp_path, monkeypatch):
+    data = tiny_dataset()
+    _, _, original = split_clients(data, "iid", 1, np.random.default_rng(0), val_fraction=0.0)
+    config = FedssynConfig(n_tilde=4, epochs=3)
+    real_fit = MeanImage.fit
+
+    def interrupted(self, x, y, epochs, generator, on_epoch=None, privacy=None):
+        def stop_after_first(epoch, fitted):
+            on_epoch(epoch, fitted)
+            raise KeyboardInterrupt
+
+        return real_fit(self, x, y, epochs, generator, stop_after_first, privacy)
+
+    monkeypatch.setattr(MeanImage, "fit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    monkeypatch.setattr(MeanImage, "fit", real_fit)
+    (folder,) = tmp_path.iterdir()
+    assert (folder / "generator_epoch1.pt").exists() and not (folder / "generator.json").exists()
+    sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    assert MeanImage.epochs_asked == [3, 2]  # the second call trains only the two remaining epochs
+    assert len(sets[0][1]) == 4 and len(infos[0]["losses"]) == 3
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"rho": 0.0}, {"rho": 1.5}, {"n_tilde": -1}, {"generator": "flow"}, {"epochs": 0}, {"sample_steps": -1}],
+    [
+        {"rho": 0.0},
+        {"rho": 1.5},
+        {"n_tilde": -1},
+        {"generator": "flow"},
+        {"epochs": 0},
+        {"sample_steps": -1},
+        {"sample_epoch": 6, "epochs": 5},
+        {"sample_epoch": -1},
+        {"dp": True, "dp_noise_multiplier": 0.0},
+        {"dp": True, "dp_delta": 1.0},
+    ],
 )
 def test_bad_protocol_config_is_input_error(kwargs):
     with pytest.raises(InputError):
@@ -138,6 +199,8 @@ def test_bad_protocol_config_is_input_error(kwargs):
         ("synthetic.n_tilde=-5", "synthetic.n_tilde"),
         ("synthetic.generator='flow'", "synthetic.generator"),
         ("synthetic.method='magic'", "synthetic.method"),
+        ("synthetic.dp='yes'", "synthetic.dp"),
+        ("synthetic.sample_epoch=9", "synthetic.sample_epoch"),
     ],
 )
 def test_bad_synthetic_config_is_one_line_exit_2(override, message, tmp_path, capsys):
