@@ -1,0 +1,58 @@
+"""The figure of ``python -m fl.sweep``: per swept key, test accuracy per round (mean over seeds, min-max band)
+and the final accuracy of each value (mean ± standard deviation over seeds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def _groups(results: dict, keys: list[str], product: bool) -> list[tuple[str, list[str]]]:
+    names = list(results)
+    if product or not keys:
+        return [("all runs", names)]
+    return [(key, ["base"] + [n for n in names if n.split("=", 1)[0] == key]) for key in keys]
+
+
+def _label(name: str, key: str) -> str:
+    return name.split("=", 1)[1] if name.startswith(key + "=") else name
+
+
+def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> None:
+    """``results``: run name -> {"curves": per seed [(round, accuracy)], "summaries": per seed summary}."""
+    groups = _groups(results, keys, product)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.6 * len(groups)), squeeze=False)
+    for (key, names), (left, right) in zip(groups, axes):
+        finals, errors = [], []
+        for name in names:
+            curves = [c for c in results[name]["curves"] if c]
+            if not curves:
+                finals.append(np.nan)
+                errors.append(0.0)
+                continue
+            length = min(len(c) for c in curves)
+            rounds = np.array([r for r, _ in curves[0][:length]])
+            acc = np.array([[a for _, a in c[:length]] for c in curves])
+            line = left.plot(rounds, acc.mean(0), label=_label(name, key))[0]
+            if len(acc) > 1:
+                left.fill_between(rounds, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.2)
+            final = [s["final_test_accuracy"] for s in results[name]["summaries"]]
+            finals.append(np.mean(final))
+            errors.append(np.std(final, ddof=1) if len(final) > 1 else 0.0)
+        left.set_xlabel("round")
+        left.set_ylabel("test accuracy")
+        left.set_title(key, fontsize=9)
+        left.legend(fontsize=7)
+        positions = np.arange(len(names))
+        right.errorbar(positions, finals, yerr=errors, fmt="o", capsize=3)
+        right.set_xticks(positions, [_label(n, key) for n in names], rotation=30, ha="right", fontsize=7)
+        right.set_ylabel("final test accuracy")
+        right.set_title(f"{key}: final accuracy (mean ± sd over seeds)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
