@@ -16,7 +16,8 @@ def _groups(results: dict, keys: list[str], product: bool) -> list[tuple[str, li
     names = list(results)
     if product or not keys:
         return [("all runs", names)]
-    return [(key, ["base"] + [n for n in names if n.split("=", 1)[0] == key]) for key in keys]
+    base = ["base"] if "base" in results else []
+    return [(key, base + [n for n in names if n.split("=", 1)[0] == key]) for key in keys]
 
 
 def _label(name: str, key: str) -> str:

@@ -49,7 +49,7 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
 
 
 def plan(base: list[str], varies: list[tuple[str, list[str]]], product: bool) -> list[tuple[str, list[str]]]:
-    """(run name, overrides) for the base run and its variations, without duplicates."""
+    """(run name, overrides) for the base run (first) and its variations, without duplicates."""
     runs: list[tuple[str, list[str]]] = [("base", [])]
     if product and varies:
         for combo in itertools.product(*(overrides for _, overrides in varies)):
@@ -121,6 +121,7 @@ def sweep(
     out: Path,
     product: bool = False,
     quiet: bool = False,
+    with_base: bool = True,
 ) -> list[dict]:
     """Run (or reuse) every run of the sweep; write table.csv, sweep.json and sweep.png into ``out``."""
     runs = plan(base, varies, product)
@@ -137,6 +138,10 @@ def sweep(
         for name, o in runs[1:]
         if any(configs[name, s].to_dict() != configs["base", s].to_dict() for s in seeds)
     ]
+    if not with_base:
+        if len(runs) == 1:
+            raise InputError("--no-base needs at least one --vary")
+        runs = runs[1:]
     make_dir(out, "sweep folder")
     results, rows = {}, []
     for index, (name, _) in enumerate(runs):
@@ -185,6 +190,7 @@ def build_parser() -> ArgumentParser:
     add("--product", action="store_true", help="every combination of the --vary values (default: one at a time)")
     add("--seeds", default="0", help="seeds, e.g. 0,1,2 (default 0)")
     add("--out", type=Path, help="sweep folder (default results/sweeps/<config name>)")
+    add("--no-base", action="store_true", help="run only the variations, not the base config itself")
     add("--quiet", action="store_true", help="no per-round progress bars")
     return parser
 
@@ -197,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(set(keys)) != len(keys):
         raise InputError("--vary: each key once (put all its values in one --vary)")
     out = args.out or Path("results/sweeps") / (args.config.stem if args.config else "default")
-    sweep(args.config, list(args.set), varies, parse_seeds(args.seeds), out, args.product, args.quiet)
+    sweep(args.config, list(args.set), varies, parse_seeds(args.seeds), out, args.product, args.quiet, not args.no_base)
     return 0
 
 
