@@ -160,7 +160,7 @@ def train_generator(
     are not kept; ε counts every epoch)."""
     done = folder / "generator.json"
     if done.exists():
-        return {**json.loads(done.read_text()), "cached": True}
+        return _with_epsilon({**json.loads(done.read_text()), "cached": True}, config)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     subset = np.sort(rng.choice(len(y), max(1, round(config.rho * len(y))), replace=False))
@@ -190,15 +190,21 @@ def train_generator(
         "losses": [{}] * progress["epochs"] + [{k: v for k, v in r.items() if k != "epsilon"} for r in losses],
         "class_counts_subset": np.bincount(ys, minlength=n_classes).tolist(),
         "parameters": sum(v.numel() for v in _tensors(model.state_dict())),
+        "batch_size": model.config.batch_size,
     }
-    privacy = config.privacy()
-    if privacy is not None:
-        batch_size = model.config.batch_size
-        info["epsilon"] = [epsilon_spent(privacy, len(subset), batch_size, e) for e in range(1, config.epochs + 1)]
-        info["dp_delta"] = privacy.delta
     _atomic_write(done, json.dumps(info))
     log(f"  generator {folder.name}: {len(subset)} images, {info['seconds_train']:.1f} s training")
-    return {**info, "cached": False}
+    return _with_epsilon({**info, "cached": False}, config)
+
+
+def _with_epsilon(info: dict, config: FedssynConfig) -> dict:
+    """Under DP, add ε after each epoch for the configured δ (recomputed: δ is not part of the cache key)."""
+    privacy = config.privacy()
+    if privacy is None:
+        return info
+    epochs = range(1, config.epochs + 1)
+    epsilon = [epsilon_spent(privacy, info["subset"], info["batch_size"], e) for e in epochs]
+    return {**info, "epsilon": epsilon, "dp_delta": privacy.delta}
 
 
 def sample_generator(

@@ -4,6 +4,7 @@ checkpoints per epoch, p = ñ/(n_i+ñ), and one-line errors through python -m fl
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import ClassVar
 
 import numpy as np
@@ -26,6 +27,7 @@ class MeanImage:
     def __init__(self, in_shape, n_classes, config=None):
         self.means = torch.zeros(n_classes, *in_shape)
         self.epochs_done = 0
+        self.config = SimpleNamespace(batch_size=4)
 
     def fit(self, x, y, epochs, generator, on_epoch=None, privacy=None):
         MeanImage.fits += 1

@@ -1,0 +1,117 @@
+"""python -m fl.sweep on the tiny CIFAR-10 copy of test_run.py: the runs it plans, the table and figure it writes,
+reuse of finished runs, aggregation over seeds, one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import fl.sweep as sweep_module
+from fl.sweep import aggregate, main, parse_vary, plan
+from theory.errors import InputError
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def sets(root):
+    pairs = [
+        ("data.dataset", "'cifar10'"), ("data.data_root", f"'{root}'"), ("data.partition", "'iid'"),
+        ("data.clients", "2"), ("model.name", "'mlp'"), ("train.rounds", "2"), ("train.batch_size", "32"),
+        ("train.device", "'cpu'"),
+    ]  # fmt: skip
+    return [arg for key, value in pairs for arg in ("--set", f"{key}={value}")]
+
+
+def test_parse_vary_and_plan():
+    key, overrides = parse_vary("data.p=0, 0.1,0.2")
+    assert key == "data.p" and overrides == ["data.p=0", "data.p=0.1", "data.p=0.2"]
+    one = plan(["train.rounds=3"], [("a.x", ["a.x=1", "a.x=2"]), ("b.y", ["b.y=3"])], product=False)
+    assert one == [
+        ("base", ["train.rounds=3"]),
+        ("a.x=1", ["train.rounds=3", "a.x=1"]),
+        ("a.x=2", ["train.rounds=3", "a.x=2"]),
+        ("b.y=3", ["train.rounds=3", "b.y=3"]),
+    ]
+    both = plan([], [("a.x", ["a.x=1", "a.x=2"]), ("b.y", ["b.y=3", "b.y=4"])], product=True)
+    assert [name for name, _ in both] == ["base", "a.x=1,b.y=3", "a.x=1,b.y=4", "a.x=2,b.y=3", "a.x=2,b.y=4"]
+
+
+@pytest.mark.parametrize("text", ["data.p", "data.p=", "data=1,2"])
+def test_bad_vary_is_input_error(text):
+    with pytest.raises(InputError):
+        parse_vary(text)
+
+
+def test_aggregate_mean_and_sd_over_seeds():
+    summaries = [
+        {"final_test_accuracy": a, "best_test_accuracy": a, "rounds_to_target": r, "estimates_mean": {"delta2": d}}
+        for a, r, d in [(0.5, 3, 1.0), (0.7, None, 3.0)]
+    ]
+    row = aggregate("x", summaries)
+    assert row["final_test_accuracy"] == pytest.approx(0.6)
+    assert row["final_test_accuracy_std"] == pytest.approx(np.std([0.5, 0.7], ddof=1))
+    assert row["rounds_to_target"] == 3 and row["reached_target"] == 1 and row["delta2"] == pytest.approx(2.0)
+    assert np.isnan(row["zeta2_ratio"])
+
+
+def test_sweep_runs_writes_table_and_figure_and_reuses_runs(cifar_root, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sweep"
+    args = [*sets(cifar_root), "--vary", "data.p=0,0.5", "--seeds", "0,1", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "data.p=0 is the base config" in printed  # p = 0 is the default: not run twice
+    with (out / "table.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["run"] for r in rows] == ["base", "data.p=0.5"] and all(r["seeds"] == "2" for r in rows)
+    assert (out / "sweep.png").stat().st_size > 0
+    for name in ("base", "data.p=0.5"):
+        for seed in (0, 1):
+            summary = json.loads((out / name / f"seed{seed}" / "summary.json").read_text())
+            config = json.loads((out / name / f"seed{seed}" / "config.json").read_text())
+            assert config["train"]["seed"] == seed and summary["rounds"] == 2
+            assert config["data"]["p"] == (0.5 if name != "base" else 0.0)
+    runs = json.loads((out / "sweep.json").read_text())["runs"]
+    finals = [s["final_test_accuracy"] for s in runs["data.p=0.5"]["summaries"]]
+    assert float(rows[1]["final_test_accuracy"]) == pytest.approx(np.mean(finals))
+
+    calls = []
+    monkeypatch.setattr(sweep_module, "execute", lambda *a, **k: calls.append(a))
+    assert main(args) == 0
+    assert calls == []  # every run was finished: nothing re-executed
+
+
+def test_sweep_refuses_a_folder_of_another_config(cifar_root, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main([*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main([*sets(cifar_root), "--set", "train.rounds=3", "--seeds", "0", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fl.sweep: error:") and "another config" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--seeds", "a,b"], "--seeds"),
+        (["--seeds", "1,1"], "--seeds"),
+        (["--no-base"], "--no-base"),
+        (["--vary", "data.p=0.1", "--vary", "data.p=0.2"], "each key once"),
+        (["--vary", "data.p=2"], "data.p"),
+        (["--vary", "train.nope=1"], "train.nope"),
+    ],
+)
+def test_bad_sweep_arguments_are_one_line_exit_2(extra, message, tmp_path, capsys):
+    assert main(["--out", str(tmp_path / "s"), "--quiet", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fl.sweep: error:") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "s").exists()  # every config is checked before anything runs or is written
