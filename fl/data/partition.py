@@ -75,8 +75,8 @@ def shards(labels: ArrayLike, n_clients: int, rng: np.random.Generator, classes_
     classes; it holds at most k when every class is a whole number of shards (e.g. 6,000 per class, N·k = 100).
     Sizes differ by at most k. Raises InputError when N·k exceeds the number of samples.
 
-    >>> [len(c) for c in shards(np.repeat(np.arange(4), 5), 4, np.random.default_rng(0), classes_per_client=2)]
-    [5, 5, 5, 5]
+    >>> [len(c) for c in shards(np.repeat(np.arange(4), 4), 4, np.random.default_rng(0), classes_per_client=2)]
+    [4, 4, 4, 4]
     """
     labels, n_clients = _labels(labels, n_clients)
     k = _validate.count("classes_per_client", classes_per_client)

@@ -31,15 +31,6 @@ per_shape = pytest.mark.parametrize(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The models here are tiny: one intra-op thread is fastest and does not stall when the CPUs are busy."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make(name, in_shape, n_classes=10, seed=0, **kwargs):
     torch.manual_seed(seed)
     return build_model(name, in_shape, n_classes, **{**KWARGS.get(name, {}), **kwargs})

@@ -8,19 +8,10 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import fl.sweep as sweep_module
 from fl.sweep import aggregate, main, parse_vary, plan
 from theory.errors import InputError
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def sets(root):

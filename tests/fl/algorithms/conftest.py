@@ -168,15 +168,6 @@ def assert_close(actual, expected, **tol) -> None:
     torch.testing.assert_close(actual, expected, **(tol or TOL))
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Intra-op threads only cost time on tensors this small (about 100x on a 2-core machine); restored after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
 def tiny() -> SimpleNamespace:
     return SimpleNamespace(

@@ -16,15 +16,6 @@ from fl.synthesis.generators.ddpm import DDPM, DDPMConfig, UNet, beta_schedule
 from theory.errors import InputError
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors run much faster single-threaded; restore the caller's setting afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def squares(n: int = 64, hw: int = 28, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Two classes of flat uint8 images: class 0 dark (~50), class 1 bright (~200), each with ±20 noise."""
     rng = np.random.default_rng(seed)

@@ -37,15 +37,6 @@ from theory.errors import InputError
 OPACUS_PARAM_ATTRS = ("grad_sample", "_forward_counter", "_current_grad_sample", "_norm_sample")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors run much faster single-threaded; restore the caller's setting afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

@@ -23,15 +23,6 @@ SMALL = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small convolutions: one intra-op thread is fastest and bit-reproducible."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make(kind, in_shape, n_classes=2, config=None):
     config = SMALL[kind] if config is None else config
     return (CGAN if kind == "gan" else BetaVAE)(in_shape, n_classes, config)
