@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import json
 import math
-from types import SimpleNamespace
-from typing import ClassVar
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-import fl.synthesis.fedssyn as fedssyn
-from fl.data import Dataset
 from fl.synthesis.fedssyn import FedssynConfig, epsilon_spent, synthesize
 from fl.synthesis.generators.ddpm import DDPM, DDPMConfig
 from fl.synthesis.generators.dp import DPConfig, PrivateTraining
@@ -376,61 +372,12 @@ def test_dp_vae_does_not_compute_class_means_from_private_data():
 # -- Fedssyn and fl.run -----------------------------------------------------------------------------------------
 
 
-class MeanImage:
-    """A stand-in generator (as in test_fedssyn.py): 'trains' by recording per-class mean images, samples them."""
-
-    privacy_seen: ClassVar[list] = []
-
-    def __init__(self, in_shape, n_classes, config=None):
-        self.means = torch.zeros(n_classes, *in_shape)
-        self.epochs_done = 0
-
-    def fit(self, x, y, epochs, generator, on_epoch=None, privacy=None):
-        MeanImage.privacy_seen.append(privacy)
-        for c in np.unique(y):
-            self.means[c] = torch.as_tensor(x[y == c]).float().mean(0)
-        for _ in range(epochs):
-            self.epochs_done += 1
-            if on_epoch is not None:
-                on_epoch(self.epochs_done, self)
-        return [{"loss": 1.0 / e} for e in range(1, epochs + 1)]
-
-    def sample(self, labels, generator, steps=None):
-        return self.means[torch.as_tensor(labels)].round().to(torch.uint8).numpy()
-
-    def state_dict(self):
-        return {"means": self.means, "epochs_done": torch.tensor(self.epochs_done)}
-
-    def load_state_dict(self, state):
-        self.means, self.epochs_done = state["means"], int(state["epochs_done"])
-
-
-class BatchedMeanImage(MeanImage):
-    """The stand-in with a ``config.batch_size``, which train_generator reads to report ε under DP."""
-
-    config = SimpleNamespace(batch_size=4)
-
-
-@pytest.fixture()
-def fake_generator(monkeypatch):
-    monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides: BatchedMeanImage(shape, n))
-    MeanImage.privacy_seen = []
-    return BatchedMeanImage
-
-
-def tiny_dataset(n_per_class: int = 20, n_classes: int = 4, seed: int = 0) -> Dataset:
-    rng = np.random.default_rng(seed)
-    y = np.repeat(np.arange(n_classes), n_per_class)
-    x = (y[:, None, None, None] * 60 + rng.integers(0, 20, (len(y), 1, 8, 8))).astype(np.uint8)
-    return Dataset("tiny", x, y, x[:20], y[:20], n_classes, source=None)
-
-
-def test_synthesize_under_dp_passes_privacy_and_records_epsilon(fake_generator, tmp_path):
-    data = tiny_dataset()
+def test_synthesize_under_dp_passes_privacy_and_records_epsilon(fake_generator, tmp_path, tiny_dataset):
+    data = tiny_dataset(n_per_class=20)
     original = [np.arange(0, 30), np.arange(30, 80)]
     config = FedssynConfig(n_tilde=4, epochs=3, rho=0.5, dp=True, dp_noise_multiplier=1.1, dp_delta=1e-4)
     _, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
-    assert MeanImage.privacy_seen == [DPConfig(1.1, 1.0, 1e-4)] * 2
+    assert fake_generator.privacy_seen == [DPConfig(1.1, 1.0, 1e-4)] * 2
     for info, subset in zip(infos, (15, 25)):
         assert info["subset"] == subset and info["dp_delta"] == 1e-4
         expected = [epsilon_spent(DPConfig(1.1, 1.0, 1e-4), subset, 4, e) for e in (1, 2, 3)]
@@ -439,11 +386,11 @@ def test_synthesize_under_dp_passes_privacy_and_records_epsilon(fake_generator, 
     # Without dp the generator gets no privacy and nothing reports ε.
     _, plain = synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=4, epochs=3), 0,
                           tmp_path, log=lambda s: None)  # fmt: skip
-    assert MeanImage.privacy_seen[2:] == [None, None] and all("epsilon" not in info for info in plain)
+    assert fake_generator.privacy_seen[2:] == [None, None] and all("epsilon" not in info for info in plain)
 
 
-def test_cached_generator_reports_epsilon_for_the_current_delta(fake_generator, tmp_path):
-    data = tiny_dataset()
+def test_cached_generator_reports_epsilon_for_the_current_delta(fake_generator, tmp_path, tiny_dataset):
+    data = tiny_dataset(n_per_class=20)
     original = [np.arange(80)]
     for delta in (1e-5, 1e-2):
         config = FedssynConfig(n_tilde=4, epochs=2, dp=True, dp_delta=delta)
@@ -452,12 +399,12 @@ def test_cached_generator_reports_epsilon_for_the_current_delta(fake_generator, 
     assert info["epsilon"][-1] == pytest.approx(epsilon_spent(DPConfig(delta=1e-2), info["subset"], 4, 2))
 
 
-def run_fl(tmp_path, monkeypatch, name: str, *settings: str) -> dict:
+def run_fl(tiny_dataset, tmp_path, monkeypatch, name: str, *settings: str) -> dict:
     """python -m fl.run on the tiny dataset (4 classes x 20 images, 10% local validation), 4 clients split by
     class, MLP, 2 rounds; returns the summary."""
     import fl.run as run_module
 
-    monkeypatch.setattr(run_module, "load", lambda dataset, root=None: tiny_dataset())
+    monkeypatch.setattr(run_module, "load", lambda dataset, root=None: tiny_dataset(n_per_class=20))
     out = tmp_path / name
     args = [
         "--set", "data.partition='split-by-class'", "--set", "data.clients=4", "--set", "model.name='mlp'",
@@ -473,20 +420,22 @@ def run_fl(tmp_path, monkeypatch, name: str, *settings: str) -> dict:
 N_CLIENTS, N_I = 4, 18  # 20 images per class and client, round(0.1 * 20) = 2 held out for validation
 
 
-def test_fl_run_central_real_is_one_client_holding_every_d_i(fake_generator, tmp_path, monkeypatch):
-    summary = run_fl(tmp_path, monkeypatch, "central-real", "synthetic.method='central-real'")
+def test_fl_run_central_real_is_one_client_holding_every_d_i(fake_generator, tmp_path, monkeypatch, tiny_dataset):
+    summary = run_fl(tiny_dataset, tmp_path, monkeypatch, "central-real", "synthetic.method='central-real'")
     assert summary["client_sizes"] == [N_CLIENTS * N_I]
     assert summary["p_realised"] == [0.0] and summary["synthetic_numbers_sent_once"] == 0
-    assert MeanImage.privacy_seen == []  # no generator is trained
-    baseline = run_fl(tmp_path, monkeypatch, "none", "synthetic.method='none'")
+    assert fake_generator.privacy_seen == []  # no generator is trained
+    baseline = run_fl(tiny_dataset, tmp_path, monkeypatch, "none", "synthetic.method='none'")
     assert baseline["client_sizes"] == [N_I] * N_CLIENTS
     assert sum(baseline["client_sizes"]) == summary["client_sizes"][0]
 
 
-def test_fl_run_central_synthetic_is_one_client_of_synthetic_data_only(fake_generator, tmp_path, monkeypatch):
+def test_fl_run_central_synthetic_is_one_client_of_synthetic_data_only(
+    fake_generator, tmp_path, monkeypatch, tiny_dataset
+):
     n_tilde = 5
     summary = run_fl(
-        tmp_path, monkeypatch, "central-synthetic", "synthetic.method='central-synthetic'",
+        tiny_dataset, tmp_path, monkeypatch, "central-synthetic", "synthetic.method='central-synthetic'",
         f"synthetic.n_tilde={n_tilde}", "synthetic.epochs=1",
     )  # fmt: skip
     assert summary["client_sizes"] == [N_CLIENTS * n_tilde]
@@ -496,24 +445,26 @@ def test_fl_run_central_synthetic_is_one_client_of_synthetic_data_only(fake_gene
 
 
 @pytest.mark.parametrize("method", ["own", "fedssyn"])
-def test_fl_run_own_and_fedssyn_keep_n_clients(fake_generator, tmp_path, monkeypatch, method):
+def test_fl_run_own_and_fedssyn_keep_n_clients(fake_generator, tmp_path, monkeypatch, method, tiny_dataset):
     n_tilde = 6
     summary = run_fl(
-        tmp_path, monkeypatch, method, f"synthetic.method='{method}'", f"synthetic.n_tilde={n_tilde}",
+        tiny_dataset, tmp_path, monkeypatch, method, f"synthetic.method='{method}'", f"synthetic.n_tilde={n_tilde}",
         "synthetic.epochs=1",
     )  # fmt: skip
     assert summary["client_sizes"] == [N_I + n_tilde] * N_CLIENTS
     np.testing.assert_allclose(summary["p_realised"], [n_tilde / (N_I + n_tilde)] * N_CLIENTS)
 
 
-def test_fl_run_with_dp_reports_the_largest_client_epsilon_at_the_sample_epoch(fake_generator, tmp_path, monkeypatch):
+def test_fl_run_with_dp_reports_the_largest_client_epsilon_at_the_sample_epoch(
+    fake_generator, tmp_path, monkeypatch, tiny_dataset
+):
     n_tilde, rho = 6, 0.75
     summary = run_fl(
-        tmp_path, monkeypatch, "dp", "synthetic.method='fedssyn'", f"synthetic.n_tilde={n_tilde}",
+        tiny_dataset, tmp_path, monkeypatch, "dp", "synthetic.method='fedssyn'", f"synthetic.n_tilde={n_tilde}",
         "synthetic.epochs=3", "synthetic.sample_epoch=2", f"synthetic.rho={rho}", "synthetic.dp=true",
         "synthetic.dp_delta=1e-4", "data.partition='iid'", "data.clients=3",
     )  # fmt: skip
-    assert MeanImage.privacy_seen == [DPConfig(delta=1e-4)] * 3
+    assert fake_generator.privacy_seen == [DPConfig(delta=1e-4)] * 3
     # iid over 3 clients: 27, 27, 26 images; 3 held out each for validation: D_i of 24, 24, 23.
     real_sizes = [size - n_tilde for size in summary["client_sizes"]]
     assert sorted(real_sizes) == [23, 24, 24]

@@ -4,65 +4,15 @@ checkpoints per epoch, p = ñ/(n_i+ñ), and one-line errors through python -m fl
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
-from typing import ClassVar
 
 import numpy as np
 import pytest
 import torch
 
 import fl.synthesis.fedssyn as fedssyn
-from fl.data import Dataset
 from fl.federation import assemble, split_clients
 from fl.synthesis.fedssyn import FedssynConfig, class_counts, synthesize
 from theory.errors import InputError
-
-
-class MeanImage:
-    """A stand-in generator: 'trains' by recording per-class mean images; samples them exactly."""
-
-    fits = 0
-    epochs_asked: ClassVar[list[int]] = []
-
-    def __init__(self, in_shape, n_classes, config=None):
-        self.means = torch.zeros(n_classes, *in_shape)
-        self.epochs_done = 0
-        self.config = SimpleNamespace(batch_size=4)
-
-    def fit(self, x, y, epochs, generator, on_epoch=None, privacy=None):
-        MeanImage.fits += 1
-        MeanImage.epochs_asked.append(epochs)
-        for c in np.unique(y):
-            self.means[c] = torch.as_tensor(x[y == c]).float().mean(0)
-        for _ in range(epochs):
-            self.epochs_done += 1  # counts across fit calls and checkpoints, like the real generators
-            if on_epoch is not None:
-                on_epoch(self.epochs_done, self)
-        return [{"loss": 1.0 / e} for e in range(1, epochs + 1)]
-
-    def sample(self, labels, generator, steps=None):
-        return self.means[torch.as_tensor(labels)].round().to(torch.uint8).numpy()
-
-    def state_dict(self):
-        return {"means": self.means, "epochs_done": torch.tensor(self.epochs_done)}
-
-    def load_state_dict(self, state):
-        self.means, self.epochs_done = state["means"], int(state["epochs_done"])
-
-
-@pytest.fixture()
-def fake_generator(monkeypatch):
-    monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides: MeanImage(shape, n))
-    MeanImage.fits = 0
-    MeanImage.epochs_asked = []
-    return MeanImage
-
-
-def tiny_dataset(n_per_class=30, n_classes=4, seed=0):
-    rng = np.random.default_rng(seed)
-    y = np.repeat(np.arange(n_classes), n_per_class)
-    x = (y[:, None, None, None] * 60 + rng.integers(0, 20, (len(y), 1, 8, 8))).astype(np.uint8)
-    return Dataset("tiny", x, y, x[:20], y[:20], n_classes, source=None)
 
 
 @pytest.mark.parametrize("n_tilde", [0, 1, 7, 100, 1001])
@@ -73,7 +23,7 @@ def test_class_counts_sum_to_n_tilde_and_follow_frequencies(n_tilde):
     assert np.all(np.abs(counts - n_tilde * np.array([0.5, 0.3, 0, 0.2, 0])) < 1)
 
 
-def test_protocol_counts_shuffle_and_p(fake_generator, tmp_path):
+def test_protocol_counts_shuffle_and_p(fake_generator, tmp_path, tiny_dataset):
     data = tiny_dataset()
     rng = np.random.default_rng(0)
     train, val, original = split_clients(data, "split-by-class", 4, rng, val_fraction=0.0)
@@ -96,7 +46,7 @@ def test_protocol_counts_shuffle_and_p(fake_generator, tmp_path):
     np.testing.assert_allclose(p, [12 / (30 + 12)] * 4)
 
 
-def test_own_mode_keeps_each_clients_set(fake_generator, tmp_path):
+def test_own_mode_keeps_each_clients_set(fake_generator, tmp_path, tiny_dataset):
     data = tiny_dataset()
     rng = np.random.default_rng(0)
     train, val, original = split_clients(data, "split-by-class", 4, rng, val_fraction=0.0)
@@ -108,7 +58,7 @@ def test_own_mode_keeps_each_clients_set(fake_generator, tmp_path):
         assert set(clients.y[received].tolist()) == {int(data.y_train[original[i][0]])}
 
 
-def test_cache_and_epoch_checkpoints(fake_generator, tmp_path):
+def test_cache_and_epoch_checkpoints(fake_generator, tmp_path, tiny_dataset):
     data = tiny_dataset()
     _, _, original = split_clients(data, "iid", 2, np.random.default_rng(0), val_fraction=0.0)
     config = FedssynConfig(n_tilde=6, epochs=2)
@@ -149,11 +99,11 @@ def test_cache_and_epoch_checkpoints(fake_generator, tmp_path):
     assert fake_generator.fits == 4
 
 
-def test_interrupted_generator_training_resumes_from_last_epoch(fake_generator, tmp_path, monkeypatch):
+def test_interrupted_generator_training_resumes_from_last_epoch(fake_generator, tmp_path, monkeypatch, tiny_dataset):
     data = tiny_dataset()
     _, _, original = split_clients(data, "iid", 1, np.random.default_rng(0), val_fraction=0.0)
     config = FedssynConfig(n_tilde=4, epochs=3)
-    real_fit = MeanImage.fit
+    real_fit = fake_generator.fit
 
     def interrupted(self, x, y, epochs, generator, on_epoch=None, privacy=None):
         def stop_after_first(epoch, fitted):
@@ -162,14 +112,14 @@ def test_interrupted_generator_training_resumes_from_last_epoch(fake_generator, 
 
         return real_fit(self, x, y, epochs, generator, stop_after_first, privacy)
 
-    monkeypatch.setattr(MeanImage, "fit", interrupted)
+    monkeypatch.setattr(fake_generator, "fit", interrupted)
     with pytest.raises(KeyboardInterrupt):
         synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
-    monkeypatch.setattr(MeanImage, "fit", real_fit)
+    monkeypatch.setattr(fake_generator, "fit", real_fit)
     (folder,) = tmp_path.iterdir()
     assert (folder / "generator_epoch1.pt").exists() and not (folder / "generator.json").exists()
     sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
-    assert MeanImage.epochs_asked == [3, 2]  # the second call trains only the two remaining epochs
+    assert fake_generator.epochs_asked == [3, 2]  # the second call trains only the two remaining epochs
     assert len(sets[0][1]) == 4 and len(infos[0]["losses"]) == 3
 
 
@@ -218,7 +168,7 @@ def test_unknown_generator_config_key_is_input_error():
         fedssyn.build_generator("ddpm", (1, 28, 28), 10, {"no_such_key": 1})
 
 
-def test_fl_run_with_synthetic_data_end_to_end(fake_generator, tmp_path, monkeypatch):
+def test_fl_run_with_synthetic_data_end_to_end(fake_generator, tmp_path, monkeypatch, tiny_dataset):
     """python -m fl.run on a tiny CIFAR-shaped dataset with the stand-in generator: summary reports the data
     sent once and the realised p."""
     import fl.run as run_module
