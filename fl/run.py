@@ -172,6 +172,7 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
     estimates = [r["estimates"] for r in rows if "estimates" in r]
     return {
         "rounds": state.round - 1,
+        "diverged_at_round": next((r["round"] for r in rows if r.get("diverged")), None),
         "final_test_accuracy": accuracies[-1] if accuracies else None,
         "best_test_accuracy": max(accuracies) if accuracies else None,
         "target_accuracy": target,
@@ -255,7 +256,10 @@ def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = Fa
                 if t % train.eval_every == 0 or t == train.rounds:
                     exp.flat.load(state.x)
                     row["test_loss"], row["test_accuracy"] = evaluate(exp.flat, exp.data.test_x, exp.data.test_y)
-                if train.estimate_every and (t % train.estimate_every == 0 or t == 1):
+                diverged = not bool(torch.isfinite(state.x).all())
+                if diverged:  # a NaN/inf server model: record it and stop (nothing later can be measured)
+                    row["diverged"] = True
+                elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
                     generator = torch.Generator().manual_seed(train.seed * 1_000_003 + t)
                     row["estimates"] = measure(exp.flat, state.x, exp.data, train.estimate_samples, generator)
                 row["seconds"] = time.perf_counter() - start
@@ -267,6 +271,9 @@ def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = Fa
                     bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
                 if t % train.checkpoint_every == 0 or t == train.rounds:
                     save_checkpoint(checkpoint, state)
+                if diverged:
+                    tqdm.write(f"{out}: the server model diverged (non-finite) at round {t}; stopping (lower train.lr)")
+                    break
     except KeyboardInterrupt:
         save_checkpoint(checkpoint, state)
         bar.close()

@@ -106,6 +106,7 @@ def aggregate(name: str, summaries: list[dict]) -> dict:
     reached = [s["rounds_to_target"] for s in summaries]
     row["rounds_to_target"], row["rounds_to_target_std"] = stats(reached)
     row["reached_target"] = sum(r is not None for r in reached)
+    row["diverged"] = sum(s.get("diverged_at_round") is not None for s in summaries)
     for key in ESTIMATES:
         row[key] = stats([s["estimates_mean"].get(key) for s in summaries])[0]
     for key in ("communication_to_target", "seconds", "seconds_generator_training", "dp_epsilon"):
@@ -165,6 +166,7 @@ def sweep(
 
     plot_sweep(results, [key for key, _ in varies], product, out / "sweep.png")
     shown = ["run", "seeds", "final_test_accuracy", "final_test_accuracy_std", "rounds_to_target", "reached_target"]
+    shown += ["diverged"] if any(r["diverged"] for r in rows) else []
     shown += [k for k in ("zeta2_ratio", "delta2", "dp_epsilon") if any(np.isfinite(r[k]) for r in rows)]
     print(format_table(shown, [[row[h] for h in shown] for row in rows]))
     print(f"table: {out / 'table.csv'}  figure: {out / 'sweep.png'}")

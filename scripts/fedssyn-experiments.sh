@@ -7,9 +7,6 @@ S="python -m fl.sweep --quiet"
 # Fig. 3: Fedssyn against D_i alone, own synthetic data and the centralised baselines; FedAvg, 2 seeds.
 $S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_methods \
    --vary synthetic.method=none,own,central-real,central-synthetic --seeds 0,1
-# SCAFFOLD with and without synthetic data.
-$S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_scaffold --set algorithm.name=scaffold \
-   --vary synthetic.method=none
 # Fig. 4a-b: n_tilde, generator epochs (sampled from the saved checkpoints) and rho; 10 rounds.
 $S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_sensitivity --set train.rounds=10 \
    --vary synthetic.n_tilde=250,2000 --vary synthetic.sample_epoch=1,5 --vary synthetic.rho=0.25
@@ -19,3 +16,6 @@ $S --config configs/fedssyn_mnist_vae_dp.toml --out results/sweeps/mnist_dp --va
 # The real-data shuffle at Fedssyn's pooled synthetic share 10,000/(54,000+10,000) = 0.16.
 $S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_real_shuffle --set synthetic.method=none \
    --vary data.p=0.16 --no-base --seeds 0,1
+# SCAFFOLD with and without synthetic data.
+$S --config configs/fedssyn_fmnist_vae.toml --out results/sweeps/fmnist_scaffold --set algorithm.name=scaffold \
+   --vary synthetic.method=none

@@ -141,3 +141,19 @@ def test_shipped_configs_load():
     assert len(configs) >= 7
     for path in configs:
         load_config(path)
+
+
+def test_a_diverging_run_stops_and_says_so(cifar_root, tmp_path, capsys):
+    """lr = 1e6 blows the MLP up: the run stops at the first non-finite server model, marks the round, skips the
+    estimates there, and still writes its summary (a sweep carries on)."""
+    out = tmp_path / "run"
+    args = base_args(
+        cifar_root, out, "--set", "train.lr=1e6", "--set", "train.rounds=6", "--set", "train.estimate_every=1"
+    )
+    assert main(args) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    summary = json.loads((out / "summary.json").read_text())
+    assert rows[-1].get("diverged") and "estimates" not in rows[-1]
+    assert all(not r.get("diverged") for r in rows[:-1])
+    assert summary["diverged_at_round"] == rows[-1]["round"] < 6
+    assert "diverged" in capsys.readouterr().out
