@@ -15,6 +15,7 @@ passed in; nothing global is seeded.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -116,8 +117,41 @@ def check_generator(generator: torch.Generator) -> None:
 
 
 def minibatches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
-    """One epoch of shuffled index batches (the last one may be smaller), the order drawn from ``generator``."""
-    yield from torch.randperm(n, generator=generator).split(batch_size)
+    """One epoch of shuffled index batches (the last one may be smaller), the order drawn from ``generator``
+    (on its device; the indices come back on the CPU)."""
+    yield from torch.randperm(n, generator=generator, device=generator.device).cpu().split(batch_size)
+
+
+class PlainTraining:
+    """How a generator's fit steps without privacy: shuffled fixed-size batches and the optimiser's own step.
+
+    The same interface as :class:`fl.synthesis.generators.dp.PrivateTraining` (``private``, ``optimizer``,
+    :meth:`batches`, :meth:`step`, :meth:`pause`, :meth:`report`, a context manager), so a fit loop is written
+    once for both; :func:`fl.synthesis.generators.dp.training` picks one."""
+
+    private = False
+
+    def __init__(self, optimizer: torch.optim.Optimizer, n: int, batch_size: int) -> None:
+        self.optimizer, self.n, self.batch_size = optimizer, n, batch_size
+
+    def batches(self, generator: torch.Generator) -> Iterator[torch.Tensor]:
+        return minibatches(self.n, self.batch_size, generator)
+
+    def step(self) -> None:
+        self.optimizer.step()
+
+    def pause(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def report(self) -> dict[str, float]:
+        """What an epoch's record adds (nothing without privacy)."""
+        return {}
+
+    def __enter__(self) -> PlainTraining:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 def load_module_state(module: nn.Module, state: dict[str, torch.Tensor], owner: str) -> int:

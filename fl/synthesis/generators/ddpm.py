@@ -49,7 +49,6 @@ reproducible), as do dropout masks when ``dropout > 0``.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import math
@@ -61,7 +60,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fl.synthesis.generators.base import to_uint8, to_unit
-from fl.synthesis.generators.dp import DPConfig, PrivateTraining
+from fl.synthesis.generators.dp import DPConfig, training
 from theory.errors import InputError
 
 __all__ = ["DDPM", "DDPMConfig", "UNet", "beta_schedule"]
@@ -544,35 +543,26 @@ class DDPM:
                 self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
             )
         n, bs = len(data), self.config.batch_size
-        private = None
-        if privacy is not None:
-            private = PrivateTraining(self.model, self.optimizer, n, bs, privacy, generator)
-        optimizer = private.optimizer if private else self.optimizer
+        trainer = training(self.model, self.optimizer, n, bs, privacy, generator)
         history: list[dict[str, float]] = []
         self.model.train()
         try:
-            with private or contextlib.nullcontext():
+            with trainer:
                 for _ in range(epochs):
-                    if private:
-                        batches = private.batches(generator)
-                    else:
-                        batches = torch.randperm(n, generator=generator, device=generator.device).cpu().split(bs)
                     total, seen = 0.0, 0
-                    for idx in batches:
+                    for idx in trainer.batches(generator):
                         loss = self.loss(data[idx].to(self.device), labels[idx].to(self.device), generator)
-                        optimizer.zero_grad(set_to_none=True)
+                        trainer.optimizer.zero_grad(set_to_none=True)
                         loss.backward()
-                        if self.config.grad_clip > 0 and private is None:
+                        if self.config.grad_clip > 0 and not trainer.private:
                             nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
-                        (private or optimizer).step()
+                        trainer.step()
                         self.steps_done += 1
                         self._update_ema()
                         total += float(loss.detach()) * len(idx)
                         seen += len(idx)
                     self.epochs_done += 1
-                    history.append({"loss": total / max(seen, 1)})
-                    if private:
-                        history[-1]["epsilon"] = private.epsilon()
+                    history.append({"loss": total / max(seen, 1)} | trainer.report())
                     if on_epoch is not None:
                         self.model.eval()
                         on_epoch(self.epochs_done, self)

@@ -19,6 +19,7 @@ means are therefore not used under DP (it samples its conditional decoder from t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fl.synthesis.generators.base import scalar
+from fl.synthesis.generators.base import PlainTraining, scalar
 from theory import _validate
 from theory.errors import InputError
 
@@ -59,7 +60,10 @@ class PrivateTraining:
     :meth:`epsilon` is the ε spent so far. :meth:`pause` disables the hooks (e.g. the GAN's generator step
     backpropagates through the discriminator). Use it as a context manager: inside, the warnings Opacus's hooks
     raise at every backward are silenced; on leaving, the hooks are removed (the network is left as built).
+    Same interface as :class:`~fl.synthesis.generators.base.PlainTraining`; :func:`training` picks one.
     """
+
+    private = True
 
     def __init__(
         self,
@@ -121,8 +125,18 @@ class PrivateTraining:
             return 0.0
         return float(self.accountant.get_epsilon(self.config.delta))
 
-    def pause(self) -> _Paused:
-        return _Paused(self.module)
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """Hooks off inside (a backward through this network that must not count as a private step)."""
+        self.module.disable_hooks()
+        try:
+            yield
+        finally:
+            self.module.enable_hooks()
+
+    def report(self) -> dict[str, float]:
+        """What an epoch's record adds: "epsilon", the ε spent so far."""
+        return {"epsilon": self.epsilon()}
 
     def __enter__(self) -> PrivateTraining:
         self._warnings = warnings.catch_warnings()
@@ -136,12 +150,15 @@ class PrivateTraining:
         self._warnings.__exit__(*exc)
 
 
-class _Paused:
-    def __init__(self, module: nn.Module) -> None:
-        self.module = module
-
-    def __enter__(self) -> None:
-        self.module.disable_hooks()
-
-    def __exit__(self, *exc: object) -> None:
-        self.module.enable_hooks()
+def training(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    n: int,
+    batch_size: int,
+    privacy: DPConfig | None,
+    generator: torch.Generator,
+) -> PlainTraining | PrivateTraining:
+    """The step mechanism of a generator's fit: :class:`PlainTraining` without ``privacy``, else DP-SGD."""
+    if privacy is None:
+        return PlainTraining(optimizer, n, batch_size)
+    return PrivateTraining(module, optimizer, n, batch_size, privacy, generator)

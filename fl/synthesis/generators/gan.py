@@ -31,7 +31,6 @@ The input checks and batching (:func:`~fl.synthesis.generators.base.check_traini
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,12 +46,11 @@ from fl.synthesis.generators.base import (
     check_sample_labels,
     check_training_data,
     load_module_state,
-    minibatches,
     scalar,
     to_uint8,
     to_unit,
 )
-from fl.synthesis.generators.dp import DPConfig, PrivateTraining
+from fl.synthesis.generators.dp import DPConfig, training
 from theory import _validate
 from theory.errors import InputError
 
@@ -156,22 +154,15 @@ class CGAN:
         if not self._weights_from_seed:
             self.reset_parameters(generator)
         g_net, d_net = self.nets["generator"], self.nets["discriminator"]
-        private = None
-        if privacy is not None:
-            private = PrivateTraining(d_net, self._d_optimizer, len(labels), self.config.batch_size, privacy, generator)
-        d_optimizer = private.optimizer if private else self._d_optimizer
+        trainer = training(d_net, self._d_optimizer, len(labels), self.config.batch_size, privacy, generator)
         history = []
         try:
-            with private or contextlib.nullcontext():
+            with trainer:
                 for _ in range(epochs):
                     self.nets.train()
                     d_sum = g_sum = 0.0
                     seen = 0
-                    if private:
-                        batches = private.batches(generator)
-                    else:
-                        batches = minibatches(len(labels), self.config.batch_size, generator)
-                    for index in batches:
+                    for index in trainer.batches(generator):
                         real, y_batch = to_unit(images[index]), labels[index]
                         z = torch.randn(len(index), self.config.latent_dim, generator=generator)
                         fake = g_net(z, y_batch)
@@ -179,12 +170,12 @@ class CGAN:
                         # Under DP-SGD, real image j and fake image j add up to one per-sample gradient, then clipped.
                         d_real, d_fake = F.softplus(-d_net(real, y_batch)), F.softplus(d_net(fake.detach(), y_batch))
                         d_loss = d_real.mean() + d_fake.mean()
-                        d_optimizer.zero_grad(set_to_none=True)
+                        trainer.optimizer.zero_grad(set_to_none=True)
                         d_loss.backward()
-                        (private or d_optimizer).step()
+                        trainer.step()
 
                         # Non-saturating generator loss: maximise log D(G(z)) rather than minimise log(1 - D(G(z))).
-                        with private.pause() if private else contextlib.nullcontext():
+                        with trainer.pause():
                             g_loss = F.softplus(-d_net(fake, y_batch)).mean()
                             self._g_optimizer.zero_grad(set_to_none=True)
                             g_loss.backward()
@@ -193,9 +184,7 @@ class CGAN:
                         d_sum += d_loss.item() * len(index)
                         g_sum += g_loss.item() * len(index)
                         seen += len(index)
-                    history.append({"d_loss": d_sum / max(seen, 1), "g_loss": g_sum / max(seen, 1)})
-                    if private:
-                        history[-1]["epsilon"] = private.epsilon()
+                    history.append({"d_loss": d_sum / max(seen, 1), "g_loss": g_sum / max(seen, 1)} | trainer.report())
                     self.epochs_done += 1
                     if on_epoch is not None:
                         on_epoch(self.epochs_done, self)

@@ -30,7 +30,6 @@ generator.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,12 +45,11 @@ from fl.synthesis.generators.base import (
     check_sample_labels,
     check_training_data,
     load_module_state,
-    minibatches,
     scalar,
     to_uint8,
     to_unit,
 )
-from fl.synthesis.generators.dp import DPConfig, PrivateTraining
+from fl.synthesis.generators.dp import DPConfig, training
 from fl.synthesis.generators.gan import SAMPLE_CHUNK
 from theory import _validate
 from theory.errors import InputError
@@ -129,23 +127,14 @@ class BetaVAE:
         check_generator(generator)
         if not self._weights_from_seed:
             self.reset_parameters(generator)
-        private = None
-        if privacy is not None:
-            private = PrivateTraining(
-                self.net, self._optimizer, len(labels), self.config.batch_size, privacy, generator
-            )
-        optimizer = private.optimizer if private else self._optimizer
+        trainer = training(self.net, self._optimizer, len(labels), self.config.batch_size, privacy, generator)
         history = []
-        with private or contextlib.nullcontext():
+        with trainer:
             for _ in range(epochs):
                 self.net.train()
                 recon_sum = kl_sum = 0.0
                 seen = 0  # images in this epoch's batches (n, or about n under Poisson sampling)
-                if private:
-                    batches = private.batches(generator)
-                else:
-                    batches = minibatches(len(labels), self.config.batch_size, generator)
-                for index in batches:
+                for index in trainer.batches(generator):
                     pixels = (to_unit(images[index]) + 1) / 2  # Bernoulli targets in [0, 1]
                     mu, logvar = self.net.encode(pixels)
                     z = mu + torch.exp(0.5 * logvar) * torch.randn(mu.shape, generator=generator)
@@ -154,19 +143,17 @@ class BetaVAE:
                     # KL(N(μ, σ²) ‖ N(0, I)) in closed form, summed over latent dimensions (Kingma and Welling 2014).
                     kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).sum() / len(index)
                     loss = recon + self.config.beta * kl
-                    optimizer.zero_grad(set_to_none=True)
+                    trainer.optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    (private or optimizer).step()
+                    trainer.step()
                     recon_sum += recon.item() * len(index)
                     kl_sum += kl.item() * len(index)
                     seen += len(index)
-                if private is None:
+                if not trainer.private:
                     self._update_class_means(images, labels)
                 recon_mean, kl_mean = recon_sum / max(seen, 1), kl_sum / max(seen, 1)
                 record = {"loss": recon_mean + self.config.beta * kl_mean, "recon": recon_mean, "kl": kl_mean}
-                if private:
-                    record["epsilon"] = private.epsilon()
-                history.append(record)
+                history.append(record | trainer.report())
                 self.epochs_done += 1
                 if on_epoch is not None:
                     on_epoch(self.epochs_done, self)
