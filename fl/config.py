@@ -33,6 +33,7 @@ from pathlib import Path
 from fl.algorithms import ALGORITHMS
 from fl.data.datasets import canonical_name
 from fl.data.partition import PARTITIONERS
+from fl.synthesis.fedssyn import FedssynConfig
 from theory.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -130,7 +131,7 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class SyntheticConfig:
+class SyntheticConfig(FedssynConfig):
     """method: "none"; "fedssyn" (Algorithm I: every client's synthetic set pooled, shuffled, dealt back);
     "own" (baseline D_i ∪ D̃_i: each client keeps its own synthetic set); "central-real" and "central-synthetic"
     (Fig. 3's baselines: one model trained on the union of the clients' D_i, or of their synthetic sets only; a
@@ -140,33 +141,20 @@ class SyntheticConfig:
     checkpoints and synthetic sets are kept."""
 
     method: str = "none"
-    generator: str = "ddpm"
-    rho: float = 0.75
-    n_tilde: int = 500
-    epochs: int = 5
-    sample_epoch: int = 0
-    sample_steps: int = 50
-    generator_config: dict = field(default_factory=dict)
-    dp: bool = False
-    dp_noise_multiplier: float = 1.906
-    dp_max_grad_norm: float = 1.0
-    dp_delta: float = 1e-5
     cache_dir: str = "results/synthetic"
 
-    def fedssyn(self):
-        from fl.synthesis.fedssyn import FedssynConfig
-
-        fields_ = {f.name for f in dataclasses.fields(FedssynConfig)}
-        values = {k: v for k, v in dataclasses.asdict(self).items() if k in fields_}
-        return FedssynConfig(**{**values, "generator_config": dict(self.generator_config)})
+    def fedssyn(self) -> FedssynConfig:
+        """The protocol's settings alone (what keys the generator cache)."""
+        return FedssynConfig(**{f.name: getattr(self, f.name) for f in fields(FedssynConfig)})
 
     @property
     def needs_generators(self) -> bool:
         return self.method in ("fedssyn", "own", "central-synthetic")
 
-    def check(self) -> None:
+    def check(self) -> SyntheticConfig:
         _require(self.method in METHODS, "synthetic.method", f"must be one of {', '.join(METHODS)}")
-        self.fedssyn().check()
+        super().check()
+        return self
 
 
 METHODS = ("none", "fedssyn", "own", "central-real", "central-synthetic")

@@ -12,7 +12,6 @@ loss/accuracy, cumulative communication, estimator values), ``checkpoint.pt`` (w
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fl.atomic import write_atomically
 from fl.config import RunConfig, build_algorithm, from_dict, load_config
 from fl.data import load
 from fl.engine import EngineState, LocalConfig, evaluate, init_state, run_round
@@ -136,9 +136,7 @@ def save_checkpoint(path: Path, state: EngineState) -> None:
         "lr": state.lr,
         "extra": state.extra,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    write_atomically(path, lambda tmp: torch.save(payload, tmp))
 
 
 def load_checkpoint(path: Path, device: torch.device) -> EngineState:

@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fl.atomic import write_atomically
 from fl.synthesis.generators.dp import DPConfig
 from theory.errors import InputError
 
@@ -138,12 +138,6 @@ def cache_key(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _save_npz(path: Path, **arrays: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
-
-
 def train_generator(
     x: np.ndarray,
     y: np.ndarray,
@@ -171,8 +165,8 @@ def train_generator(
     start = time.perf_counter() - progress["seconds"]
 
     def checkpoint(epoch: int, fitted) -> None:
-        _atomic_torch_save(fitted.state_dict(), folder / f"generator_epoch{epoch}.pt")
-        _atomic_write(progress_path, json.dumps({"epochs": epoch, "seconds": time.perf_counter() - start}))
+        write_atomically(folder / f"generator_epoch{epoch}.pt", lambda tmp: torch.save(fitted.state_dict(), tmp))
+        _write_json(progress_path, {"epochs": epoch, "seconds": time.perf_counter() - start})
 
     with torch.random.fork_rng(devices=[]):  # initial weights and dropout: seeded here, global state restored
         torch.manual_seed(torch_seed + progress["epochs"])
@@ -192,7 +186,7 @@ def train_generator(
         "parameters": sum(v.numel() for v in _tensors(model.state_dict())),
         "batch_size": model.config.batch_size,
     }
-    _atomic_write(done, json.dumps(info))
+    _write_json(done, info)
     log(f"  generator {folder.name}: {len(subset)} images, {info['seconds_train']:.1f} s training")
     return _with_epsilon({**info, "cached": False}, config)
 
@@ -243,8 +237,8 @@ def sample_generator(
         "sample_epoch": epoch,
         "class_counts_synthetic": np.bincount(labels, minlength=n_classes).tolist(),
     }
-    _save_npz(path, x=images, y=labels)
-    _atomic_write(meta, json.dumps(info))
+    write_atomically(path, lambda tmp: np.savez_compressed(tmp, x=images, y=labels), ".tmp.npz")
+    _write_json(meta, info)
     log(f"  sampled {len(labels)} images from {folder.name} epoch {epoch} in {info['seconds_sample']:.1f} s")
     return images, labels, {**info, "cached": False}
 
@@ -270,16 +264,8 @@ def _tensors(state: dict) -> list[torch.Tensor]:
     return out
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _atomic_torch_save(obj: object, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+def _write_json(path: Path, payload: dict) -> None:
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(payload)))
 
 
 def synthesize(

@@ -475,3 +475,15 @@ def test_fl_run_with_dp_reports_the_largest_client_epsilon_at_the_sample_epoch(
     assert summary["dp_epsilon"] < epsilon_spent(DPConfig(delta=1e-4), min(subsets), 4, 3)  # not the last epoch
     assert summary["dp_delta"] == 1e-4
     assert all("epsilon" not in info for info in summary["synthetic"])
+
+
+@pytest.mark.parametrize("sigma, epochs, delta", [(1.906, 10, 1e-5), (1.0, 1, 1e-5), (4.0, 100, 1e-6)])
+def test_full_batch_epsilon_matches_the_gaussian_mechanism_closed_form(sigma, epochs, delta):
+    """With B = n (q = 1) DP-SGD is the Gaussian mechanism composed T times: RDP T·α/(2σ²) (Mironov 2017), turned
+    into (ε, δ) by Balle et al. 2020's conversion ε = rdp − (log δ + log α)/(α − 1) + log((α − 1)/α), minimised
+    over a fine α grid. Opacus minimises over its own coarser grid, so it may only be slightly larger."""
+    alpha = np.linspace(1.01, 256, 200_001)
+    rdp = epochs * alpha / (2 * sigma**2)
+    closed_form = np.min(rdp - (np.log(delta) + np.log(alpha)) / (alpha - 1) + np.log((alpha - 1) / alpha))
+    epsilon = epsilon_spent(DPConfig(sigma, 1.0, delta), 64, 64, epochs)
+    assert closed_form <= epsilon <= closed_form * 1.001
