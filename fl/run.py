@@ -72,12 +72,8 @@ class Experiment:
         mode = "shuffle" if method == "fedssyn" else "own"
         if method.startswith("central"):  # one client holding the union (Fig. 3's centralised baselines)
             everything = np.concatenate(original)
-            kept = [] if method == "central-synthetic" else [everything]
-            train, val, original = (
-                [np.concatenate(kept or [np.zeros(0, np.int64)])],
-                [np.concatenate(val)],
-                [everything],
-            )
+            real = np.zeros(0, np.int64) if method == "central-synthetic" else everything
+            train, val, original = [real], [np.concatenate(val)], [everything]
             if synthetic:
                 synthetic = [(np.concatenate([s[0] for s in synthetic]), np.concatenate([s[1] for s in synthetic]))]
         self.data = assemble(dataset, train, val, original, rng, config.data.p, synthetic, mode, self.device)

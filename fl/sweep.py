@@ -131,14 +131,10 @@ def sweep(
         for name, overrides in runs
         for seed in seeds
     }  # checked before anything runs
-    for name, _ in runs[1:]:  # a variation equal to the base config (e.g. its own value) is the base run
-        if all(configs[name, s].to_dict() == configs["base", s].to_dict() for s in seeds):
-            print(f"{name} is the base config: reported as 'base'")
-    runs = runs[:1] + [
-        (name, o)
-        for name, o in runs[1:]
-        if any(configs[name, s].to_dict() != configs["base", s].to_dict() for s in seeds)
-    ]
+    base_runs = [(name, o) for name, o in runs[1:] if all(configs[name, s] == configs["base", s] for s in seeds)]
+    for name, _ in base_runs:  # a variation equal to the base config (e.g. its own value) is the base run
+        print(f"{name} is the base config: reported as 'base'")
+    runs = [run for run in runs if run not in base_runs]
     if not with_base:
         if len(runs) == 1:
             raise InputError("--no-base needs at least one --vary")
