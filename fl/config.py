@@ -16,6 +16,10 @@ name = "fedcog-cnn"
 [algorithm]   # name plus that algorithm's own hyper-parameters (e.g. mu for fedprox)
 name = "fedavg"
 
+[method]      # name plus that method's own keys (see fl/methods/): none, fedssyn, own, central-*, fedcog
+name = "fedcog"
+start_round = 51
+
 [train]
 rounds = 30
 lr = [0.01, 0.05, 0.1]   # a grid is tuned on the clients' 10% local validation sets
@@ -33,7 +37,7 @@ from pathlib import Path
 from fl.algorithms import ALGORITHMS
 from fl.data.datasets import canonical_name
 from fl.data.partition import PARTITIONERS
-from fl.synthesis.fedssyn import FedssynConfig
+from fl.methods import METHODS, Method
 from theory.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -97,11 +101,15 @@ class TrainConfig:
     weighting: "size" or "uniform" aggregation weights. seed: everything derives from it.
     device: auto (CUDA when present), cpu, cuda. eval_every: rounds between test evaluations.
     estimate_every: rounds between ζ²/σ²/δ² measurements (0: off); estimate_samples: per-sample gradients per
-    client. target_accuracy: m of "rounds to reach m". checkpoint_every: rounds between checkpoints."""
+    client. target_accuracy: m of "rounds to reach m". checkpoint_every: rounds between checkpoints.
+    local_steps: τ, local iterations per round instead of epochs (0: ``local_epochs`` epochs; FedCOG counts
+    τ = 400 iterations). momentum: client SGD momentum β (0: plain SGD; reset every round), for every algorithm."""
 
     rounds: int = 20
     participation: float = 1.0
     local_epochs: int = 1
+    local_steps: int = 0
+    momentum: float = 0.0
     batch_size: int = 64
     lr: tuple[float, ...] = (0.05,)
     tune_rounds: int = 2
@@ -118,6 +126,8 @@ class TrainConfig:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
         _require(0 < self.participation <= 1, "train.participation", "C must lie in (0, 1]")
         _require(self.local_epochs >= 1, "train.local_epochs", "must be >= 1")
+        _require(self.local_steps >= 0, "train.local_steps", "must be >= 0 (0: use local_epochs)")
+        _require(0 <= self.momentum < 1, "train.momentum", "must lie in [0, 1)")
         _require(self.batch_size >= 1, "train.batch_size", "must be >= 1")
         _require(len(self.lr) >= 1 and all(v > 0 for v in self.lr), "train.lr", "must be > 0 (a number or a list)")
         _require(self.tune_rounds >= 1, "train.tune_rounds", "must be >= 1")
@@ -131,49 +141,19 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class SyntheticConfig(FedssynConfig):
-    """method: "none"; "fedssyn" (Algorithm I: every client's synthetic set pooled, shuffled, dealt back);
-    "own" (baseline D_i ∪ D̃_i: each client keeps its own synthetic set); "central-real" and "central-synthetic"
-    (Fig. 3's baselines: one model trained on the union of the clients' D_i, or of their synthetic sets only; a
-    round is then ``local_epochs`` epochs of SGD over that union). The other keys are those of
-    :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho, n_tilde, epochs, sample_epoch, sample_steps,
-    generator_config, dp, dp_noise_multiplier, dp_max_grad_norm, dp_delta); cache_dir: where generator
-    checkpoints and synthetic sets are kept."""
-
-    method: str = "none"
-    cache_dir: str = "results/synthetic"
-
-    def fedssyn(self) -> FedssynConfig:
-        """The protocol's settings alone (what keys the generator cache)."""
-        return FedssynConfig(**{f.name: getattr(self, f.name) for f in fields(FedssynConfig)})
-
-    @property
-    def needs_generators(self) -> bool:
-        return self.method in ("fedssyn", "own", "central-synthetic")
-
-    def check(self) -> SyntheticConfig:
-        _require(self.method in METHODS, "synthetic.method", f"must be one of {', '.join(METHODS)}")
-        super().check()
-        return self
-
-
-METHODS = ("none", "fedssyn", "own", "central-real", "central-synthetic")
-
-
-@dataclass(frozen=True)
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     algorithm: dict = field(default_factory=lambda: {"name": "fedavg"})
     train: TrainConfig = field(default_factory=TrainConfig)
-    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    method: dict = field(default_factory=lambda: {"name": "none"})
 
     def check(self) -> RunConfig:
         self.data.check()
         self.model.check()
         self.train.check()
-        self.synthetic.check()
         build_algorithm(self.algorithm)
+        build_method(self.method)
         return self
 
     def to_dict(self) -> dict:
@@ -182,7 +162,7 @@ class RunConfig:
             "model": dataclasses.asdict(self.model),
             "algorithm": dict(self.algorithm),
             "train": {**dataclasses.asdict(self.train), "lr": list(self.train.lr)},
-            "synthetic": dataclasses.asdict(self.synthetic),
+            "method": dict(self.method),
         }
 
 
@@ -214,7 +194,58 @@ def build_algorithm(spec: dict):
     return algorithm
 
 
-SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "synthetic": SyntheticConfig}
+def build_method(spec: dict) -> Method:
+    """The method object of a resolved ``[method]`` table (see :func:`resolve_method`)."""
+    spec = dict(spec)
+    return METHODS[spec.pop("name")](**spec).check()
+
+
+def resolve_method(table: dict) -> tuple[dict, list[str]]:
+    """A ``[method]`` table -> (name plus every key of that method, defaults filled in and values coerced; the
+    keys dropped because they belong to another method only, after checking their values). Dropping those lets a
+    sweep vary ``method.name`` over a base config that sets, e.g., fedssyn's generator keys; a key of no method
+    is an error."""
+    table = dict(table)
+    name = table.pop("name", "none")
+    if not isinstance(name, str) or name not in METHODS:
+        raise InputError(f"config method.name: unknown {name!r}; known: {', '.join(METHODS)}")
+    own = dataclasses.asdict(METHODS[name]())
+    others = {f.name for cls in METHODS.values() for f in fields(cls)}
+    resolved, dropped = {"name": name, **own}, []
+    for key, value in table.items():
+        if key in own:
+            resolved[key] = _coerce(f"method.{key}", value, own[key])
+        elif key in others:  # still checked, by the first method that has it: a bad value is an error anyway
+            owner = next(cls for cls in METHODS.values() if key in {f.name for f in fields(cls)})
+            owner(**{key: _coerce(f"method.{key}", value, getattr(owner(), key))}).check()
+            dropped.append(key)
+        else:
+            known = ", ".join(own) or "none"
+            raise InputError(f"config method.{key}: unknown for {name} (its keys: {known})")
+    return resolved, dropped
+
+
+LEGACY_SYNTHETIC = "synthetic"  # the [synthetic] section of earlier versions: now [method], "method" -> "name"
+
+
+def migrate(tree: dict) -> dict:
+    """Read an earlier config's ``[synthetic]`` table (``method = ...`` and Fedssyn's keys) as ``[method]``."""
+    if LEGACY_SYNTHETIC not in tree:
+        return tree
+    tree = dict(tree)
+    old = tree.pop(LEGACY_SYNTHETIC)
+    if not isinstance(old, dict):
+        raise InputError("config synthetic: must be a table (it is now called [method])")
+    old = {("name" if k == "method" else k): v for k, v in old.items()}
+    new = dict(tree.get("method", {}))
+    clash = sorted(set(old) & set(new))
+    if clash:
+        raise InputError(f"config synthetic.{clash[0]}: set in both [synthetic] and [method]; use method.{clash[0]}")
+    tree["method"] = {**old, **new}
+    return tree
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
 
 
 def _coerce(key: str, value, default):
@@ -241,16 +272,21 @@ def _coerce(key: str, value, default):
 
 
 def from_dict(tree: dict) -> RunConfig:
-    """Build and check a RunConfig from a parsed TOML tree."""
+    """Build and check a RunConfig from a parsed TOML tree (an earlier version's ``[synthetic]`` is read as
+    ``[method]``)."""
     config = RunConfig()
-    for section, table in tree.items():
+    for section, table in migrate(tree).items():
+        if section in ("algorithm", "method") and not isinstance(table, dict):
+            raise InputError(f"config {section}: must be a table")
         if section == "algorithm":
-            if not isinstance(table, dict):
-                raise InputError("config algorithm: must be a table")
             config = replace(config, algorithm={"name": "fedavg", **table})
             continue
+        if section == "method":
+            config = replace(config, method=resolve_method(table)[0])
+            continue
         if section not in SECTIONS:
-            raise InputError(f"config {section}: unknown section (known: algorithm, {', '.join(SECTIONS)})")
+            known = ", ".join(["algorithm", "method", *SECTIONS])
+            raise InputError(f"config {section}: unknown section (known: {known})")
         if not isinstance(table, dict):
             raise InputError(f"config {section}: must be a table")
         current = getattr(config, section)
@@ -292,4 +328,9 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
     for text in overrides:
         (section, key), value = parse_override(text)
         tree.setdefault(section, {})[key] = value
-    return from_dict(tree)
+    dropped = resolve_method(migrate(tree).get("method", {}))[1] if isinstance(tree.get("method", {}), dict) else []
+    config = from_dict(tree)
+    if dropped:
+        name = config.method["name"]
+        print(f"note: method {name} has no key {', '.join(dropped)} (another method's); ignored", file=sys.stderr)
+    return config

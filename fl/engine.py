@@ -1,15 +1,19 @@
 """The round loop: select clients, send the server model, train locally, aggregate, evaluate.
 
-Knows nothing of any specific algorithm: an :class:`fl.algorithms.Algorithm` supplies the local-step correction,
-the client state update and the server update (see :mod:`fl.algorithms.base` for the equations). Randomness is a
-pure function of (seed, round, client): client selection uses ``numpy.random.default_rng([seed, t])`` and client
-i's batch order and dropout use a torch seed drawn from ``SeedSequence([seed, t, i])``, so a run resumed from a
-checkpoint repeats the uninterrupted run bit for bit.
+Knows nothing of any specific algorithm or method: an :class:`fl.algorithms.Algorithm` supplies the local-step
+correction, the client state update and the server update (see :mod:`fl.algorithms.base` for the equations), a
+:class:`fl.methods.Method` its hooks before and after each client's local training, in every local step and after
+aggregation (see :mod:`fl.methods.base`). Randomness is a pure function of (seed, round, client): client
+selection uses ``numpy.random.default_rng([seed, t])``, client i's batch order and dropout use a torch seed drawn
+from ``SeedSequence([seed, t, i])`` and the method's own draws ``SeedSequence([seed, t, i, 1])``, so a run
+resumed from a checkpoint repeats the uninterrupted run bit for bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +22,7 @@ import torch.nn.functional as F
 
 from fl.algorithms import Algorithm, Context, State
 from fl.flat import FlatModel
+from fl.methods.base import ClientRound, LocalTask, Method, new_state
 
 
 @dataclass
@@ -47,7 +52,8 @@ class ClientSet:
 
 @dataclass
 class EngineState:
-    """Everything a checkpoint holds: the next round to run, server model, server and client states."""
+    """Everything a checkpoint holds: the next round to run, server model, the algorithm's server and client
+    states, the method's state (see :mod:`fl.methods.base`)."""
 
     round: int
     x: torch.Tensor
@@ -55,21 +61,28 @@ class EngineState:
     clients: State  # each (N, P)
     lr: float
     extra: dict = field(default_factory=dict)
+    method: dict = field(default_factory=new_state)
 
 
 @dataclass(frozen=True)
 class LocalConfig:
-    """epochs: local epochs E; batch_size: B; K = E·⌈n_i/B⌉ local steps. participation: C, the fraction of the N
-    clients sampled each round (⌈C·N⌉ of them, without replacement). weighting: "size" (n_i/Σn_j) or "uniform"."""
+    """epochs: local epochs E; batch_size: B; K = E·⌈n_i/B⌉ local steps, or K = τ = ``steps`` when steps > 0
+    (FedCOG counts iterations: τ = 400; the batches then run through fresh permutations until τ are taken).
+    participation: C, the fraction of the N clients sampled each round (⌈C·N⌉ of them, without replacement).
+    weighting: "size" (n_i/Σn_j) or "uniform". momentum: heavy-ball momentum β of the client's SGD
+    (v <- βv + g, w <- w - ηv, v = 0 at the start of every round; 0: plain SGD)."""
 
     epochs: int = 1
     batch_size: int = 64
     participation: float = 1.0
     weighting: str = "size"
+    steps: int = 0
+    momentum: float = 0.0
 
 
-def client_seed(seed: int, t: int, i: int) -> int:
-    return int(np.random.SeedSequence([seed, t, i]).generate_state(1)[0])
+def client_seed(seed: int, t: int, i: int, *stream: int) -> int:
+    """A 32-bit seed for client i in round t (``stream`` separates further independent draws)."""
+    return int(np.random.SeedSequence([seed, t, i, *stream]).generate_state(1)[0])
 
 
 def select_clients(seed: int, t: int, n_clients: int, participation: float) -> np.ndarray:
@@ -77,6 +90,23 @@ def select_clients(seed: int, t: int, n_clients: int, participation: float) -> n
     if m >= n_clients:
         return np.arange(n_clients)
     return np.sort(np.random.default_rng([seed, t]).choice(n_clients, m, replace=False))
+
+
+def batches(
+    index: torch.Tensor, batch_size: int, generator: torch.Generator, epochs: int, steps: int = 0
+) -> Iterator[torch.Tensor]:
+    """Mini-batches of ``index``: each pass a fresh permutation cut into batches of B (the last one smaller);
+    ``epochs`` passes, or exactly ``steps`` batches when steps > 0."""
+    if not len(index):
+        return
+    taken = 0
+    for _ in itertools.count() if steps else range(epochs):
+        order = index[torch.randperm(len(index), generator=generator).to(index.device)]
+        for start in range(0, len(order), batch_size):
+            yield order[start : start + batch_size]
+            taken += 1
+            if taken == steps:
+                return
 
 
 def local_train(
@@ -89,23 +119,30 @@ def local_train(
     lr: float,
     correction: Callable[[torch.Tensor], torch.Tensor | None],
     generator: torch.Generator,
+    steps: int = 0,
+    momentum: float = 0.0,
+    task: LocalTask | None = None,
 ) -> int:
-    """E epochs of mini-batch SGD on x[index] with ``correction(w)`` added to every gradient; returns K."""
+    """Local SGD on x[index] (E epochs, or τ = ``steps`` batches) with ``correction(w)`` added to every gradient
+    and the objective ``task.loss`` (cross-entropy without a task); returns the number of steps K."""
     model = flat.model
     model.train()
-    steps = 0
-    for _ in range(epochs):
-        order = index[torch.randperm(len(index), generator=generator).to(index.device)]
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            flat.grads.zero_()
-            F.cross_entropy(model(x[batch]), y[batch]).backward()
-            extra = correction(flat.params)
-            if extra is not None:
-                flat.grads.add_(extra)
+    velocity = torch.zeros_like(flat.params) if momentum else None
+    k = 0
+    for batch in batches(index, batch_size, generator, epochs, steps):
+        flat.grads.zero_()
+        xb, yb = x[batch], y[batch]
+        loss = F.cross_entropy(model(xb), yb) if task is None else task.loss(model, xb, yb)
+        loss.backward()
+        extra = correction(flat.params)
+        if extra is not None:
+            flat.grads.add_(extra)
+        if velocity is None:
             flat.params.sub_(lr * flat.grads)
-            steps += 1
-    return steps
+        else:
+            flat.params.sub_(lr * velocity.mul_(momentum).add_(flat.grads))
+        k += 1
+    return k
 
 
 @torch.no_grad()
@@ -139,24 +176,37 @@ def run_round(
     data: ClientSet,
     local: LocalConfig,
     seed: int,
+    method: Method | None = None,
 ) -> tuple[EngineState, dict]:
-    """One round t = state.round; returns the new state (round t+1) and the round's record."""
+    """One round t = state.round; returns the new state (round t+1) and the round's record (participants, and the
+    seconds spent in local training and in the method's hooks)."""
+    method = method or Method()
     t = state.round
     selected = select_clients(seed, t, data.n_clients, local.participation)
     sizes = torch.tensor(data.sizes[selected], dtype=state.x.dtype, device=state.x.device)
     weights = sizes / sizes.sum() if local.weighting == "size" else torch.full_like(sizes, 1 / len(selected))
     ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
+    clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
     for i in selected.tolist():
         ctx = Context(state.x, state.server, {k: v[i] for k, v in state.clients.items()}, flat.head_mask)
+        tick = time.perf_counter()
+        hooks = ClientRound(t, i, state.x, flat, data, local, state.method, client_seed(seed, t, i, 1), log)
+        task = method.before_client(hooks)
         flat.load(state.x)
         generator = torch.Generator().manual_seed(client_seed(seed, t, i))
+        clock["seconds_method"] += time.perf_counter() - tick
+        tick = time.perf_counter()
         with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
             torch.manual_seed(client_seed(seed, t, i) + 1)
             steps = local_train(
                 flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, state.lr,
-                lambda w, ctx=ctx: algorithm.correction(w, ctx), generator,
+                lambda w, ctx=ctx: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task,
             )  # fmt: skip
         y_i = flat.params.detach().clone()
+        clock["seconds_local"] += time.perf_counter() - tick
+        tick = time.perf_counter()
+        method.after_client(hooks, y_i)
+        clock["seconds_method"] += time.perf_counter() - tick
         ys.append(y_i)
         for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():
             old[k].append(ctx.client[k])
@@ -168,5 +218,8 @@ def run_round(
     )  # fmt: skip
     for k, v in stack.items():  # in place: (N, P) arrays can be large
         state.clients[k][torch.as_tensor(selected, device=v.device)] = v
-    record = {"round": t, "clients": selected.tolist()}
-    return EngineState(t + 1, x, server, state.clients, state.lr, state.extra), record
+    tick = time.perf_counter()
+    x = method.after_aggregate(t, x, state.method, flat, data)
+    clock["seconds_method"] += time.perf_counter() - tick
+    record = {"round": t, "clients": selected.tolist(), **clock} | ({"method": log} if log else {})
+    return EngineState(t + 1, x, server, state.clients, state.lr, state.extra, state.method), record

@@ -7,9 +7,15 @@ At the server model x (dropout off), for a list of client sample sets:
 - σ²_i = E_j ||g_ij||² - ||ḡ_i||², with E_j ||g_ij||² estimated from per-sample gradients (``torch.func``:
   vmap of grad) of a random subsample of ``samples`` per client (unbiased for the mean squared norm), and
   σ² = (1/N) Σ_i σ²_i (Assumption 2, client average);
-- δ² = ||∇f - ∇f̃||² between the real data and the shuffled-in / synthetic pool (Lemma D-3).
+- δ² = ||∇f - ∇f̃||² between the real data and the shuffled-in / synthetic pool (Lemma D-3), with
+  f = (1/N) Σ_i f_i the *uniform* mean over clients, as in ζ² (so E_i ||∇f_i - ∇f̃||² = ζ² + δ², eq. D-11).
 
 Measured on D_i gives (ζ², σ²); on the client's training set after shuffling gives (ζ̂²_p, σ̂²_p).
+
+With a synthetic-data method the hatted quantities are those of the objective each client actually minimises at
+the server model: client i's real-data loss enters with the method's weight w_i (``weights``; FedCOG's A.2.2
+weights, 1 otherwise), so its gradient is w_i ḡ_i and its single-sample noise w_i² σ²_i; a method's extra term
+whose gradient vanishes at the server model (FedCOG's distillation toward the server model itself) adds nothing.
 """
 
 from __future__ import annotations
@@ -51,26 +57,37 @@ def moments(
     sets: list[torch.Tensor],
     samples: int,
     generator: torch.Generator,
+    weights: list[float] | None = None,
 ) -> dict:
-    """ζ², σ² (and the client means) of the client sample sets ``sets`` at parameters ``x_params``."""
+    """ζ², σ² (and the client means) of the client sample sets ``sets`` at parameters ``x_params``, each client's
+    loss scaled by ``weights[i]`` (1 by default)."""
     flat.load(x_params)
     flat.model.eval()
     means, sigma2 = [], []
-    for index in sets:
+    for i, index in enumerate(sets):
+        w = 1.0 if weights is None else float(weights[i])
         g_i = mean_gradient(flat, x, y, index)
         sub = index[torch.randperm(len(index), generator=generator)[:samples].to(index.device)]
-        sigma2.append(mean_sq_norm(flat, x, y, sub) - float(g_i.pow(2).sum()))
-        means.append(g_i.double().cpu().numpy())
+        sigma2.append(w**2 * (mean_sq_norm(flat, x, y, sub) - float(g_i.pow(2).sum())))
+        means.append(w * g_i.double().cpu().numpy())
     means = np.stack(means)
     return {"zeta2": estimators.zeta2(means[:, None, :]), "sigma2": float(np.mean(sigma2)), "means": means}
 
 
-def measure(flat: FlatModel, x_params: torch.Tensor, data, samples: int, generator: torch.Generator) -> dict:
-    """ζ², σ² on the original D_i; ζ̂²_p, σ̂²_p on the training sets; δ² real vs received pool; their ratios."""
+def measure(
+    flat: FlatModel,
+    x_params: torch.Tensor,
+    data,
+    samples: int,
+    generator: torch.Generator,
+    weights: list[float] | None = None,
+) -> dict:
+    """ζ², σ² on the original D_i; ζ̂²_p, σ̂²_p on the training sets (real-data losses scaled by a method's
+    ``weights``); δ² real vs received pool; their ratios."""
     state = generator.get_state()  # the same subsample draws before and after shuffling: less noise in the ratio
     before = moments(flat, x_params, data.x, data.y, data.original, samples, generator)
     generator.set_state(state)
-    after = moments(flat, x_params, data.x, data.y, data.train, samples, generator)
+    after = moments(flat, x_params, data.x, data.y, data.train, samples, generator, weights)
     out = {
         "zeta2": before["zeta2"],
         "sigma2": before["sigma2"],
@@ -79,8 +96,7 @@ def measure(flat: FlatModel, x_params: torch.Tensor, data, samples: int, generat
     }
     pool = torch.cat(data.received)
     if len(pool):
-        sizes = np.array([len(o) for o in data.original], dtype=np.float64)
-        g_real = (sizes[:, None] * before["means"]).sum(0) / sizes.sum()
+        g_real = before["means"].mean(0)  # ∇f, f = (1/N) Σ f_i: the uniform mean, as in ζ² (eq. D-11)
         flat.load(x_params)
         g_tilde = mean_gradient(flat, data.x, data.y, pool).double().cpu().numpy()
         out["delta2"] = float(np.sum((g_real - g_tilde) ** 2))

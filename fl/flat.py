@@ -19,7 +19,9 @@ class FlatModel:
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
-        params = list(model.parameters())
+        named = list(model.named_parameters())
+        params = [p for _, p in named]
+        self.layout = [(name, p.shape) for name, p in named]
         head = {id(p) for p in model.head.parameters()} if hasattr(model, "head") else set()
         self.params = torch.cat([p.detach().reshape(-1) for p in params])
         self.grads = torch.zeros_like(self.params)
@@ -38,3 +40,13 @@ class FlatModel:
 
     def load(self, vector: torch.Tensor) -> None:
         self.params.copy_(vector)
+
+    def named(self, vector: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The model's parameters as named views of a flat ``vector`` (for ``torch.func.functional_call``: evaluate
+        any parameter vector, e.g. a client's previous local model, without copying it into the model)."""
+        out, offset = {}, 0
+        for name, shape in self.layout:
+            n = shape.numel()
+            out[name] = vector[offset : offset + n].view(shape)
+            offset += n
+        return out

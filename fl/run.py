@@ -22,12 +22,13 @@ import torch
 from tqdm import tqdm
 
 from fl.atomic import write_atomically
-from fl.config import RunConfig, build_algorithm, from_dict, load_config
+from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
 from fl.data import load
 from fl.engine import EngineState, LocalConfig, evaluate, init_state, run_round
 from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
+from fl.methods import Setup, Split, new_state
 from fl.models import build_model
 from theory.cli import ArgumentParser, guarded, make_dir
 from theory.errors import InputError
@@ -42,7 +43,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 class Experiment:
-    """The pieces of one run, built from its config: data, model (flat parameters), algorithm."""
+    """The pieces of one run, built from its config: data, model (flat parameters), algorithm, method."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -50,34 +51,18 @@ class Experiment:
         dataset = load(config.data.dataset, config.data.data_root or None)
         seed = config.train.seed
         rng = np.random.default_rng([seed, 1])
-        train, val, original = split_clients(
+        split = Split(*split_clients(
             dataset, config.data.partition, config.data.clients, rng, config.data.p, config.data.val_fraction,
             config.data.partition_params(),
+        ))  # fmt: skip
+        self.method = build_method(config.method)
+        split, self.method_info = self.method.prepare(Setup(dataset, seed, config.data.p), split)
+        self.synthetic = split.synthetic or []
+        self.data = assemble(
+            dataset, split.train, split.val, split.original, rng, config.data.p, split.synthetic,
+            split.synthetic_mode, self.device,
         )  # fmt: skip
-        synthetic, self.synthetic_info, self.seconds_synthetic = None, [], 0.0
-        method = config.synthetic.method
-        if method != "none" and config.data.p > 0:
-            raise InputError("config data.p: real-data shuffling and synthetic data are separate runs; set p = 0")
-        if config.synthetic.needs_generators:
-            from fl.synthesis.fedssyn import synthesize
-
-            print(f"synthetic data: {config.synthetic.generator} per client (cache {config.synthetic.cache_dir})")
-            start = time.perf_counter()
-            synthetic, self.synthetic_info = synthesize(
-                dataset.name, dataset.x_train, dataset.y_train, original, dataset.n_classes,
-                config.synthetic.fedssyn(), seed, Path(config.synthetic.cache_dir),
-            )  # fmt: skip
-            self.seconds_synthetic = time.perf_counter() - start
-        self.synthetic_sets = synthetic or []
-        mode = "shuffle" if method == "fedssyn" else "own"
-        if method.startswith("central"):  # one client holding the union (Fig. 3's centralised baselines)
-            everything = np.concatenate(original)
-            real = np.zeros(0, np.int64) if method == "central-synthetic" else everything
-            train, val, original = [real], [np.concatenate(val)], [everything]
-            if synthetic:
-                synthetic = [(np.concatenate([s[0] for s in synthetic]), np.concatenate([s[1] for s in synthetic]))]
-        self.data = assemble(dataset, train, val, original, rng, config.data.p, synthetic, mode, self.device)
-        self.synthetic_numbers = sum(len(s[1]) for s in self.synthetic_sets) * int(np.prod(dataset.shape))
+        self.synthetic_numbers = sum(len(s[1]) for s in self.synthetic) * int(np.prod(dataset.shape))
         empty = [i for i, t in enumerate(self.data.train) if len(t) == 0]
         if empty:
             raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
@@ -86,11 +71,22 @@ class Experiment:
             model = build_model(config.model.name, dataset.shape, dataset.n_classes)
         self.flat = FlatModel(model.to(self.device))
         self.algorithm = build_algorithm(config.algorithm)
+        train = config.train
         self.local = LocalConfig(
-            config.train.local_epochs, config.train.batch_size, config.train.participation, config.train.weighting
-        )
+            train.local_epochs, train.batch_size, train.participation, train.weighting, train.local_steps,
+            train.momentum,
+        )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
+
+    def run_round(self, state: EngineState) -> tuple[EngineState, dict]:
+        return run_round(state, self.flat, self.algorithm, self.data, self.local, self.config.train.seed, self.method)
+
+    def measure(self, x: torch.Tensor, t: int) -> dict:
+        """ζ², σ² on D_i and ζ̂², σ̂² (and δ²) on what each client minimises, at the server model x."""
+        generator = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + t)
+        weights = [self.method.real_weight(i, self.data) for i in range(self.data.n_clients)]
+        return measure(self.flat, x, self.data, self.config.train.estimate_samples, generator, weights)
 
     def fresh_state(self, lr: float) -> EngineState:
         self.flat.load(self.x0)
@@ -112,14 +108,15 @@ class Experiment:
         for lr in tqdm(grid, desc="lr grid", leave=False, disable=None):
             state = self.fresh_state(lr)
             for _ in range(self.config.train.tune_rounds):
-                state, _ = run_round(state, self.flat, self.algorithm, self.data, self.local, self.config.train.seed)
+                state, _ = self.run_round(state)
             accuracy = self.validation_accuracy(state.x)
             table.append({"lr": lr, "val_accuracy": accuracy if np.isfinite(accuracy) else None})
         best = max(table, key=lambda row: -1 if row["val_accuracy"] is None else row["val_accuracy"])
         return best["lr"], table
 
     def communication(self, participants: int) -> int:
-        return participants * self.algorithm.communication(self.flat.n_params, self.n_head)
+        per_client = self.algorithm.communication(self.flat.n_params, self.n_head)
+        return participants * (per_client + self.method.communication(self.flat.n_params))
 
 
 def save_checkpoint(path: Path, state: EngineState) -> None:
@@ -131,6 +128,7 @@ def save_checkpoint(path: Path, state: EngineState) -> None:
         "clients": {k: v.cpu() for k, v in state.clients.items()},
         "lr": state.lr,
         "extra": state.extra,
+        "method": _to(state.method, "cpu"),
     }
     write_atomically(path, lambda tmp: torch.save(payload, tmp))
 
@@ -143,8 +141,16 @@ def load_checkpoint(path: Path, device: torch.device) -> EngineState:
     except Exception as error:
         raise InputError(f"{path}: unreadable checkpoint ({type(error).__name__}: {error})") from None
     return EngineState(
-        payload["round"], payload["x"], payload["server"], payload["clients"], payload["lr"], payload["extra"]
-    )
+        payload["round"], payload["x"], payload["server"], payload["clients"], payload["lr"], payload["extra"],
+        payload.get("method", new_state()),
+    )  # fmt: skip
+
+
+def _to(tree, device: str):
+    """A copy of a nested dict of tensors (and numbers) with every tensor on ``device``."""
+    if isinstance(tree, dict):
+        return {k: _to(v, device) for k, v in tree.items()}
+    return tree.to(device) if isinstance(tree, torch.Tensor) else tree
 
 
 def read_metrics(path: Path, before_round: int | None = None) -> list[dict]:
@@ -186,45 +192,22 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
         },
         "one_minus_p_squared": (1 - config.data.p) ** 2,
         "synthetic_numbers_sent_once": exp.synthetic_numbers,
-        **synthetic_summary(config, exp),
+        "method": config.method["name"],
+        **{key: float(sum(r.get(key, 0.0) for r in rows)) for key in ("seconds_local", "seconds_method")},
+        **exp.method.summary(exp.method_info),
         "seconds": seconds,
     }
-
-
-def synthetic_summary(config: RunConfig, exp: Experiment) -> dict:
-    """Generator training/sampling time, the generators' size against the data they send (the revised paper's
-    comparison), and under DP the largest ε over the clients at the sampled epoch."""
-    infos = exp.synthetic_info
-    if not infos:
-        return {}
-    epoch = config.synthetic.sample_epoch or config.synthetic.epochs
-    out = {
-        "seconds_synthetic": exp.seconds_synthetic,
-        "seconds_generator_training": sum(i["seconds_train"] for i in infos),
-        "seconds_generator_sampling": sum(i["seconds_sample"] for i in infos),
-        "generator_parameters_per_client": float(np.mean([i.get("parameters", 0) for i in infos])),
-        "synthetic_numbers_per_client": exp.synthetic_numbers / len(infos),
-        "synthetic": [
-            {k: v for k, v in info.items() if k not in ("losses", "epsilon")}
-            | {"loss_at_sample_epoch": (info.get("losses") or [{}] * epoch)[epoch - 1]}
-            for info in infos
-        ],
-    }
-    if config.synthetic.dp:
-        out["dp_epsilon"] = max(i["epsilon"][epoch - 1] for i in infos)
-        out["dp_delta"] = config.synthetic.dp_delta
-    return out
 
 
 def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = False) -> dict:
     """Run (or continue) the experiment in ``out``; returns the summary. Ctrl-C saves a checkpoint first."""
     exp = Experiment(config)
-    if exp.synthetic_sets:
+    if exp.synthetic:
         from figures.samples import plot_grid
 
-        x_syn = np.concatenate([s[0] for s in exp.synthetic_sets])
-        y_syn = np.concatenate([s[1] for s in exp.synthetic_sets])
-        plot_grid(x_syn, y_syn, out / "synthetic_samples.png", title=f"{config.synthetic.generator} samples per class")
+        x_syn = np.concatenate([s[0] for s in exp.synthetic])
+        y_syn = np.concatenate([s[1] for s in exp.synthetic])
+        plot_grid(x_syn, y_syn, out / "synthetic_samples.png", title=f"{exp.method.name}: synthetic samples per class")
     checkpoint, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
     if resume:
         state = load_checkpoint(checkpoint, exp.device)
@@ -243,10 +226,11 @@ def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = Fa
     try:
         with metrics_path.open("a") as log:
             while state.round <= train.rounds:
-                state, record = run_round(state, exp.flat, exp.algorithm, exp.data, exp.local, train.seed)
+                state, record = exp.run_round(state)
                 t = record["round"]
                 communication += exp.communication(len(record["clients"]))
                 row = {"round": t, "communication": communication, "clients": len(record["clients"])}
+                row |= {k: record[k] for k in ("seconds_local", "seconds_method", "method") if k in record}
                 if t % train.eval_every == 0 or t == train.rounds:
                     exp.flat.load(state.x)
                     row["test_loss"], row["test_accuracy"] = evaluate(exp.flat, exp.data.test_x, exp.data.test_y)
@@ -254,8 +238,7 @@ def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = Fa
                 if diverged:  # a NaN/inf server model: record it and stop (nothing later can be measured)
                     row["diverged"] = True
                 elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
-                    generator = torch.Generator().manual_seed(train.seed * 1_000_003 + t)
-                    row["estimates"] = measure(exp.flat, state.x, exp.data, train.estimate_samples, generator)
+                    row["estimates"] = exp.measure(state.x, t)
                 row["seconds"] = time.perf_counter() - start
                 rows.append(row)
                 log.write(json.dumps(row) + "\n")

@@ -11,8 +11,8 @@ trained generator (dataset, the client's sample indices, ρ, generator name and 
 and holds the checkpoint of every epoch; the images drawn for each (ñ, sample_epoch, sample_steps) sit beside
 them. Re-running FL never retrains, and ñ and "generator epochs" (Fig. 4a-b) are swept by sampling only.
 
-Baselines built from the same pieces (``python -m fl.run``, ``synthetic.method``): D_i alone ("none"), D_i ∪ D̃_i
-("own"), the real-data shuffle at the same p (``data.p``), centralised real and centralised synthetic (Fig. 3).
+The run-time method and its baselines (``method.name``: fedssyn, own, central-real, central-synthetic) are in
+:mod:`fl.methods.fedssyn`; D_i alone is "none", the real-data shuffle at the same p is ``data.p``.
 """
 
 from __future__ import annotations
@@ -61,17 +61,17 @@ class FedssynConfig:
 
     def check(self) -> FedssynConfig:
         if self.generator not in GENERATORS:
-            raise InputError(f"config synthetic.generator: must be one of {', '.join(GENERATORS)}")
+            raise InputError(f"config method.generator: must be one of {', '.join(GENERATORS)}")
         if not 0 < self.rho <= 1:
-            raise InputError("config synthetic.rho: must lie in (0, 1]")
+            raise InputError("config method.rho: must lie in (0, 1]")
         if self.n_tilde < 0:
-            raise InputError("config synthetic.n_tilde: must be >= 0")
+            raise InputError("config method.n_tilde: must be >= 0")
         if self.epochs < 1:
-            raise InputError("config synthetic.epochs: must be >= 1")
+            raise InputError("config method.epochs: must be >= 1")
         if not 0 <= self.sample_epoch <= self.epochs:
-            raise InputError("config synthetic.sample_epoch: must lie in [0, epochs] (0: the last epoch)")
+            raise InputError("config method.sample_epoch: must lie in [0, epochs] (0: the last epoch)")
         if self.sample_steps < 0:
-            raise InputError("config synthetic.sample_steps: must be >= 0")
+            raise InputError("config method.sample_steps: must be >= 0")
         if self.dp:
             self.privacy()
         return self
@@ -83,7 +83,7 @@ class FedssynConfig:
         try:
             return DPConfig(self.dp_noise_multiplier, self.dp_max_grad_norm, self.dp_delta)
         except InputError as error:
-            raise InputError(f"config synthetic.dp_*: {error}") from None
+            raise InputError(f"config method.dp_*: {error}") from None
 
     def training_key(self) -> dict:
         """What determines a trained generator (not ñ nor how it is sampled)."""
@@ -114,7 +114,7 @@ def build_generator(name: str, in_shape: tuple[int, ...], n_classes: int, overri
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = set(overrides) - known
     if unknown:
-        raise InputError(f"config synthetic.generator_config: unknown {sorted(unknown)} for {name} ({sorted(known)})")
+        raise InputError(f"config method.generator_config: unknown {sorted(unknown)} for {name} ({sorted(known)})")
     config = config_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()})
     return cls(tuple(in_shape), n_classes, config)
 

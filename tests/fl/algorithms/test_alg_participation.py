@@ -46,7 +46,7 @@ def test_partial_fedavg(tiny, weighting):
     x = states[0]["x"]
     for t in range(1, ROUNDS + 1):
         selected = selection(t)
-        assert states[t]["record"] == {"round": t, "clients": selected}
+        assert {k: states[t]["record"][k] for k in ("round", "clients")} == {"round": t, "clients": selected}
         ys = [tiny.local_sgd(x, data, i, t, SEED, config, LR)[0] for i in selected]
         w = tiny.aggregation_weights(data, selected, weighting)
         x = sum(w_i * y_i for w_i, y_i in zip(w, ys))

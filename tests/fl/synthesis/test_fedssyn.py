@@ -146,13 +146,16 @@ def test_bad_protocol_config_is_input_error(kwargs):
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("synthetic.rho=0", "synthetic.rho"),
-        ("synthetic.rho=1.5", "synthetic.rho"),
-        ("synthetic.n_tilde=-5", "synthetic.n_tilde"),
-        ("synthetic.generator='flow'", "synthetic.generator"),
-        ("synthetic.method='magic'", "synthetic.method"),
-        ("synthetic.dp='yes'", "synthetic.dp"),
-        ("synthetic.sample_epoch=9", "synthetic.sample_epoch"),
+        ("synthetic.rho=0", "method.rho"),  # an earlier version's [synthetic] keys: errors name the new key
+        ("synthetic.rho=1.5", "method.rho"),
+        ("synthetic.n_tilde=-5", "method.n_tilde"),
+        ("synthetic.generator='flow'", "method.generator"),
+        ("synthetic.method='magic'", "method.name"),
+        ("synthetic.dp='yes'", "method.dp"),
+        ("synthetic.sample_epoch=9", "method.sample_epoch"),
+        ("method.rho=0", "method.rho"),
+        ("method.name='magic'", "method.name"),
+        ("method.no_such_key=1", "method.no_such_key"),
     ],
 )
 def test_bad_synthetic_config_is_one_line_exit_2(override, message, tmp_path, capsys):

@@ -1,0 +1,24 @@
+"""Synthetic-data methods, one file each, registered by name (see :mod:`fl.methods.base` for the hooks)."""
+
+from fl.methods.base import ClientRound, LocalTask, Method, Setup, Split, new_state
+from fl.methods.fedcog import FedCOG
+from fl.methods.fedssyn import CentralReal, CentralSynthetic, Fedssyn, OwnSynthetic
+
+METHODS: dict[str, type[Method]] = {
+    cls.name: cls for cls in (Method, Fedssyn, OwnSynthetic, CentralReal, CentralSynthetic, FedCOG)
+}
+
+__all__ = [
+    "METHODS",
+    "CentralReal",
+    "CentralSynthetic",
+    "ClientRound",
+    "FedCOG",
+    "Fedssyn",
+    "LocalTask",
+    "Method",
+    "OwnSynthetic",
+    "Setup",
+    "Split",
+    "new_state",
+]

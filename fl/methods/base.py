@@ -1,0 +1,133 @@
+"""What a synthetic-data *method* provides to the engine: hooks at named moments of a run, each a no-op here.
+
+An :class:`~fl.algorithms.Algorithm` changes the update equations; a :class:`Method` changes what clients train on
+and what they minimise, or what the server does after aggregating. The two compose: the engine calls both and
+names neither. The hooks, and who uses them:
+
+- :meth:`Method.prepare`, once before training, on the federation's index arrays (:class:`Split`): Fedssyn trains
+  the generators and deals the shuffled synthetic pool; the centralised baselines merge the clients into one.
+- :meth:`Method.before_client`, per participating client before local training, returns a :class:`LocalTask`
+  (or None: plain cross-entropy): FedCOG generates x̂ from the global and the client's previous local model.
+- :meth:`LocalTask.loss`, every local step: the objective on the real batch plus the method's extra term or extra
+  samples (FedCOG's KD on x̂; HFMDs' B synthetic + B real).
+- :meth:`Method.after_client`, per participant after local training (FedCOG keeps its local model).
+- :meth:`Method.after_aggregate`, on the server after aggregation (DynaFed fine-tunes on D_syn).
+- :meth:`Method.communication`, numbers a participant sends or receives per round beyond the algorithm's.
+
+Method state lives in the engine's state (``EngineState.method``: ``{"server": {...}, "clients": {i: {...}}}``,
+tensors and numbers only), so the checkpoint carries it and ``--resume`` stays bit-identical. A method that
+needs nothing keeps it empty: no per-client storage and no extra work in the local step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from fl.data import Dataset
+    from fl.engine import ClientSet, LocalConfig
+    from fl.flat import FlatModel
+
+
+@dataclass
+class Split:
+    """The federation before preprocessing: per client, index arrays into the dataset's training pool (``train``:
+    D_i after any real-data shuffle, ``val``: the local validation split, ``original``: D_i), and optionally the
+    per-client synthetic sets (uint8 x, labels) with how they reach the clients ("shuffle" or "own", see
+    :func:`fl.federation.assemble`)."""
+
+    train: list[np.ndarray]
+    val: list[np.ndarray]
+    original: list[np.ndarray]
+    synthetic: list[tuple[np.ndarray, np.ndarray]] | None = None
+    synthetic_mode: str = "shuffle"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What :meth:`Method.prepare` sees: the dataset, the run seed, the real-data shuffle fraction p."""
+
+    dataset: Dataset
+    seed: int
+    p: float
+
+
+@dataclass
+class ClientRound:
+    """What the per-client hooks see in round t: client i, the server model x (flat), the model to evaluate
+    parameter vectors with, the clients' data, the local-training settings, the method state (mutable), a
+    torch.Generator seeded from (seed, t, i) for the method's own draws (never the batch order's), and the round's
+    log (shared by the round's clients; lands in the metrics row as ``method``)."""
+
+    t: int
+    i: int
+    x: torch.Tensor
+    flat: FlatModel
+    data: ClientSet
+    local: LocalConfig
+    state: dict
+    seed: int
+    log: dict = dataclasses.field(default_factory=dict)
+
+    @functools.cached_property
+    def generator(self) -> torch.Generator:
+        """Made on first use: a method that draws nothing pays nothing."""
+        return torch.Generator().manual_seed(self.seed)
+
+
+class LocalTask(Protocol):
+    """One client's objective for one round: ``loss(model, x, y)`` on a real batch (x, y), called every step."""
+
+    def loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class Method:
+    """No method: every client trains on its own data with cross-entropy, the server only aggregates."""
+
+    name: ClassVar[str] = "none"
+
+    def check(self) -> Method:
+        """Raise :class:`~theory.errors.InputError` (naming the ``method.KEY``) for an out-of-range value."""
+        return self
+
+    def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
+        """Once before training: the federation the run uses, and what to report about building it."""
+        return split, {}
+
+    def before_client(self, c: ClientRound) -> LocalTask | None:
+        """Per participating client, before local training: its objective for the round (None: cross-entropy)."""
+        return None
+
+    def after_client(self, c: ClientRound, y: torch.Tensor) -> None:
+        """Per participating client, after local training ended at the local model y."""
+
+    def after_aggregate(self, t: int, x: torch.Tensor, state: dict, flat: FlatModel, data: ClientSet) -> torch.Tensor:
+        """On the server after aggregation in round t: the server model the round ends with."""
+        return x
+
+    def communication(self, n_params: int) -> int:
+        """Numbers sent per participating client per round beyond the algorithm's (both directions)."""
+        return 0
+
+    def real_weight(self, i: int, data: ClientSet) -> float:
+        """The weight of client i's real-data loss in its objective (the estimators scale ∇f_i by it)."""
+        return 1.0
+
+    def summary(self, info: dict) -> dict:
+        """Entries for summary.json from what :meth:`prepare` reported."""
+        return {}
+
+    def config_dict(self) -> dict:
+        return {"name": self.name, **dataclasses.asdict(self)}
+
+
+def new_state() -> dict:
+    """An empty method state."""
+    return {"server": {}, "clients": {}}
