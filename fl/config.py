@@ -103,7 +103,9 @@ class TrainConfig:
     estimate_every: rounds between ζ²/σ²/δ² measurements (0: off); estimate_samples: per-sample gradients per
     client. target_accuracy: m of "rounds to reach m". checkpoint_every: rounds between checkpoints.
     local_steps: τ, local iterations per round instead of epochs (0: ``local_epochs`` epochs; FedCOG counts
-    τ = 400 iterations). momentum: client SGD momentum β (0: plain SGD; reset every round), for every algorithm."""
+    τ = 400 iterations). momentum: client SGD momentum β (0: plain SGD; reset every round), for every algorithm.
+    keep_round: also keep the checkpoint after this round as ``checkpoint_round{r}.pt`` (0: none), so that other
+    runs can start from it (``python -m fl.run --init-from``; FedCOG's "50 FedAvg rounds, then 20 FedCOG")."""
 
     rounds: int = 20
     participation: float = 1.0
@@ -121,6 +123,7 @@ class TrainConfig:
     estimate_samples: int = 64
     target_accuracy: float = 0.7
     checkpoint_every: int = 5
+    keep_round: int = 0
 
     def check(self) -> None:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
@@ -138,6 +141,7 @@ class TrainConfig:
         _require(self.estimate_samples >= 2, "train.estimate_samples", "must be >= 2")
         _require(0 < self.target_accuracy <= 1, "train.target_accuracy", "must lie in (0, 1]")
         _require(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+        _require(0 <= self.keep_round <= self.rounds, "train.keep_round", "must lie in [0, rounds]")
 
 
 @dataclass(frozen=True)

@@ -199,8 +199,40 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
     }
 
 
-def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = False) -> dict:
-    """Run (or continue) the experiment in ``out``; returns the summary. Ctrl-C saves a checkpoint first."""
+# What a run started from another run's checkpoint must share with it: everything that shaped that state.
+SHARED_TRAIN_KEYS = ("participation", "local_epochs", "local_steps", "momentum", "batch_size", "weighting", "seed")
+
+
+def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[EngineState, list[dict]]:
+    """The state in ``checkpoint`` (of another run, e.g. ``checkpoint_round49.pt``) and that run's metrics rows
+    before it, for a run of ``config`` that continues from there; the method state starts empty when the method
+    differs. Refuses a run whose data, model, algorithm or local training differ from the source's."""
+    source = checkpoint.parent
+    try:
+        other = from_dict(json.loads((source / "config.json").read_text()))
+    except FileNotFoundError:
+        raise InputError(f"--init-from {checkpoint}: no config.json beside it") from None
+    mine, theirs = config.to_dict(), other.to_dict()
+    for section in ("data", "model", "algorithm"):
+        if mine[section] != theirs[section]:
+            raise InputError(f"--init-from {checkpoint}: [{section}] differs from the source run's")
+    for key in SHARED_TRAIN_KEYS:
+        if mine["train"][key] != theirs["train"][key]:
+            raise InputError(f"--init-from {checkpoint}: train.{key} differs from the source run's")
+    state = load_checkpoint(checkpoint, exp.device)
+    if state.round > config.train.rounds:
+        raise InputError(f"--init-from {checkpoint}: it is after round {state.round - 1} >= train.rounds")
+    if mine["method"] != theirs["method"]:
+        state.method = new_state()
+    state.extra["init_from"] = str(checkpoint)
+    return state, read_metrics(source / "metrics.jsonl", before_round=state.round)
+
+
+def execute(
+    config: RunConfig, out: Path, resume: bool = False, quiet: bool = False, start_from: Path | None = None
+) -> dict:
+    """Run (or continue) the experiment in ``out`` (from round 1, or from another run's checkpoint
+    ``start_from``); returns the summary. Ctrl-C saves a checkpoint first."""
     exp = Experiment(config)
     if exp.synthetic:
         from figures.samples import plot_grid
@@ -212,6 +244,9 @@ def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = Fa
     if resume:
         state = load_checkpoint(checkpoint, exp.device)
         rows = read_metrics(metrics_path, before_round=state.round)
+        metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif start_from is not None:
+        state, rows = init_from(config, start_from, exp)
         metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     else:
         lr, table = exp.tune_lr()
@@ -248,6 +283,8 @@ def execute(config: RunConfig, out: Path, resume: bool = False, quiet: bool = Fa
                     bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
                 if t % train.checkpoint_every == 0 or t == train.rounds:
                     save_checkpoint(checkpoint, state)
+                if t == train.keep_round:
+                    save_checkpoint(out / f"checkpoint_round{t}.pt", state)
                 if diverged:
                     tqdm.write(f"{out}: the server model diverged (non-finite) at round {t}; stopping (lower train.lr)")
                     break
@@ -284,6 +321,11 @@ def build_parser() -> ArgumentParser:
     add("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
     add("--out", type=Path, help="run directory (default results/runs/<config name>)")
     add("--resume", type=Path, metavar="RUN_DIR", help="continue the interrupted run in RUN_DIR")
+    add(
+        "--init-from", type=Path, metavar="CHECKPOINT",
+        help="start from another run's checkpoint (same data, model, algorithm and local training; e.g. its "
+        "checkpoint_round49.pt from train.keep_round) instead of round 1",
+    )  # fmt: skip
     add("--overwrite", action="store_true", help="replace an existing run directory's results")
     add("--device", choices=("auto", "cpu", "cuda"), help="shortcut for --set train.device=...")
     add("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="rounds to target and speed-up")
@@ -316,7 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
         make_dir(out, "run directory")
         (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    summary = execute(config, out, resume=bool(args.resume), quiet=args.quiet)
+    if args.init_from and args.resume:
+        raise InputError("--init-from starts a new run; --resume continues one: use one of them")
+    summary = execute(config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from)
     acc = summary["final_test_accuracy"]
     print(
         f"{out}: {summary['rounds']} rounds, final test accuracy {acc if acc is None else round(acc, 4)}, "

@@ -95,11 +95,13 @@ def target_labels(counts: np.ndarray, n: int, scheme: str) -> torch.Tensor:
 
 def generate(
     global_logits, local_logits, labels: torch.Tensor, shape: tuple[int, ...], steps: int, lr: float,
-    lambda_dis: float, temperature: float, generator: torch.Generator, device: torch.device,
+    lambda_dis: float, temperature: float, generator: torch.Generator, device: torch.device | str,
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, list[float]]:  # fmt: skip
     """x̂ = argmin of L_gen (eq. 1) by ``steps`` Adam steps from Gaussian noise; returns x̂ and L_gen per step.
     ``global_logits`` and ``local_logits`` map inputs to the frozen models' logits."""
-    x_hat = torch.randn((len(labels), *shape), generator=generator).to(device).requires_grad_(True)
+    noise = torch.randn((len(labels), *shape), generator=generator, dtype=dtype)
+    x_hat = noise.to(device).requires_grad_(True)
     labels = labels.to(device)
     optimiser = torch.optim.Adam([x_hat], lr=lr, betas=(0.5, 0.9))
     losses = []
@@ -111,7 +113,7 @@ def generate(
             loss = loss + lambda_dis * disagreement_loss(logits_g, local_logits(x_hat), temperature)
         loss.backward()
         optimiser.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return x_hat.detach(), losses
 
 
@@ -210,7 +212,7 @@ class FedCOG(Method):
         labels = target_labels(counts, self.n_generate, self.labels)
         x_hat, losses = generate(
             logits(x), logits(local), labels, tuple(c.data.x.shape[1:]), self.generate_steps, self.generate_lr,
-            self.lambda_dis, self.temperature, c.generator, x.device,
+            self.lambda_dis, self.temperature, c.generator, x.device, c.data.x.dtype,
         )  # fmt: skip
         with torch.no_grad():
             teacher = F.softmax(logits(x)(x_hat) / self.temperature, 1)
