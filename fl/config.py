@@ -327,6 +327,10 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
             tree = tomllib.loads(Path(path).read_text())
         except FileNotFoundError:
             raise InputError(f"config file {path} not found") from None
+        except IsADirectoryError:
+            raise InputError(f"config file {path} is a folder; give a .toml file (see configs/)") from None
+        except UnicodeDecodeError:
+            raise InputError(f"config file {path}: not a text (TOML) file") from None
         except tomllib.TOMLDecodeError as error:
             raise InputError(f"config file {path}: invalid TOML ({error})") from None
     for text in overrides:

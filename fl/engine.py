@@ -179,7 +179,30 @@ def run_round(
     method: Method | None = None,
 ) -> tuple[EngineState, dict]:
     """One round t = state.round; returns the new state (round t+1) and the round's record (participants, and the
-    seconds spent in local training and in the method's hooks)."""
+    seconds spent in local training and in the method's hooks). The (N, P) client states are updated in place."""
+    new, record, updates = compute_round(state, flat, algorithm, data, local, seed, method)
+    apply_round(new, updates)
+    return new, record
+
+
+def apply_round(state: EngineState, updates: tuple[np.ndarray, State]) -> None:
+    """Write the participants' new client states into the (N, P) arrays (in place: they can be large)."""
+    selected, stack = updates
+    for k, v in stack.items():
+        state.clients[k][torch.as_tensor(selected, device=v.device)] = v
+
+
+def compute_round(
+    state: EngineState,
+    flat: FlatModel,
+    algorithm: Algorithm,
+    data: ClientSet,
+    local: LocalConfig,
+    seed: int,
+    method: Method | None = None,
+) -> tuple[EngineState, dict, tuple[np.ndarray, State]]:
+    """Round t = state.round without touching ``state`` (so an interrupted round leaves it whole): the new state,
+    the record, and the client-state updates that :func:`apply_round` writes into the shared (N, P) arrays."""
     method = method or Method()
     t = state.round
     selected = select_clients(seed, t, data.n_clients, local.participation)
@@ -187,10 +210,11 @@ def run_round(
     weights = sizes / sizes.sum() if local.weighting == "size" else torch.full_like(sizes, 1 / len(selected))
     ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
     clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
+    method_state = {part: dict(entries) for part, entries in state.method.items()}  # hooks replace entries
     for i in selected.tolist():
         ctx = Context(state.x, state.server, {k: v[i] for k, v in state.clients.items()}, flat.head_mask)
         tick = time.perf_counter()
-        hooks = ClientRound(t, i, state.x, flat, data, local, state.method, client_seed(seed, t, i, 1), log)
+        hooks = ClientRound(t, i, state.x, flat, data, local, method_state, client_seed(seed, t, i, 1), log)
         task = method.before_client(hooks)
         flat.load(state.x)
         generator = torch.Generator().manual_seed(client_seed(seed, t, i))
@@ -216,10 +240,9 @@ def run_round(
         state.x, state.server, torch.stack(ys), weights, {k: torch.stack(v) for k, v in old.items()}, stack,
         data.n_clients,
     )  # fmt: skip
-    for k, v in stack.items():  # in place: (N, P) arrays can be large
-        state.clients[k][torch.as_tensor(selected, device=v.device)] = v
     tick = time.perf_counter()
-    x = method.after_aggregate(t, x, state.method, flat, data)
+    x = method.after_aggregate(t, x, method_state, flat, data)
     clock["seconds_method"] += time.perf_counter() - tick
     record = {"round": t, "clients": selected.tolist(), **clock} | ({"method": log} if log else {})
-    return EngineState(t + 1, x, server, state.clients, state.lr, state.extra, state.method), record
+    new_state = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
+    return new_state, record, (selected, stack)

@@ -24,13 +24,13 @@ from tqdm import tqdm
 from fl.atomic import write_atomically
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
 from fl.data import load
-from fl.engine import EngineState, LocalConfig, evaluate, init_state, run_round
+from fl.engine import EngineState, LocalConfig, apply_round, compute_round, evaluate, init_state, run_round
 from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
 from fl.methods import Setup, Split, new_state
 from fl.models import build_model
-from theory.cli import ArgumentParser, guarded, make_dir
+from theory.cli import ArgumentParser, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
 
 
@@ -81,6 +81,11 @@ class Experiment:
 
     def run_round(self, state: EngineState) -> tuple[EngineState, dict]:
         return run_round(state, self.flat, self.algorithm, self.data, self.local, self.config.train.seed, self.method)
+
+    def compute_round(self, state: EngineState):
+        """:func:`fl.engine.compute_round`: the round without touching ``state``."""
+        seed = self.config.train.seed
+        return compute_round(state, self.flat, self.algorithm, self.data, self.local, seed, self.method)
 
     def measure(self, x: torch.Tensor, t: int) -> dict:
         """ζ², σ² on D_i and ζ̂², σ̂² (and δ²) on what each client minimises, at the server model x."""
@@ -228,6 +233,24 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     return state, read_metrics(source / "metrics.jsonl", before_round=state.round)
 
 
+def round_row(exp: Experiment, state: EngineState, record: dict, communication: int, seconds: float) -> dict:
+    """The metrics row of the round that ended in ``state``: communication so far, timings, test accuracy every
+    ``eval_every`` rounds, estimates every ``estimate_every`` rounds, or ``diverged`` for a non-finite model."""
+    train, t = exp.config.train, record["round"]
+    row = {"round": t, "communication": communication + exp.communication(len(record["clients"]))}
+    row |= {"clients": len(record["clients"])}
+    row |= {k: record[k] for k in ("seconds_local", "seconds_method", "method") if k in record}
+    if t % train.eval_every == 0 or t == train.rounds:
+        exp.flat.load(state.x)
+        row["test_loss"], row["test_accuracy"] = evaluate(exp.flat, exp.data.test_x, exp.data.test_y)
+    if not bool(torch.isfinite(state.x).all()):  # a NaN/inf server model: record it and stop
+        row["diverged"] = True
+    elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
+        row["estimates"] = exp.measure(state.x, t)
+    row["seconds"] = seconds
+    return row
+
+
 def execute(
     config: RunConfig, out: Path, resume: bool = False, quiet: bool = False, start_from: Path | None = None
 ) -> dict:
@@ -241,6 +264,9 @@ def execute(
         y_syn = np.concatenate([s[1] for s in exp.synthetic])
         plot_grid(x_syn, y_syn, out / "synthetic_samples.png", title=f"{exp.method.name}: synthetic samples per class")
     checkpoint, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
+    if resume and not checkpoint.exists():  # stopped before its first checkpoint (e.g. killed): start it over
+        print(f"{out}: no checkpoint yet; starting from round 1 with its config")
+        resume = False
     if resume:
         state = load_checkpoint(checkpoint, exp.device)
         rows = read_metrics(metrics_path, before_round=state.round)
@@ -261,35 +287,33 @@ def execute(
     try:
         with metrics_path.open("a") as log:
             while state.round <= train.rounds:
-                state, record = exp.run_round(state)
-                t = record["round"]
-                communication += exp.communication(len(record["clients"]))
-                row = {"round": t, "communication": communication, "clients": len(record["clients"])}
-                row |= {k: record[k] for k in ("seconds_local", "seconds_method", "method") if k in record}
-                if t % train.eval_every == 0 or t == train.rounds:
-                    exp.flat.load(state.x)
-                    row["test_loss"], row["test_accuracy"] = evaluate(exp.flat, exp.data.test_x, exp.data.test_y)
-                diverged = not bool(torch.isfinite(state.x).all())
-                if diverged:  # a NaN/inf server model: record it and stop (nothing later can be measured)
-                    row["diverged"] = True
-                elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
-                    row["estimates"] = exp.measure(state.x, t)
-                row["seconds"] = time.perf_counter() - start
-                rows.append(row)
-                log.write(json.dumps(row) + "\n")
-                log.flush()
+                # Ctrl-C / SIGTERM while the round computes: `state` is untouched, its rows are all written, and
+                # it is what the checkpoint keeps. From here to the checkpoint, a signal waits (held).
+                new, record, updates = exp.compute_round(state)
+                with held():
+                    apply_round(new, updates)
+                    state = new
+                    row = round_row(exp, state, record, communication, time.perf_counter() - start)
+                    communication = row["communication"]
+                    rows.append(row)
+                    log.write(json.dumps(row) + "\n")
+                    log.flush()
+                    t = row["round"]
+                    if t % train.checkpoint_every == 0 or t == train.rounds:
+                        save_checkpoint(checkpoint, state)
+                    if t == train.keep_round:
+                        save_checkpoint(out / f"checkpoint_round{t}.pt", state)
                 bar.update(1)
                 if "test_accuracy" in row:
                     bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
-                if t % train.checkpoint_every == 0 or t == train.rounds:
-                    save_checkpoint(checkpoint, state)
-                if t == train.keep_round:
-                    save_checkpoint(out / f"checkpoint_round{t}.pt", state)
-                if diverged:
+                if row.get("diverged"):
                     tqdm.write(f"{out}: the server model diverged (non-finite) at round {t}; stopping (lower train.lr)")
                     break
+                if stop_requested():
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
-        save_checkpoint(checkpoint, state)
+        with held():
+            save_checkpoint(checkpoint, state)
         bar.close()
         raise InputError(f"interrupted after round {state.round - 1}; continue with --resume {out}") from None
     bar.close()

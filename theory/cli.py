@@ -1,11 +1,16 @@
-"""Command-line plumbing shared by every shufflefl CLI: one-line errors with exit code 2, plain-text tables."""
+"""Command-line plumbing shared by every shufflefl CLI: one-line errors with exit code 2, plain-text tables, and
+SIGTERM treated as Ctrl-C (what schedulers such as SLURM send before pre-empting a job), with sections that a
+signal does not cut in half (:func:`held`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +26,53 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+_signals = {"held": 0, "pending": False}
+
+
+def _on_signal(signum, frame) -> None:
+    """SIGINT and SIGTERM: KeyboardInterrupt now, or, inside :func:`held`, a request seen by :func:`stop_requested`."""
+    if _signals["held"]:
+        _signals["pending"] = True
+        return
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A section that Ctrl-C / SIGTERM does not interrupt (e.g. writing a round's metrics row and checkpoint
+    together); a signal that arrives meanwhile is kept for :func:`stop_requested`."""
+    _signals["held"] += 1
+    try:
+        yield
+    finally:
+        _signals["held"] -= 1
+
+
+def stop_requested() -> bool:
+    """Whether a signal arrived inside a :func:`held` section (and clear it)."""
+    pending, _signals["pending"] = _signals["pending"], False
+    return pending
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt (outside :func:`held`); the previous handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _signals["pending"] = False
+
+
 def guarded(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
-    """Decorate a CLI ``main``: an InputError becomes one line on stderr and exit code 2 (Ctrl-C: 130).
+    """Decorate a CLI ``main``: an InputError becomes one line on stderr and exit code 2, so does an OS error on a
+    path the user gave (a folder where a file is expected, a missing or unreadable file); Ctrl-C and SIGTERM
+    become KeyboardInterrupt (exit 130 unless ``main`` handles it, e.g. by saving a checkpoint).
 
     ``prog`` is the module name the user typed after ``python -m``.
     """
@@ -31,9 +81,14 @@ def guarded(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
         @functools.wraps(main)
         def wrapper(argv: Sequence[str] | None = None) -> int:
             try:
-                return main(argv)
+                with signals_as_interrupts():
+                    return main(argv)
             except InputError as error:
                 sys.stderr.write(f"python -m {prog}: error: {error}\n")
+                return 2
+            except OSError as error:  # a path error the CLI did not name more precisely
+                where = f" {error.filename}" if error.filename else ""
+                sys.stderr.write(f"python -m {prog}: error:{where}: {error.strerror or error}\n")
                 return 2
             except KeyboardInterrupt:
                 sys.stderr.write(f"python -m {prog}: interrupted\n")

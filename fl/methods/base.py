@@ -15,8 +15,10 @@ names neither. The hooks, and who uses them:
 - :meth:`Method.communication`, numbers a participant sends or receives per round beyond the algorithm's.
 
 Method state lives in the engine's state (``EngineState.method``: ``{"server": {...}, "clients": {i: {...}}}``,
-tensors and numbers only), so the checkpoint carries it and ``--resume`` stays bit-identical. A method that
-needs nothing keeps it empty: no per-client storage and no extra work in the local step.
+tensors and numbers only), so the checkpoint carries it and ``--resume`` stays bit-identical. Hooks *replace*
+entries of these dicts and never change a stored tensor in place: the engine hands them a copy of the two dicts,
+so a round cut short by Ctrl-C leaves the previous state whole. A method that needs nothing keeps it empty: no
+per-client storage and no extra work in the local step.
 """
 
 from __future__ import annotations

@@ -51,17 +51,17 @@ def test_resume_is_bit_identical(cifar_root, tmp_path, monkeypatch, algorithm):
     extra = ("--set", f"algorithm.name='{algorithm}'", "--set", "train.participation=0.5")
     assert main(base_args(cifar_root, straight, *extra)) == 0
 
-    real_round = run_module.run_round
+    real_round = run_module.compute_round
 
     def interrupt_at_round_3(state, *args, **kwargs):
         if state.round == 3:
             raise KeyboardInterrupt
         return real_round(state, *args, **kwargs)
 
-    monkeypatch.setattr(run_module, "run_round", interrupt_at_round_3)
+    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_3)
     assert main(base_args(cifar_root, broken, *extra)) == 2  # Ctrl-C: checkpoint saved, one-line message
     assert [r["round"] for r in metrics(broken)] == [1, 2]
-    monkeypatch.setattr(run_module, "run_round", real_round)
+    monkeypatch.setattr(run_module, "compute_round", real_round)
     assert main(["--resume", str(broken), "--quiet"]) == 0
     assert metrics(broken) == metrics(straight)
     a = torch.load(straight / "checkpoint.pt", weights_only=True)

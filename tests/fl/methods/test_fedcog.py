@@ -127,18 +127,18 @@ def test_fedcog_with_each_algorithm_resumes_bit_identically(cifar_root, tmp_path
     assert rows[-1]["communication"] == 4 * 2 * run_module.build_algorithm({"name": algorithm}).communication(
         json.loads((straight / "summary.json").read_text())["n_params"], 850
     )  # FedCOG sends nothing beyond the algorithm
-    real_round = run_module.run_round
+    real_round = run_module.compute_round
 
     def interrupt_at_round_4(state, *args, **kwargs):
         if state.round == 4:
             raise KeyboardInterrupt
         return real_round(state, *args, **kwargs)
 
-    monkeypatch.setattr(run_module, "run_round", interrupt_at_round_4)
+    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_4)
     assert main(fedcog_args(cifar_root, broken, algorithm)) == 2  # checkpoint after round 3: holds local models
     saved = torch.load(broken / "checkpoint.pt", weights_only=True)
     assert saved["round"] == 4 and len(saved["method"]["clients"]) >= 2
-    monkeypatch.setattr(run_module, "run_round", real_round)
+    monkeypatch.setattr(run_module, "compute_round", real_round)
     assert main(["--resume", str(broken), "--quiet"]) == 0
     assert metrics(broken) == metrics(straight)
     a = torch.load(straight / "checkpoint.pt", weights_only=True)
