@@ -1,10 +1,10 @@
 """``python -m fl.sweep``: a family of ``fl.run`` experiments around one config, with a table and a figure.
 
     python -m fl.sweep --config configs/fedssyn_fmnist_vae.toml \\
-        --vary synthetic.n_tilde=250,500,1000,2000 --vary synthetic.sample_epoch=1,2,5,10 --seeds 0,1
+        --vary method.n_tilde=250,500,1000,2000 --vary method.sample_epoch=1,2,5,10 --seeds 0,1
 
 Each ``--vary KEY=V1,V2,...`` changes one key of the base config at a time (Fedssyn Fig. 4a-b: ρ, ñ, generator
-epochs); ``--product`` runs every combination instead (e.g. ``synthetic.method`` × ``algorithm.name``). The base
+epochs); ``--product`` runs every combination instead (e.g. ``method.name`` × ``algorithm.name``). The base
 config itself is run too. Every run is repeated for each seed (``train.seed``: the partition, the generators and
 the model's initialisation all derive from it), so the table gives mean ± standard deviation over seeds.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fl.config import RunConfig, load_config, parse_override
+from fl.config import RunConfig, from_dict, load_config, parse_override
 from fl.run import execute
 from sims.output import to_json, write_csv
 from theory.cli import ArgumentParser, format_table, guarded, make_dir
@@ -75,7 +75,7 @@ def run_one(config: RunConfig, out: Path, quiet: bool) -> dict:
     saved = out / "config.json"
     wanted = config.to_dict()
     if saved.exists():
-        if json.loads(saved.read_text()) != json.loads(json.dumps(wanted)):
+        if from_dict(json.loads(saved.read_text())).to_dict() != json.loads(json.dumps(wanted)):  # earlier layouts too
             raise InputError(f"{out} holds a run of another config; use another --out or remove it")
         if summary.exists():
             return json.loads(summary.read_text())
