@@ -5,7 +5,8 @@ correction, the client state update and the server update (see :mod:`fl.algorith
 :class:`fl.methods.Method` its hooks before and after each client's local training, in every local step and after
 aggregation (see :mod:`fl.methods.base`). Randomness is a pure function of (seed, round, client): client
 selection uses ``numpy.random.default_rng([seed, t])``, client i's batch order and dropout use a torch seed drawn
-from ``SeedSequence([seed, t, i])`` and the method's own draws ``SeedSequence([seed, t, i, 1])``, so a run
+from ``SeedSequence([seed, t, i])``, the method's own draws ``SeedSequence([seed, t, i, 1])`` on client i and
+``SeedSequence([seed, t, 0, 2])`` on the server, so a run
 resumed from a checkpoint repeats the uninterrupted run bit for bit.
 """
 
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 
 from fl.algorithms import Algorithm, Context, State
 from fl.flat import FlatModel
-from fl.methods.base import ClientRound, LocalTask, Method, new_state
+from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, new_state
 
 
 @dataclass
@@ -83,6 +84,11 @@ class LocalConfig:
 def client_seed(seed: int, t: int, i: int, *stream: int) -> int:
     """A 32-bit seed for client i in round t (``stream`` separates further independent draws)."""
     return int(np.random.SeedSequence([seed, t, i, *stream]).generate_state(1)[0])
+
+
+def server_seed(seed: int, t: int) -> int:
+    """The seed of the server's own draws in round t (a method's server hook), apart from every client's."""
+    return client_seed(seed, t, 0, 2)
 
 
 def select_clients(seed: int, t: int, n_clients: int, participation: float) -> np.ndarray:
@@ -241,7 +247,7 @@ def compute_round(
         data.n_clients,
     )  # fmt: skip
     tick = time.perf_counter()
-    x = method.after_aggregate(t, x, method_state, flat, data)
+    x = method.after_aggregate(ServerRound(t, x, flat, data, method_state, server_seed(seed, t), log))
     clock["seconds_method"] += time.perf_counter() - tick
     record = {"round": t, "clients": selected.tolist(), **clock} | ({"method": log} if log else {})
     new_state = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)

@@ -170,7 +170,9 @@ def rounds_to_target(rows: list[dict], target: float) -> int | None:
     return next((r["round"] for r in rows if r.get("test_accuracy") is not None and r["test_accuracy"] >= target), None)
 
 
-def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Experiment, seconds: float) -> dict:
+def summarise(
+    config: RunConfig, rows: list[dict], state: EngineState, exp: Experiment, seconds: float, out: Path
+) -> dict:
     accuracies = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
     target = config.train.target_accuracy
     reached = rounds_to_target(rows, target)
@@ -199,7 +201,7 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
         "synthetic_numbers_sent_once": exp.synthetic_numbers,
         "method": config.method["name"],
         **{key: float(sum(r.get(key, 0.0) for r in rows)) for key in ("seconds_local", "seconds_method")},
-        **exp.method.summary(exp.method_info),
+        **exp.method.report(exp.method_info, state.method, out),
         "seconds": seconds,
     }
 
@@ -317,7 +319,7 @@ def execute(
         bar.close()
         raise InputError(f"interrupted after round {state.round - 1}; continue with --resume {out}") from None
     bar.close()
-    summary = summarise(config, rows, state, exp, time.perf_counter() - start)
+    summary = summarise(config, rows, state, exp, time.perf_counter() - start, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
@@ -83,6 +84,26 @@ class ClientRound:
         return torch.Generator().manual_seed(self.seed)
 
 
+@dataclass
+class ServerRound:
+    """What the server hook sees after aggregation in round t: the aggregated model x, the model to evaluate
+    parameter vectors with, the clients' data (for shapes and classes; a method must not read client data on the
+    server unless its paper does), the method state (mutable), the round's log, and a torch.Generator seeded from
+    (seed, t) for the method's own draws, made on first use."""
+
+    t: int
+    x: torch.Tensor
+    flat: FlatModel
+    data: ClientSet
+    state: dict
+    seed: int
+    log: dict = dataclasses.field(default_factory=dict)
+
+    @functools.cached_property
+    def generator(self) -> torch.Generator:
+        return torch.Generator().manual_seed(self.seed)
+
+
 class LocalTask(Protocol):
     """One client's objective for one round: ``loss(model, x, y)`` on a real batch (x, y), called every step."""
 
@@ -110,9 +131,9 @@ class Method:
     def after_client(self, c: ClientRound, y: torch.Tensor) -> None:
         """Per participating client, after local training ended at the local model y."""
 
-    def after_aggregate(self, t: int, x: torch.Tensor, state: dict, flat: FlatModel, data: ClientSet) -> torch.Tensor:
-        """On the server after aggregation in round t: the server model the round ends with."""
-        return x
+    def after_aggregate(self, s: ServerRound) -> torch.Tensor:
+        """On the server after aggregation in round s.t: the server model the round ends with."""
+        return s.x
 
     def communication(self, n_params: int) -> int:
         """Numbers sent per participating client per round beyond the algorithm's (both directions)."""
@@ -122,8 +143,13 @@ class Method:
         """The weight of client i's real-data loss in its objective (the estimators scale ∇f_i by it)."""
         return 1.0
 
-    def summary(self, info: dict) -> dict:
-        """Entries for summary.json from what :meth:`prepare` reported."""
+    def synthetic_set(self, state: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """A synthetic set held outside the clients' data (inputs, label probabilities), for the estimators' δ²."""
+        return None
+
+    def report(self, info: dict, state: dict, out: Path) -> dict:
+        """At the end of a run: entries for summary.json (from what :meth:`prepare` reported and the final method
+        state), and any figure the method draws into the run folder ``out``."""
         return {}
 
     def config_dict(self) -> dict:

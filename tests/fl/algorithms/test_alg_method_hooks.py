@@ -48,10 +48,11 @@ class Recorder(Method):
         Recorder.calls.append(("after", c.t, c.i))
         c.log.setdefault("clients", []).append(c.i)
 
-    def after_aggregate(self, t, x, state, flat, data):
-        Recorder.calls.append(("server", t))
-        state["server"]["rounds"] = torch.tensor(t)
-        return x / 2
+    def after_aggregate(self, s):
+        Recorder.calls.append(("server", s.t))
+        s.state["server"]["rounds"] = torch.tensor(s.t)
+        s.log["server"] = s.t
+        return s.x / 2
 
 
 def test_every_hook_is_called_in_order_and_used(tiny):
@@ -68,7 +69,7 @@ def test_every_hook_is_called_in_order_and_used(tiny):
         batch_sizes = [3] * (tiny.SIZES[i] // 3) + ([tiny.SIZES[i] % 3] if tiny.SIZES[i] % 3 else [])
         expected += [("before", 1, i), *batch_sizes[:k], ("after", 1, i)]
     assert Recorder.calls == [*expected, ("server", 1)]
-    assert record["method"] == {"clients": selected}
+    assert record["method"] == {"clients": selected, "server": 1}
     assert set(new.method["clients"]) == set(selected) and int(new.method["server"]["rounds"]) == 1
     # the objective was used (CE x 2 = plain SGD at twice the step) and the server hook's result is the new x
     weights = tiny.aggregation_weights(data, selected, "size")
