@@ -29,6 +29,11 @@ from fl.flat import FlatModel
 from theory import estimators
 
 
+def soft_cross_entropy(logits: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
+    """Mean over the batch of −Σ_c p_c log softmax(logits)_c (cross-entropy with soft labels)."""
+    return -(probabilities * F.log_softmax(logits, 1)).sum(1).mean()
+
+
 def mean_gradient(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, chunk: int = 1024):
     """∇ of the mean loss over x[index] at the loaded parameters (a flat vector)."""
     flat.grads.zero_()
@@ -81,9 +86,11 @@ def measure(
     samples: int,
     generator: torch.Generator,
     weights: list[float] | None = None,
+    synthetic: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict:
     """ζ², σ² on the original D_i; ζ̂²_p, σ̂²_p on the training sets (real-data losses scaled by a method's
-    ``weights``); δ² real vs received pool; their ratios."""
+    ``weights``); δ² real vs the received pool, or vs a ``synthetic`` set (inputs, label probabilities) held
+    outside the clients; their ratios."""
     state = generator.get_state()  # the same subsample draws before and after shuffling: less noise in the ratio
     before = moments(flat, x_params, data.x, data.y, data.original, samples, generator)
     generator.set_state(state)
@@ -95,11 +102,17 @@ def measure(
         "sigma2_hat": after["sigma2"],
     }
     pool = torch.cat(data.received)
+    g_real = before["means"].mean(0)  # ∇f, f = (1/N) Σ f_i: the uniform mean, as in ζ² (eq. D-11)
     if len(pool):
-        g_real = before["means"].mean(0)  # ∇f, f = (1/N) Σ f_i: the uniform mean, as in ζ² (eq. D-11)
         flat.load(x_params)
         g_tilde = mean_gradient(flat, data.x, data.y, pool).double().cpu().numpy()
         out["delta2"] = float(np.sum((g_real - g_tilde) ** 2))
+    elif synthetic is not None:  # a set the server holds (DynaFed's D_syn): soft labels
+        flat.load(x_params)
+        flat.grads.zero_()
+        inputs, probabilities = synthetic
+        soft_cross_entropy(flat.model(inputs), probabilities).backward()
+        out["delta2"] = float(np.sum((g_real - flat.grads.double().cpu().numpy()) ** 2))
     if before["zeta2"] > 0:
         out["zeta2_ratio"] = after["zeta2"] / before["zeta2"]
     return out

@@ -87,11 +87,12 @@ class Experiment:
         seed = self.config.train.seed
         return compute_round(state, self.flat, self.algorithm, self.data, self.local, seed, self.method)
 
-    def measure(self, x: torch.Tensor, t: int) -> dict:
+    def measure(self, x: torch.Tensor, t: int, method_state: dict) -> dict:
         """ζ², σ² on D_i and ζ̂², σ̂² (and δ²) on what each client minimises, at the server model x."""
         generator = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + t)
         weights = [self.method.real_weight(i, self.data) for i in range(self.data.n_clients)]
-        return measure(self.flat, x, self.data, self.config.train.estimate_samples, generator, weights)
+        synthetic = self.method.synthetic_set(method_state)
+        return measure(self.flat, x, self.data, self.config.train.estimate_samples, generator, weights, synthetic)
 
     def fresh_state(self, lr: float) -> EngineState:
         self.flat.load(self.x0)
@@ -248,7 +249,7 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
     if not bool(torch.isfinite(state.x).all()):  # a NaN/inf server model: record it and stop
         row["diverged"] = True
     elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
-        row["estimates"] = exp.measure(state.x, t)
+        row["estimates"] = exp.measure(state.x, t, state.method)
     row["seconds"] = seconds
     return row
 

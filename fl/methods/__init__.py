@@ -1,11 +1,12 @@
 """Synthetic-data methods, one file each, registered by name (see :mod:`fl.methods.base` for the hooks)."""
 
 from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, Setup, Split, new_state
+from fl.methods.dynafed import DynaFed
 from fl.methods.fedcog import FedCOG
 from fl.methods.fedssyn import CentralReal, CentralSynthetic, Fedssyn, OwnSynthetic
 
 METHODS: dict[str, type[Method]] = {
-    cls.name: cls for cls in (Method, Fedssyn, OwnSynthetic, CentralReal, CentralSynthetic, FedCOG)
+    cls.name: cls for cls in (Method, Fedssyn, OwnSynthetic, CentralReal, CentralSynthetic, FedCOG, DynaFed)
 }
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "CentralReal",
     "CentralSynthetic",
     "ClientRound",
+    "DynaFed",
     "FedCOG",
     "Fedssyn",
     "LocalTask",

@@ -1,0 +1,210 @@
+"""DynaFed (dynafed.txt Sec. 4, Algorithms 1-2, appendix B): server-side data synthesis from the global trajectory.
+
+Clients run the engine's algorithm unchanged. The server records the global models w^1, ..., w^L of the first L
+rounds (``trajectory_rounds``; on the CPU). After aggregating round L it learns D_syn = (X, y) by trajectory
+matching (Algorithm 1, eq. 3-4):
+
+    min_{X, y}  E_{t ~ U(1, L−s)} d(w̃, w*),   w̃ = A(X, y, w^t, s'),
+
+where A takes s' (``inner_steps``) full-batch SGD steps w <- w − α ∇_w CE(w; X, softmax(y)) from w^t, unrolled and
+differentiated with ``torch.func`` (``functional_call`` + ``grad``: no copied modules), and the target w* is
+w^{t+s} (s = ``segment`` = 5) averaged with ``target_average`` = 2 checkpoints drawn between w^t and w^{t+s}
+(Sec. 6: "the target checkpoint is averaged with 2 checkpoints sampled between"). X starts as Gaussian noise, the
+label logits y at zero (equal probabilities over all labels, Sec. 4.1); X is learned by Adam at ``data_lr`` =
+5e-2 (the paper) and y by Adam at ``label_lr`` = 1e-2 (the paper names one rate; the authors' code uses these
+two), for ``iterations`` = N outer steps (paper: 1000). |D_syn| = ``per_class`` × classes (150 on 10 classes).
+d (``distance``): "euclidean", ||w̃ − w*||² / ||w^t − w*||² over all parameters (the normalised trajectory
+matching loss the authors' code optimises), or "cosine", 1 − cos(w̃ − w^t, w* − w^t) (the distance Fig. 6 plots).
+The inner step size α starts at ``inner_lr`` and is itself learned by Adam at ``inner_lr_lr`` (the authors'
+code: the paper's "inner lr 1e-5" is the learning rate of a learnable step size that starts at 0.04; 0 keeps α
+fixed). Not implemented: the code's differentiable augmentation (DSA) of the inner steps and of fine-tuning.
+
+From round L+1 on (Algorithm 2; the code also fine-tunes in round L itself), after every aggregation, the server
+fine-tunes the global model on D_syn (Algorithm 2 line 12) with ``finetune_steps`` full-batch steps of
+``finetune_optimizer`` at ``finetune_lr`` on the soft labels softmax(y). The paper gives none of the three; we
+take the authors' code's: 20 epochs of Adam at 1e-4 with batches of 256, i.e. 20 full-batch steps on 150 images
+(a fresh Adam each round).
+
+The synthesis log (seconds, matching loss every ``log_every`` iterations, the learned α) lands in the metrics row
+of round L; the run folder gets ``dynafed_dsyn.png`` (D_syn with each image's most likely soft label and its
+probability). The estimators' δ² compares ∇f of the real clients with ∇ of the soft-label loss on D_syn.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad
+
+from fl.estimators import soft_cross_entropy
+from fl.methods.base import Method, ServerRound
+from theory.errors import InputError
+
+DISTANCES = ("cosine", "euclidean")
+OPTIMISERS = ("sgd", "adam")
+
+
+def distance(w: torch.Tensor, start: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
+    """d(w̃, w*) of eq. 3: cosine distance of the updates from ``start``, or the normalised squared distance."""
+    if kind == "cosine":
+        return 1 - F.cosine_similarity(w - start, target - start, dim=0)
+    return (w - target).pow(2).sum() / (start - target).pow(2).sum().clamp_min(torch.finfo(w.dtype).tiny)
+
+
+def unroll(model, named, w, inputs, label_logits, steps: int, lr: torch.Tensor) -> torch.Tensor:
+    """A(X, y, w, s'): ``steps`` full-batch SGD steps on CE(w; X, softmax(y)), differentiable in X, y and α."""
+
+    def loss(vector):
+        return soft_cross_entropy(functional_call(model, named(vector), (inputs,)), F.softmax(label_logits, 1))
+
+    step = grad(loss)
+    for _ in range(steps):
+        w = w - lr * step(w)
+    return w
+
+
+def match_loss(model, named, trajectory, inputs, label_logits, lr, t: int, segment: int, middle, steps: int, kind):
+    """The matching loss of one segment: start w^t, target the mean of w^{t+s} and w^{t+m} for m in ``middle``."""
+    start = trajectory[t]
+    target = torch.stack([trajectory[t + segment], *(trajectory[t + m] for m in middle)]).mean(0)
+    return distance(unroll(model, named, start, inputs, label_logits, steps, lr), start, target, kind)
+
+
+@dataclass(frozen=True)
+class DynaFed(Method):
+    """trajectory_rounds: L (20). segment: s (5). inner_steps: s' (not given; 20). per_class: D_syn images per
+    class (15: 150 on 10 classes). iterations: N outer steps (1000). data_lr: Adam lr for X and y (5e-2).
+    label_lr: Adam lr for the label logits y (1e-2, the authors' code). inner_lr / inner_lr_lr: the learnable
+    inner step size α and its Adam lr (0.04 / 1e-5, the authors' code). distance: "euclidean" or "cosine".
+    target_average: checkpoints between w^t and w^{t+s} averaged into the target (2). finetune_steps /
+    finetune_lr / finetune_optimizer: the server's fine-tuning after each aggregation from round L+1 (20 / 1e-4 /
+    "adam", the authors' code; the paper leaves them open). log_every: iterations between logged matching
+    losses."""
+
+    name: ClassVar[str] = "dynafed"
+    trajectory_rounds: int = 20
+    segment: int = 5
+    inner_steps: int = 20
+    per_class: int = 15
+    iterations: int = 1000
+    data_lr: float = 0.05
+    label_lr: float = 0.01
+    inner_lr: float = 0.04
+    inner_lr_lr: float = 1e-5
+    distance: str = "euclidean"
+    target_average: int = 2
+    finetune_steps: int = 20
+    finetune_lr: float = 1e-4
+    finetune_optimizer: str = "adam"
+    log_every: int = 10
+
+    def check(self) -> DynaFed:
+        def require(ok: bool, key: str, message: str) -> None:
+            if not ok:
+                raise InputError(f"config method.{key}: {message}")
+
+        require(self.segment >= 1, "segment", "must be >= 1")
+        require(
+            self.trajectory_rounds >= self.segment + 1, "trajectory_rounds",
+            f"L must be >= segment + 1 = {self.segment + 1} (a segment w^t -> w^(t+s) must fit in the trajectory)",
+        )  # fmt: skip
+        require(self.per_class >= 1, "per_class", "must be >= 1 (D_syn cannot be empty)")
+        require(self.inner_steps >= 1, "inner_steps", "must be >= 1")
+        require(self.iterations >= 0, "iterations", "must be >= 0")
+        require(self.data_lr > 0, "data_lr", "must be > 0")
+        require(self.label_lr >= 0, "label_lr", "must be >= 0 (0: the labels stay uniform)")
+        require(self.inner_lr > 0, "inner_lr", "must be > 0")
+        require(self.inner_lr_lr >= 0, "inner_lr_lr", "must be >= 0 (0: a fixed inner step size)")
+        require(self.distance in DISTANCES, "distance", f"must be one of {', '.join(DISTANCES)}")
+        require(self.target_average >= 0, "target_average", "must be >= 0")
+        require(self.finetune_steps >= 0, "finetune_steps", "must be >= 0")
+        require(self.finetune_lr > 0, "finetune_lr", "must be > 0")
+        require(self.finetune_optimizer in OPTIMISERS, "finetune_optimizer", f"must be one of {', '.join(OPTIMISERS)}")
+        require(self.log_every >= 1, "log_every", "must be >= 1")
+        return self
+
+    def after_aggregate(self, s: ServerRound) -> torch.Tensor:
+        server = s.state["server"]
+        if s.t <= self.trajectory_rounds:  # record w^t (replacing the entry: the previous state stays whole)
+            previous = server.get("trajectory", torch.empty(0, s.x.numel(), dtype=s.x.dtype))
+            server["trajectory"] = torch.cat([previous, s.x.detach().cpu()[None]])
+        if s.t == self.trajectory_rounds:
+            self.synthesize(s)
+        if s.t > self.trajectory_rounds:
+            return self.finetune(s)
+        return s.x
+
+    def synthesize(self, s: ServerRound) -> None:
+        """Algorithm 1 on the recorded trajectory; keeps D_syn and α, drops the trajectory."""
+        server, flat, device, dtype = s.state["server"], s.flat, s.x.device, s.x.dtype
+        trajectory = server.pop("trajectory").to(device)
+        n_classes, shape = s.data.n_classes, tuple(s.data.x.shape[1:])
+        n = self.per_class * n_classes
+        inputs = torch.randn((n, *shape), generator=s.generator, dtype=dtype).to(device).requires_grad_(True)
+        label_logits = torch.zeros(n, n_classes, dtype=dtype, device=device, requires_grad=self.label_lr > 0)
+        lr = torch.tensor(self.inner_lr, dtype=dtype, device=device, requires_grad=self.inner_lr_lr > 0)
+        groups = [{"params": [inputs], "lr": self.data_lr}]
+        groups += [{"params": [label_logits], "lr": self.label_lr}] if self.label_lr > 0 else []
+        optimiser = torch.optim.Adam(groups)
+        lr_optimiser = torch.optim.Adam([lr], lr=self.inner_lr_lr) if self.inner_lr_lr > 0 else None
+        draws = np.random.default_rng(s.seed)
+        flat.model.eval()
+        start, losses = time.perf_counter(), []
+        for n_iter in range(self.iterations):
+            t = int(draws.integers(0, self.trajectory_rounds - self.segment))  # w^t, t+s <= L (0-based)
+            middle = draws.integers(1, self.segment, self.target_average) if self.segment > 1 else []
+            optimiser.zero_grad()
+            if lr_optimiser is not None:
+                lr_optimiser.zero_grad()
+            loss = match_loss(
+                flat.model, flat.named, trajectory, inputs, label_logits, lr, t, self.segment,
+                [int(m) for m in middle], self.inner_steps, self.distance,
+            )  # fmt: skip
+            loss.backward()
+            optimiser.step()
+            if lr_optimiser is not None:
+                lr_optimiser.step()
+                with torch.no_grad():
+                    lr.clamp_(min=1e-8)
+            if n_iter % self.log_every == 0 or n_iter == self.iterations - 1:
+                losses.append([n_iter, float(loss.detach())])
+        server["x_syn"] = inputs.detach()
+        server["y_syn"] = label_logits.detach()
+        server["alpha"] = lr.detach().clone()
+        s.log["synthesis"] = {"seconds": time.perf_counter() - start, "loss": losses, "alpha": float(lr)}
+
+    def finetune(self, s: ServerRound) -> torch.Tensor:
+        """Algorithm 2 line 12: ``finetune_steps`` full-batch steps on CE(w; X, softmax(y)) from the aggregate."""
+        inputs, probabilities = self.synthetic_set(s.state)
+        flat = s.flat
+        w = s.x.detach().clone().requires_grad_(True)
+        optimiser_class = torch.optim.SGD if self.finetune_optimizer == "sgd" else torch.optim.Adam
+        optimiser = optimiser_class([w], lr=self.finetune_lr)
+        flat.model.eval()
+        for _ in range(self.finetune_steps):
+            optimiser.zero_grad()
+            soft_cross_entropy(functional_call(flat.model, flat.named(w), (inputs,)), probabilities).backward()
+            optimiser.step()
+        return w.detach()
+
+    def synthetic_set(self, state: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        server = state.get("server", {})
+        if "x_syn" not in server:
+            return None
+        return server["x_syn"], F.softmax(server["y_syn"], 1)
+
+    def report(self, info: dict, state: dict, out: Path) -> dict:
+        synthetic = self.synthetic_set(state)
+        if synthetic is None:
+            return {}
+        from figures.samples import plot_soft_grid
+
+        inputs, probabilities = (v.detach().cpu() for v in synthetic)
+        plot_soft_grid(inputs, probabilities, out / "dynafed_dsyn.png", title="DynaFed D_syn (soft labels)")
+        return {"dsyn_size": len(inputs), "dsyn_alpha": float(state["server"]["alpha"])}
