@@ -231,6 +231,12 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     if state.round > config.train.rounds:
         raise InputError(f"--init-from {checkpoint}: it is after round {state.round - 1} >= train.rounds")
     if mine["method"] != theirs["method"]:
+        needs = exp.method.first_stateful_round()
+        if needs is not None and state.round > needs:
+            raise InputError(
+                f"--init-from {checkpoint}: {exp.method.name} keeps state from round {needs} on, which the source "
+                f"run did not; start from a state before round {needs} (after round {needs - 1} at the latest)"
+            )
         state.method = new_state()
     state.extra["init_from"] = str(checkpoint)
     return state, read_metrics(source / "metrics.jsonl", before_round=state.round)

@@ -143,6 +143,11 @@ class Method:
         """The weight of client i's real-data loss in its objective (the estimators scale ∇f_i by it)."""
         return 1.0
 
+    def first_stateful_round(self) -> int | None:
+        """The first round whose hooks store method state (None: never). A run of this method can start from
+        another run's state only up to that round (``fl.run --init-from``): the other run stored none."""
+        return None
+
     def synthetic_set(self, state: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
         """A synthetic set held outside the clients' data (inputs, label probabilities), for the estimators' δ²."""
         return None

@@ -129,6 +129,9 @@ class DynaFed(Method):
         require(self.log_every >= 1, "log_every", "must be >= 1")
         return self
 
+    def first_stateful_round(self) -> int:
+        return 1  # the trajectory starts with round 1
+
     def after_aggregate(self, s: ServerRound) -> torch.Tensor:
         server = s.state["server"]
         if s.t <= self.trajectory_rounds:  # record w^t (replacing the entry: the previous state stays whole)

@@ -196,6 +196,9 @@ class FedCOG(Method):
     def real_weight(self, i: int, data) -> float:
         return self.weights(self.counts(data, i))[0]
 
+    def first_stateful_round(self) -> int:
+        return max(self.start_round - 1, 1)
+
     def before_client(self, c: ClientRound) -> Distillation | None:
         if c.t < self.start_round:
             return None
