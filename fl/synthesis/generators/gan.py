@@ -18,6 +18,12 @@ StyleGAN2-ADA, Karras et al. 2020) without giving their architectures. This modu
 - loss: the non-saturating GAN loss of Goodfellow et al. 2014, d_loss = softplus(-D(x, y)) + softplus(D(G(z, y), y)),
   g_loss = softplus(-D(G(z, y), y)); the fake images of a step use the labels of that step's real batch, so the
   generator sees the client's class frequencies. Adam(lr, betas) for both networks, one D step then one G step.
+- under DP-SGD (``privacy``), the generator must not see the private labels nor the Poisson batch's size, which
+  would reach its weights (and its BatchNorm statistics) outside the accountant: a step's fakes are then
+  ``batch_size`` images with labels drawn uniformly over the classes and z from the run's ``torch.Generator``,
+  independent of the private data, used by both the D step and the G step. The discriminator's per-sample
+  gradient j is still that of (real j, fake j) (Opacus sums the two forward passes row by row; a row without a
+  real image or without a fake holds only the other), clipped as one.
 
 Weights are drawn (DCGAN initialisation: N(0, 0.02) for convolutions and linear layers, N(1, 0.02) for
 BatchNorm scales) from the ``torch.Generator`` given to the first :meth:`CGAN.fit`, unless
@@ -144,7 +150,8 @@ class CGAN:
         epoch = :attr:`epochs_done` (1, 2, …, counting across fit calls and restored by load_state_dict).
 
         ``privacy``: DP-SGD on the discriminator, the only network that sees the private images (as in DP-GAN,
-        Xie et al. 2018); the generator's updates are post-processing. Per-sample gradients need
+        Xie et al. 2018); the generator's updates are post-processing, as its fakes are ``batch_size`` images of
+        uniformly drawn labels (:meth:`fake_labels`), not the real batch's. Per-sample gradients need
         ``spectral_norm = False``. Each epoch's record adds "epsilon", the ε spent in this call."""
         images, labels = check_training_data(x, y, self.in_shape, self.n_classes)
         epochs = _validate.count("epochs", epochs, minimum=0)
@@ -164,19 +171,25 @@ class CGAN:
                     seen = 0
                     for index in trainer.batches(generator):
                         real, y_batch = to_unit(images[index]), labels[index]
-                        z = torch.randn(len(index), self.config.latent_dim, generator=generator)
-                        fake = g_net(z, y_batch)
+                        y_fake = self.fake_labels(generator) if trainer.private else y_batch
+                        z = torch.randn(len(y_fake), self.config.latent_dim, generator=generator)
+                        fake = g_net(z, y_fake)
 
-                        # Under DP-SGD, real image j and fake image j add up to one per-sample gradient, then clipped.
-                        d_real, d_fake = F.softplus(-d_net(real, y_batch)), F.softplus(d_net(fake.detach(), y_batch))
+                        d_real, d_fake = F.softplus(-d_net(real, y_batch)), F.softplus(d_net(fake.detach(), y_fake))
                         d_loss = d_real.mean() + d_fake.mean()
                         trainer.optimizer.zero_grad(set_to_none=True)
-                        d_loss.backward()
+                        if trainer.private:
+                            # Opacus scales a "mean" loss by its longest forward batch: with this normalisation
+                            # the per-sample gradient of row j is exactly that of real j plus fake j (then clipped).
+                            rows = max(len(d_real), len(d_fake))
+                            ((d_real.sum() + d_fake.sum()) / rows).backward()
+                        else:
+                            d_loss.backward()
                         trainer.step()
 
                         # Non-saturating generator loss: maximise log D(G(z)) rather than minimise log(1 - D(G(z))).
                         with trainer.pause():
-                            g_loss = F.softplus(-d_net(fake, y_batch)).mean()
+                            g_loss = F.softplus(-d_net(fake, y_fake)).mean()
                             self._g_optimizer.zero_grad(set_to_none=True)
                             g_loss.backward()
                         self._g_optimizer.step()
@@ -191,6 +204,11 @@ class CGAN:
         finally:
             self.nets.eval()
         return history
+
+    def fake_labels(self, generator: torch.Generator) -> torch.Tensor:
+        """The conditioning labels of a training step's fakes under DP: ``batch_size`` labels drawn uniformly over
+        the classes from ``generator``, whatever the private batch (its labels, its Poisson size)."""
+        return torch.randint(self.n_classes, (self.config.batch_size,), generator=generator)
 
     def sample(self, labels: np.ndarray, generator: torch.Generator) -> np.ndarray:
         """uint8 images (m, C, H, W) of the given labels; z ~ N(0, I) drawn from ``generator``."""

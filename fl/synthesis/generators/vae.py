@@ -21,6 +21,9 @@ N(μ_c, I). This module follows that recipe:
 - sampling ("dSprites-style", appendix C): after every epoch the posterior means of the training images are
   averaged per class into the buffer ``class_means`` (saved in the state dict, with ``class_counts``); a sample
   of class c decodes z ~ N(μ_c, I) with label c. A class with no training image keeps μ_c = 0, the prior.
+- under DP-SGD (``privacy``): the labels enter only the per-sample losses that DP-SGD clips and noises; μ_c and
+  ``class_counts`` would be computed from the private images outside it, so they stay 0 and every class decodes
+  z ~ N(0, I) (see :mod:`~fl.synthesis.generators.dp` for what ε covers).
 
 Weights are drawn (Kaiming-normal weights, zero biases, as in the 1Konny code) from the ``torch.Generator`` given
 to the first :meth:`BetaVAE.fit`, unless :meth:`BetaVAE.load_state_dict` came first; the weights torch's layers

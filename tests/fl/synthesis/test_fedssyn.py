@@ -1,5 +1,6 @@
-"""Fedssyn's protocol (Algorithm I) with a stand-in generator: class counts, the server's shuffle, caching,
-checkpoints per epoch, p = ñ/(n_i+ñ), and one-line errors through python -m fl.run."""
+"""Fedssyn's protocol (Algorithm I) with a stand-in generator: class counts (uniform under DP, independent of the
+private labels), the server's shuffle, caching (keys with and without DP), checkpoints per epoch, p = ñ/(n_i+ñ),
+and one-line errors through python -m fl.run."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 import fl.synthesis.fedssyn as fedssyn
 from fl.federation import assemble, split_clients
-from fl.synthesis.fedssyn import FedssynConfig, class_counts, synthesize
+from fl.synthesis.fedssyn import FedssynConfig, class_counts, synthesize, synthetic_labels
 from theory.errors import InputError
 
 
@@ -44,6 +45,59 @@ def test_protocol_counts_shuffle_and_p(fake_generator, tmp_path, tiny_dataset):
     assert any(len(s) > 1 for s in labels)
     p = [len(r) / len(t) for r, t in zip(clients.received, clients.train)]
     np.testing.assert_allclose(p, [12 / (30 + 12)] * 4)
+
+
+@pytest.mark.parametrize("n_tilde", [0, 1, 7, 50, 1001])
+def test_synthetic_labels_follow_the_subset_without_dp_and_are_uniform_under_dp(n_tilde):
+    subset_counts = [20, 20, 10, 0]
+    plain = synthetic_labels(FedssynConfig(n_tilde=n_tilde), subset_counts, 4)
+    expected = class_counts(np.repeat(np.arange(4), subset_counts), n_tilde, 4)
+    assert np.array_equal(np.bincount(plain, minlength=4), expected)
+    private = synthetic_labels(FedssynConfig(n_tilde=n_tilde, dp=True), subset_counts, 4)
+    assert np.array_equal(private, np.sort(private)) and len(private) == n_tilde
+    counts = np.bincount(private, minlength=4)
+    assert counts.max() - counts.min() <= (n_tilde % 4 > 0)
+    # Under DP the counts do not depend on the subset's at all (even a class the client does not have).
+    assert np.array_equal(private, synthetic_labels(FedssynConfig(n_tilde=n_tilde, dp=True), [0, 0, 0, 7], 4))
+
+
+@pytest.mark.parametrize("dp", [True, False])
+def test_neighbouring_datasets_release_the_same_labels_under_dp(fake_generator, tmp_path, tiny_dataset, dp):
+    """Two datasets differing in one label (sample 3: class 0 -> class 3), same seed, ρ = 1 so that the changed
+    sample is in the generator's subset. Under DP the synthetic labels sent (and their class counts) are identical
+    and uniform: nothing released besides the DP-trained generator depends on the private labels. Without DP
+    they follow the subset's counts, (20, 20, 10, 0) against (19, 20, 10, 1), and differ: the test can fail."""
+    data = tiny_dataset(n_per_class=20)
+    neighbour = data.y_train.copy()
+    neighbour[3] = 3
+    original = [np.arange(50)]
+    config = FedssynConfig(n_tilde=50, epochs=1, rho=1.0, dp=dp)
+    released = []
+    for name, y in (("a", data.y_train), ("b", neighbour)):
+        (sent,), (info,) = synthesize("tiny", data.x_train, y, original, 4, config, 0, tmp_path / name, print)
+        released.append((sent[1], info["class_counts_synthetic"]))
+    (labels_a, counts_a), (labels_b, counts_b) = released
+    if dp:
+        assert np.array_equal(labels_a, labels_b) and counts_a == counts_b == [13, 13, 12, 12]
+    else:
+        assert counts_a == [20, 20, 10, 0] and counts_b == [19, 20, 10, 1]
+
+
+def test_cache_keys_accountant_and_delta_out_dp_label_rules_in():
+    base = FedssynConfig(dp=True)
+    for other in (FedssynConfig(dp=True, dp_accountant="rdp"), FedssynConfig(dp=True, dp_delta=1e-3)):
+        assert other.training_key() == base.training_key() and other.sampling_key() == base.sampling_key()
+    assert "dp_accountant" not in base.training_key()
+    # Keys as before for everything whose training did not change; a DP GAN's names its uniform fake labels.
+    assert base.training_key() == {
+        "generator": "ddpm", "rho": 0.75, "epochs": 5, "generator_config": {}, "dp": True,
+        "dp_noise_multiplier": 1.906, "dp_max_grad_norm": 1.0,
+    }  # fmt: skip
+    assert FedssynConfig(generator="gan").training_key() == {**FedssynConfig().training_key(), "generator": "gan"}
+    gan = FedssynConfig(generator="gan", dp=True).training_key()
+    assert gan == {**base.training_key(), "generator": "gan", "gan_fake_labels": "uniform"}
+    assert FedssynConfig().sampling_key() == {"n_tilde": 500, "sample_epoch": 5, "sample_steps": 50}  # unchanged
+    assert base.sampling_key() == {**FedssynConfig().sampling_key(), "labels": "uniform"}
 
 
 def test_own_mode_keeps_each_clients_set(fake_generator, tmp_path, tiny_dataset):
@@ -136,11 +190,18 @@ def test_interrupted_generator_training_resumes_from_last_epoch(fake_generator, 
         {"sample_epoch": -1},
         {"dp": True, "dp_noise_multiplier": 0.0},
         {"dp": True, "dp_delta": 1.0},
+        {"dp_accountant": "gdp"},
+        {"dp": True, "dp_accountant": "RDP"},
     ],
 )
 def test_bad_protocol_config_is_input_error(kwargs):
     with pytest.raises(InputError):
         FedssynConfig(**kwargs).check()
+
+
+def test_unknown_accountant_is_one_line_naming_the_key():
+    with pytest.raises(InputError, match=r"^config method\.dp_accountant: must be one of prv, rdp$"):
+        FedssynConfig(dp=True, dp_accountant="moments").check()
 
 
 @pytest.mark.parametrize(
@@ -156,6 +217,7 @@ def test_bad_protocol_config_is_input_error(kwargs):
         ("method.rho=0", "method.rho"),
         ("method.name='magic'", "method.name"),
         ("method.no_such_key=1", "method.no_such_key"),
+        ("method.dp_accountant='moments'", "method.dp_accountant"),
     ],
 )
 def test_bad_synthetic_config_is_one_line_exit_2(override, message, tmp_path, capsys):

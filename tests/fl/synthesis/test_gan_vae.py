@@ -1,7 +1,8 @@
 """Conditional GAN and β-VAE generators (fl.synthesis.generators.gan / .vae): sample shapes and dtypes, parameter
 counts against closed forms from the documented layer sizes, input guards, learning on a two-class toy set (class 0
 dark, class 1 bright), the per-class posterior means μ_c of the β-VAE against an independent computation, state-dict
-round trips through torch.save / torch.load(weights_only=True), on_epoch, and seed determinism."""
+round trips through torch.save / torch.load(weights_only=True), on_epoch, seed determinism, and the DP GAN's
+uniform fake labels."""
 
 import io
 import math
@@ -265,6 +266,18 @@ def test_gan_losses_finite_generator_changes_and_follows_the_label(in_shape):
     assert all(math.isfinite(v) for epoch in history for v in epoch.values())
     assert np.abs(after - before).mean() > 10
     assert after[50:].mean() - after[:50].mean() > 50
+
+
+def test_gan_fake_labels_under_dp_are_uniform_fixed_size_and_from_the_generator():
+    """The DP GAN's conditioning labels: batch_size int64 labels in [0, K), reproducible from the generator, and
+    uniform: 600 draws of 16 over K = 3 classes, each class's share within 0.03 of 1/3 (sd 0.0068, so 4.4 sd)."""
+    model = make("gan", (1, 28, 28), n_classes=3)
+    draws = [model.fake_labels(seeded(4)) for _ in range(2)]
+    assert draws[0].dtype == torch.int64 and draws[0].shape == (16,) and torch.equal(draws[0], draws[1])
+    generator = seeded(5)
+    many = torch.cat([model.fake_labels(generator) for _ in range(600)])
+    shares = torch.bincount(many, minlength=3).double() / len(many)
+    assert len(shares) == 3 and (shares - 1 / 3).abs().max() < 0.03
 
 
 # -- state, callbacks, determinism -----------------------------------------------------------------------------------
