@@ -108,6 +108,8 @@ class TrainConfig:
     client. target_accuracy: m of "rounds to reach m". checkpoint_every: rounds between checkpoints.
     local_steps: τ, local iterations per round instead of epochs (0: ``local_epochs`` epochs; FedCOG counts
     τ = 400 iterations). momentum: client SGD momentum β (0: plain SGD; reset every round), for every algorithm.
+    optimizer: the clients' optimiser for every algorithm, "sgd" or "adam" (at step size lr, moments reset every
+    round; DynaFed's clients use Adam lr 1e-3, whose moments persist across rounds in the authors' code).
     keep_round: also keep the checkpoint after this round as ``checkpoint_round{r}.pt`` (0: none), so that other
     runs can start from it (``python -m fl.run --init-from``; FedCOG's "50 FedAvg rounds, then 20 FedCOG")."""
 
@@ -116,6 +118,7 @@ class TrainConfig:
     local_epochs: int = 1
     local_steps: int = 0
     momentum: float = 0.0
+    optimizer: str = "sgd"
     batch_size: int = 64
     lr: tuple[float, ...] = (0.05,)
     tune_rounds: int = 2
@@ -135,6 +138,8 @@ class TrainConfig:
         _require(self.local_epochs >= 1, "train.local_epochs", "must be >= 1")
         _require(self.local_steps >= 0, "train.local_steps", "must be >= 0 (0: use local_epochs)")
         _require(0 <= self.momentum < 1, "train.momentum", "must lie in [0, 1)")
+        _require(self.optimizer in ("sgd", "adam"), "train.optimizer", "must be 'sgd' or 'adam'")
+        _require(self.optimizer == "sgd" or not self.momentum, "train.momentum", "applies to sgd only")
         _require(self.batch_size >= 1, "train.batch_size", "must be >= 1")
         _require(len(self.lr) >= 1 and all(v > 0 for v in self.lr), "train.lr", "must be > 0 (a number or a list)")
         _require(self.tune_rounds >= 1, "train.tune_rounds", "must be >= 1")

@@ -71,7 +71,9 @@ class LocalConfig:
     (FedCOG counts iterations: τ = 400; the batches then run through fresh permutations until τ are taken).
     participation: C, the fraction of the N clients sampled each round (⌈C·N⌉ of them, without replacement).
     weighting: "size" (n_i/Σn_j) or "uniform". momentum: heavy-ball momentum β of the client's SGD
-    (v <- βv + g, w <- w - ηv, v = 0 at the start of every round; 0: plain SGD)."""
+    (v <- βv + g, w <- w - ηv, v = 0 at the start of every round; 0: plain SGD). optimizer: "sgd", or "adam"
+    (``torch.optim.Adam`` at step size η on the corrected gradient, its moments fresh every round: DynaFed's
+    clients)."""
 
     epochs: int = 1
     batch_size: int = 64
@@ -79,6 +81,7 @@ class LocalConfig:
     weighting: str = "size"
     steps: int = 0
     momentum: float = 0.0
+    optimizer: str = "sgd"
 
 
 def client_seed(seed: int, t: int, i: int, *stream: int) -> int:
@@ -128,12 +131,17 @@ def local_train(
     steps: int = 0,
     momentum: float = 0.0,
     task: LocalTask | None = None,
+    optimizer: str = "sgd",
 ) -> int:
-    """Local SGD on x[index] (E epochs, or τ = ``steps`` batches) with ``correction(w)`` added to every gradient
-    and the objective ``task.loss`` (cross-entropy without a task); returns the number of steps K."""
+    """Local SGD (or Adam) on x[index] (E epochs, or τ = ``steps`` batches) with ``correction(w)`` added to every
+    gradient and the objective ``task.loss`` (cross-entropy without a task); returns the number of steps K."""
     model = flat.model
     model.train()
     velocity = torch.zeros_like(flat.params) if momentum else None
+    adam = None
+    if optimizer == "adam":
+        flat.params.grad = flat.grads  # the flat vector is the one parameter Adam updates
+        adam = torch.optim.Adam([flat.params], lr=lr)
     k = 0
     for batch in batches(index, batch_size, generator, epochs, steps):
         flat.grads.zero_()
@@ -143,7 +151,9 @@ def local_train(
         extra = correction(flat.params)
         if extra is not None:
             flat.grads.add_(extra)
-        if velocity is None:
+        if adam is not None:
+            adam.step()
+        elif velocity is None:
             flat.params.sub_(lr * flat.grads)
         else:
             flat.params.sub_(lr * velocity.mul_(momentum).add_(flat.grads))
@@ -231,6 +241,7 @@ def compute_round(
             steps = local_train(
                 flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, state.lr,
                 lambda w, ctx=ctx: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task,
+                local.optimizer,
             )  # fmt: skip
         y_i = flat.params.detach().clone()
         clock["seconds_local"] += time.perf_counter() - tick

@@ -74,7 +74,7 @@ class Experiment:
         train = config.train
         self.local = LocalConfig(
             train.local_epochs, train.batch_size, train.participation, train.weighting, train.local_steps,
-            train.momentum,
+            train.momentum, train.optimizer,
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
@@ -208,7 +208,9 @@ def summarise(
 
 
 # What a run started from another run's checkpoint must share with it: everything that shaped that state.
-SHARED_TRAIN_KEYS = ("participation", "local_epochs", "local_steps", "momentum", "batch_size", "weighting", "seed")
+SHARED_TRAIN_KEYS = (
+    "participation", "local_epochs", "local_steps", "momentum", "optimizer", "batch_size", "weighting", "seed",
+)  # fmt: skip
 
 
 def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[EngineState, list[dict]]:

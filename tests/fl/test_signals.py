@@ -16,7 +16,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-ROUNDS = 30
+ROUNDS = 14
 
 
 def args(root: Path, out: Path, checkpoint_every: int) -> list[str]:
@@ -81,7 +81,7 @@ def final_model(out: Path) -> torch.Tensor:
         (signal.SIGINT, 2, 0.0, 7),  # right after a row is written
         (signal.SIGTERM, 3, 0.004, 7),  # inside the next round
         (signal.SIGTERM, 5, 0.011, 100),  # before any checkpoint: SIGTERM must save one
-        (signal.SIGINT, 6, 0.007, 3),
+        (signal.SIGINT, 4, 0.007, 3),
     ],
 )
 def test_a_signal_at_any_moment_loses_nothing(data_and_reference, tmp_path, sig, after_rows, delay, checkpoint_every):

@@ -92,10 +92,12 @@ def test_a_method_without_hooks_changes_nothing_and_stores_nothing(tiny, algorit
     assert b.method == {"server": {}, "clients": {}} and "method" not in rb
 
 
-def reference_steps(w0, data, i, tau, batch_size, lr, momentum=0.0):
-    """τ steps of heavy-ball SGD (v <- βv + g, w <- w - ηv), fresh permutations from the engine's seeding."""
+def reference_steps(w0, data, i, tau, batch_size, lr, momentum=0.0, adam=False):
+    """τ steps of heavy-ball SGD (v <- βv + g, w <- w - ηv) or of Adam (β = 0.9, 0.999, ε = 1e-8, bias-corrected),
+    fresh permutations from the engine's seeding."""
     generator = torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, i))
     index, w, v, taken = data.train[i], w0.clone(), torch.zeros_like(w0), 0
+    m, u = torch.zeros_like(w0), torch.zeros_like(w0)
     while taken < tau:
         order = index[torch.randperm(len(index), generator=generator)]
         for start in range(0, len(order), batch_size):
@@ -103,9 +105,15 @@ def reference_steps(w0, data, i, tau, batch_size, lr, momentum=0.0):
             batch = order[start : start + batch_size]
             loss = F.cross_entropy(w_[:12].reshape(3, 4).matmul(data.x[batch].T).T + w_[12:], data.y[batch])
             (g,) = torch.autograd.grad(loss, w_)
+            taken += 1
+            if adam:
+                m, u = 0.9 * m + 0.1 * g, 0.999 * u + 0.001 * g * g
+                w = w - lr * (m / (1 - 0.9**taken)) / ((u / (1 - 0.999**taken)).sqrt() + 1e-8)
+                if taken == tau:
+                    break
+                continue
             v = momentum * v + g
             w = w - lr * v
-            taken += 1
             if taken == tau:
                 break
     return w
@@ -122,3 +130,12 @@ def test_local_steps_and_momentum_against_reference(tiny, tau, momentum):
     )
     assert k == tau
     tiny.assert_close(flat.params, reference_steps(x0, data, 0, tau, 3, LR, momentum))
+
+
+def test_adam_clients_against_reference(tiny):
+    flat, data = tiny.make_flat(), tiny.make_data()
+    x0 = flat.params.clone()
+    generator = torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, 1))
+    k = local_train(flat, data.x, data.y, data.train[1], 2, 3, 0.05, lambda w: None, generator, optimizer="adam")
+    assert k == 2 * math.ceil(tiny.SIZES[1] / 3)
+    tiny.assert_close(flat.params, reference_steps(x0, data, 1, k, 3, 0.05, adam=True))

@@ -182,6 +182,7 @@ def test_fedcog_from_a_fedavg_runs_kept_state_equals_fedcog_from_scratch(cifar_r
         ("method.lambda_kd=-1", "method.lambda_kd"),
         ("train.local_steps=-1", "train.local_steps"),
         ("train.momentum=1", "train.momentum"),
+        ("train.optimizer='rmsprop'", "train.optimizer"),
     ],
 )
 def test_bad_fedcog_config_is_one_line_exit_2(override, key, tmp_path, capsys):
