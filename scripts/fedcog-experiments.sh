@@ -15,7 +15,7 @@ PARTS=${PARTS:-niid1 niid2}
 run() {  # run OUT ARGS...: finished -> skip, checkpoint -> resume, else start
   local out=$1; shift
   if [ -f "$out/summary.json" ]; then echo "$out: done"; return; fi
-  if [ -f "$out/checkpoint.pt" ]; then "$PYTHON" -m fl.run --resume "$out" --quiet; return; fi
+  if [ -f "$out/config.json" ]; then "$PYTHON" -m fl.run --resume "$out" --quiet; return; fi
   "$PYTHON" -m fl.run "$@" --out "$out" --overwrite --quiet
 }
 
