@@ -275,9 +275,13 @@ def execute(
         y_syn = np.concatenate([s[1] for s in exp.synthetic])
         plot_grid(x_syn, y_syn, out / "synthetic_samples.png", title=f"{exp.method.name}: synthetic samples per class")
     checkpoint, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
+    origin = out / "init_from.txt"  # the checkpoint a run started from (--init-from), for a restart
     if resume and not checkpoint.exists():  # stopped before its first checkpoint (e.g. killed): start it over
-        print(f"{out}: no checkpoint yet; starting from round 1 with its config")
+        start_from = Path(origin.read_text().strip()) if origin.exists() else None
+        print(f"{out}: no checkpoint yet; starting again from {start_from or 'round 1'} with its config")
         resume = False
+    elif start_from is not None:
+        origin.write_text(str(start_from))
     if resume:
         state = load_checkpoint(checkpoint, exp.device)
         rows = read_metrics(metrics_path, before_round=state.round)

@@ -116,7 +116,7 @@ def test_killed_before_its_first_checkpoint_resumes_from_round_1(data_and_refere
     resumed = fl_run("--resume", str(out), "--quiet")
     stdout, stderr = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, stderr
-    assert "starting from round 1" in stdout
+    assert "starting again from round 1" in stdout
     assert rows(out) == rows(straight)
     assert torch.equal(final_model(out), final_model(straight))
 

@@ -163,6 +163,9 @@ def test_fedcog_from_a_fedavg_runs_kept_state_equals_fedcog_from_scratch(cifar_r
     a = torch.load(scratch / "checkpoint.pt", weights_only=True)
     b = torch.load(forked / "checkpoint.pt", weights_only=True)
     assert torch.equal(a["x"], b["x"])
+    (forked / "checkpoint.pt").unlink()  # as if killed before its first checkpoint: it starts from the same state
+    assert main(["--resume", str(forked), "--quiet"]) == 0
+    assert metrics(forked) == metrics(scratch)
     # FedCOG that needs the local models of round 1 (start_round = 2) cannot start after round 1
     late = fedcog_args(cifar_root, tmp_path / "late", "fedavg", *keep, *init, "--set", "method.start_round=2")
     assert main(late) == 2
