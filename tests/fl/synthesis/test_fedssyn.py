@@ -253,3 +253,56 @@ def test_fl_run_with_synthetic_data_end_to_end(fake_generator, tmp_path, monkeyp
     n_i = 18  # 20 per class, 10% validation
     np.testing.assert_allclose(summary["p_realised"], [6 / (n_i + 6)] * 10)
     assert (out / "synthetic_samples.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("method", ["fedssyn", "own", "central-real", "central-synthetic"])
+def test_fedssyn_methods_give_the_runs_of_before_the_move(fake_generator, tmp_path, monkeypatch, tiny_dataset, method):
+    """An earlier config ([synthetic] method = ...) through the method plug-in gives, bit for bit, the server model
+    of the code before the move: the federation assembled by hand exactly as Experiment used to (partition, the
+    generators, assemble with mode "shuffle" for fedssyn and "own" otherwise, one client holding the union for the
+    centralised baselines) and the round loop without a method."""
+    import fl.run as run_module
+    from fl.config import load_config
+    from fl.engine import LocalConfig, init_state, run_round
+    from fl.federation import assemble, split_clients
+    from fl.flat import FlatModel
+    from fl.models import build_model
+
+    data = tiny_dataset(n_per_class=20, n_classes=10)
+    monkeypatch.setattr(run_module, "load", lambda name, root=None: data)
+    overrides = [
+        "data.partition='shards'", "data.clients=5", "model.name='mlp'", "train.rounds=2",
+        "train.device='cpu'", f"synthetic.method='{method}'", "synthetic.n_tilde=6", "synthetic.epochs=1",
+        f"synthetic.cache_dir='{tmp_path / 'cache'}'",
+    ]  # fmt: skip
+    config = load_config(None, overrides)
+    exp = run_module.Experiment(config)
+    state = exp.fresh_state(0.05)
+    for _ in range(2):
+        state, _ = exp.run_round(state)
+
+    seed = config.train.seed
+    rng = np.random.default_rng([seed, 1])
+    train, val, original = split_clients(data, "shards", 5, rng, 0.0, 0.1, {"classes_per_client": 2})
+    synthetic = None
+    if method != "central-real":
+        synthetic, _ = fedssyn.synthesize(
+            data.name, data.x_train, data.y_train, original, 10, exp.method.protocol(), seed, tmp_path / "cache",
+            log=lambda s: None,
+        )  # fmt: skip
+    if method.startswith("central"):
+        everything = np.concatenate(original)
+        real = np.zeros(0, np.int64) if method == "central-synthetic" else everything
+        train, val, original = [real], [np.concatenate(val)], [everything]
+        if synthetic:
+            synthetic = [(np.concatenate([s[0] for s in synthetic]), np.concatenate([s[1] for s in synthetic]))]
+    mode = "shuffle" if method == "fedssyn" else "own"
+    clients = assemble(data, train, val, original, rng, 0.0, synthetic, mode, "cpu")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        flat = FlatModel(build_model("mlp", data.shape, 10))
+    algorithm = run_module.build_algorithm({"name": "fedavg"})
+    old = init_state(flat, algorithm, clients.n_clients, 0.05)
+    for _ in range(2):
+        old, _ = run_round(old, flat, algorithm, clients, LocalConfig(1, 64), seed)
+    assert torch.equal(state.x, old.x)
