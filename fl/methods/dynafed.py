@@ -180,7 +180,7 @@ class DynaFed(Method):
         server["x_syn"] = inputs.detach()
         server["y_syn"] = label_logits.detach()
         server["alpha"] = lr.detach().clone()
-        s.log["synthesis"] = {"seconds": time.perf_counter() - start, "loss": losses, "alpha": float(lr)}
+        s.log["synthesis"] = {"seconds": time.perf_counter() - start, "loss": losses, "alpha": float(lr.detach())}
 
     def finetune(self, s: ServerRound) -> torch.Tensor:
         """Algorithm 2 line 12: ``finetune_steps`` full-batch steps on CE(w; X, softmax(y)) from the aggregate."""
