@@ -16,6 +16,10 @@ With a synthetic-data method the hatted quantities are those of the objective ea
 the server model: client i's real-data loss enters with the method's weight w_i (``weights``; FedCOG's A.2.2
 weights, 1 otherwise), so its gradient is w_i ḡ_i and its single-sample noise w_i² σ²_i; a method's extra term
 whose gradient vanishes at the server model (FedCOG's distillation toward the server model itself) adds nothing.
+A synthetic set D̃ that every local step mixes in with weight w̃ (HFMDs' pool, eq. 6: w_i = α, w̃ = 1 − α) adds the
+same w̃∇f̃ to every client's gradient, so ζ̂² = α²ζ² exactly (Lemma 1, D-5, with p = 1 − α and one shared D̃),
+and, the real and synthetic samples of a step being drawn independently, its noise per sample pair
+σ̂²_i = w_i²σ²_i + w̃²σ̃², σ̃² the per-sample gradient variance on D̃.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ def mean_gradient(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, index: torc
 
 
 def mean_sq_norm(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor) -> float:
-    """Mean over ``index`` of the squared norm of per-sample gradients (torch.func.vmap over grad)."""
+    """Mean over ``index`` of the squared norm of per-sample gradients (torch.func.vmap over grad); ``y`` holds
+    class indices or, as rows, label probabilities."""
     params = {name: p.detach() for name, p in flat.model.named_parameters()}
 
     def loss(params, xi, yi):
@@ -87,10 +92,12 @@ def measure(
     generator: torch.Generator,
     weights: list[float] | None = None,
     synthetic: tuple[torch.Tensor, torch.Tensor] | None = None,
+    synthetic_weight: float = 0.0,
 ) -> dict:
     """ζ², σ² on the original D_i; ζ̂²_p, σ̂²_p on the training sets (real-data losses scaled by a method's
     ``weights``); δ² real vs the received pool, or vs a ``synthetic`` set (inputs, label probabilities) held
-    outside the clients; their ratios."""
+    outside the clients; their ratios. With ``synthetic_weight`` w̃ > 0 every local step also trains on the
+    ``synthetic`` set: σ̂²_p gains w̃²σ̃² (reported as ``sigma2_synthetic`` = σ̃²)."""
     state = generator.get_state()  # the same subsample draws before and after shuffling: less noise in the ratio
     before = moments(flat, x_params, data.x, data.y, data.original, samples, generator)
     generator.set_state(state)
@@ -112,7 +119,12 @@ def measure(
         flat.grads.zero_()
         inputs, probabilities = synthetic
         soft_cross_entropy(flat.model(inputs), probabilities).backward()
-        out["delta2"] = float(np.sum((g_real - flat.grads.double().cpu().numpy()) ** 2))
+        g_tilde = flat.grads.clone()
+        out["delta2"] = float(np.sum((g_real - g_tilde.double().cpu().numpy()) ** 2))
+        if synthetic_weight:
+            sub = torch.randperm(len(inputs), generator=generator)[:samples].to(inputs.device)
+            out["sigma2_synthetic"] = mean_sq_norm(flat, inputs, probabilities, sub) - float(g_tilde.pow(2).sum())
+            out["sigma2_hat"] += synthetic_weight**2 * out["sigma2_synthetic"]
     if before["zeta2"] > 0:
         out["zeta2_ratio"] = after["zeta2"] / before["zeta2"]
     return out

@@ -4,12 +4,15 @@ from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, Setup, 
 from fl.methods.dynafed import DynaFed
 from fl.methods.fedcog import FedCOG
 from fl.methods.fedssyn import CentralReal, CentralSynthetic, Fedssyn, OwnSynthetic
+from fl.methods.hfmds import FMDS, HFMDs
 
 METHODS: dict[str, type[Method]] = {
-    cls.name: cls for cls in (Method, Fedssyn, OwnSynthetic, CentralReal, CentralSynthetic, FedCOG, DynaFed)
+    cls.name: cls
+    for cls in (Method, Fedssyn, OwnSynthetic, CentralReal, CentralSynthetic, FedCOG, DynaFed, FMDS, HFMDs)
 }
 
 __all__ = [
+    "FMDS",
     "METHODS",
     "CentralReal",
     "CentralSynthetic",
@@ -17,6 +20,7 @@ __all__ = [
     "DynaFed",
     "FedCOG",
     "Fedssyn",
+    "HFMDs",
     "LocalTask",
     "Method",
     "OwnSynthetic",

@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from fl.methods.base import ClientRound, Method
+from fl.methods.base import ClientRound, CyclicBatches, Method
 from fl.synthesis.fedssyn import class_counts
 from theory.errors import InputError
 
@@ -129,13 +129,12 @@ class Distillation:
     batch_size: int
     temperature: float
     generator: torch.Generator
-    _queue: list = field(default_factory=list)
+    _batches: CyclicBatches | None = field(default=None, repr=False)
 
     def next_batch(self) -> torch.Tensor:
-        if not self._queue:
-            order = torch.randperm(len(self.x_hat), generator=self.generator).to(self.x_hat.device)
-            self._queue = list(order.split(self.batch_size))
-        return self._queue.pop(0)
+        if self._batches is None:
+            self._batches = CyclicBatches(len(self.x_hat), self.batch_size, self.generator, self.x_hat.device)
+        return self._batches.next()
 
     def kd_loss(self, model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
         log_student = F.log_softmax(model(self.x_hat[batch]) / self.temperature, 1)
@@ -193,7 +192,7 @@ class FedCOG(Method):
     def counts(self, c_data, i: int) -> np.ndarray:
         return np.bincount(c_data.y[c_data.train[i]].cpu().numpy(), minlength=c_data.n_classes)
 
-    def real_weight(self, i: int, data) -> float:
+    def real_weight(self, i: int, data, state: dict) -> float:
         return self.weights(self.counts(data, i))[0]
 
     def first_stateful_round(self) -> int:

@@ -1,0 +1,375 @@
+"""FMDS and HFMDs (hfmds.txt Sec. 4, Algorithm 1, eq. 4-12, Sec. 6): model-inversion data, shared by all clients.
+
+The model splits into a feature extractor and a classifier: z = f^e(w^e; x) (``model.features``), logits
+q = f^d(w^d; z) (``model.classifier``). Before round t with t mod T_d = 0 (``period`` = 20; plain FedAvg before
+the first synthesis) every participating client k, with the server model w^t fixed, synthesises
+D̂_{k,syn}: it draws B_g (``n_synthetic`` = 100) real samples (x, y) of D_k, starts one x̂ per real sample from
+N(0, I) (in the normalised input space) with the real sample's label, and takes T_g (``steps`` = 500) Adam steps
+at ``lr`` = 0.02 on the pixels of x̂ only (eq. 12):
+
+    L = CE(f(w; x̂), y) + KL( softmax(ẑ ⊙ m) ‖ softmax(z_h ⊙ m) ),   ẑ = f^e(x̂),
+    z_h = (1 + μ) z − μ z̄_y   (eq. 10; HFMDs, μ = ``mu`` = 0.5; FMDS: μ = 0, z_h = z, eq. 9),
+    m = ReLU(g),  g = ∂q^y/∂z at z_h   (the CAM of eq. 8; for a linear classifier g = W[y]).
+
+The server pools the clients' sets (``pool`` = "replace": the pool is this synthesis's sets; "accumulate": every
+synthesis so far) and every client downloads it (Algorithm 1, lines 7-8). From then on every local step takes a
+batch of B real samples and B pool samples (``synthetic_batch_size``, 0: the training batch size B) and minimises
+(eq. 6)
+
+    α · CE(w; real batch) + (1 − α) · CE(w; pool batch),   α = ``alpha`` = 0.1,
+
+with the algorithm's own step (FedProx, SCAFFOLD, FedDyn corrections compose unchanged). HFMDs' prototypes: during
+local training client k accumulates the features of its real samples per class (under its evolving local model);
+after training z_c^t is their mean and z̄_c^t = (1 − λ) z_c^t + λ z̄_c^{t−1} (``momentum`` λ = 0.5), kept on
+the CPU for clients that have trained (state ``clients[k]``).
+
+Choices the paper leaves open, with what we chose (../shared/notes/hfmds.md):
+- Features become distributions for the KL through a softmax over the feature dimensions; the KL is KL(P̂ ‖ P)
+  with P̂ from the synthetic features, as eq. 9 is written; the CAM g is detached (a fixed weighting).
+- Eq. 11 is printed without the ReLU of eq. 9, but Fig. 6 calls μ = 0 "FMDS without the hard feature
+  augmentation", which holds only if both use ReLU(g): ``cam_relu`` = true (false: eq. 11 as printed).
+- "Δz = z̄ − z" in the text is a typo for eq. 10's z − z̄ (the printed eq. 10 is implemented).
+- The prototype of a class the client has not trained on yet (a client whose first round is a synthesis round,
+  or a class new to it): the mean feature of that class over the client's B_g drawn real samples under w^t.
+  A class seen for the first time starts its momentum at z_c^t.
+- A client with fewer than B_g samples inverts all of them (one x̂ per real sample).
+- Synthesis by the round's participants (the paper has all K clients active; with partial participation the
+  others cannot compute). "replace" by default: Algorithm 1 line 5 overwrites D̂_{k,syn}.
+- The privacy metric (Table 3): PSNR = 10 log10(MAX²/MSE) per synthetic sample against its paired real one,
+  in pixel units: differences divided by each channel's data range (max − min of the real data), so MAX = 1,
+  x̂ unclipped; identical images give +inf (reported as such; the mean is then inf).
+
+Reported: per synthesis, in the round's log and ``summary.json``: seconds, the objective's first and last value,
+PSNR (mean, min, max), the pool's size, the numbers it costs (uploads B_g·d per synthesising client, every one of
+the N clients downloads the pool; also added to the run's communication), and FLOPs from
+``torch.utils.flop_counter`` (one inversion step × T_g per client; one mixed local step × steps against one
+real-only step). The run folder gets ``hfmds_pool.png`` (the last pool, a row per class).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from fl.methods.base import ClientRound, CyclicBatches, Method, ServerRound
+from fl.methods.fedcog import kl
+from theory.errors import InputError
+
+POOLS = ("replace", "accumulate")
+
+
+def cam(classifier, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """g = ∂q^y/∂z (eq. 8) for every row of z, detached: the classifier acts row by row, so the gradient of the
+    summed logits q^{y_j} gives each row's own."""
+    z = z.detach().requires_grad_(True)
+    with torch.enable_grad():
+        logits = classifier(z)
+        (g,) = torch.autograd.grad(logits.gather(1, y[:, None]).sum(), z)
+    return g.detach()
+
+
+def hard_features(z: torch.Tensor, prototypes: torch.Tensor, mu: float) -> torch.Tensor:
+    """z_h = (1 + μ) z − μ z̄_y (eq. 10); ``prototypes`` holds z̄_y for each row of z."""
+    return (1 + mu) * z - mu * prototypes
+
+
+def update_prototypes(
+    old: torch.Tensor | None, old_seen: torch.Tensor | None, sums: torch.Tensor, counts: torch.Tensor, momentum: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """z̄_c^t = (1 − λ) z_c^t + λ z̄_c^{t−1} for the classes seen this round (z_c^t = sums_c / counts_c), z_c^t
+    for a class seen for the first time, the old prototype for a class not seen; returns (prototypes, seen)."""
+    seen_now = counts > 0
+    current = sums / counts.clamp_min(1)[:, None]
+    if old is None:
+        return torch.where(seen_now[:, None], current, torch.zeros_like(current)), seen_now
+    mixed = torch.where(old_seen[:, None], (1 - momentum) * current + momentum * old, current)
+    return torch.where(seen_now[:, None], mixed, old), seen_now | old_seen
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor, data_range: torch.Tensor | float) -> torch.Tensor:
+    """PSNR in dB per sample (first axis) between image batches a and b: 10 log10(1 / MSE) of the differences
+    divided by ``data_range`` (a number or one value per channel: MAX of the images), +inf for identical images."""
+    scale = torch.as_tensor(data_range, dtype=a.dtype, device=a.device)
+    if scale.ndim == 1:
+        scale = scale.view(1, -1, *([1] * (a.ndim - 2)))
+    mse = ((a - b) / scale).pow(2).flatten(1).mean(1)
+    return 10 * torch.log10(1 / mse)  # mse = 0 gives +inf
+
+
+def invert(
+    model, x_real: torch.Tensor, y_real: torch.Tensor, prototypes: torch.Tensor, mu: float, steps: int, lr: float,
+    generator: torch.Generator, cam_relu: bool = True,
+) -> tuple[torch.Tensor, list[float]]:  # fmt: skip
+    """One x̂ per real sample by ``steps`` Adam steps on the pixels of x̂ (eq. 12; μ = 0: FMDS, eq. 9), the model
+    fixed; returns x̂ and the objective before each step. ``prototypes[j]``: z̄ of row j's class."""
+    model.eval()
+    with torch.no_grad():
+        z_h = hard_features(model.features(x_real), prototypes, mu)
+    weight = cam(model.classifier, z_h, y_real)
+    weight = F.relu(weight) if cam_relu else weight
+    log_target = F.log_softmax(z_h * weight, 1)
+    x_hat = torch.randn(x_real.shape, generator=generator, dtype=x_real.dtype).to(x_real.device).requires_grad_(True)
+    optimiser = torch.optim.Adam([x_hat], lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = objective(model, x_hat, y_real, weight, log_target)
+        (x_hat.grad,) = torch.autograd.grad(loss, x_hat)  # the pixels only: the model's gradients stay untouched
+        optimiser.step()
+        losses.append(float(loss.detach()))
+    return x_hat.detach(), losses
+
+
+def objective(model, x_hat, y, weight, log_target) -> torch.Tensor:
+    """CE(f(x̂), y) + KL(softmax(ẑ ⊙ m) ‖ target), means over the batch (eq. 12)."""
+    z_hat = model.features(x_hat)
+    matching = kl(F.softmax(z_hat * weight, 1), log_target).mean()
+    return F.cross_entropy(model.classifier(z_hat), y) + matching
+
+
+@dataclass
+class Mixed:
+    """One client's objective for one round (eq. 6): α·CE(real batch) + (1 − α)·CE(next pool batch) once a pool
+    exists (plain CE before), accumulating the real batches' features per class when ``prototypes`` is on."""
+
+    n_classes: int
+    alpha: float = 1.0
+    pool: tuple[torch.Tensor, torch.Tensor] | None = None
+    batches: CyclicBatches | None = None
+    prototypes: bool = False
+    sums: torch.Tensor | None = field(default=None, repr=False)
+    counts: torch.Tensor | None = field(default=None, repr=False)
+
+    def loss(self, model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.pool is None:
+            z = model.features(x)
+            self.accumulate(z.detach(), y)
+            return F.cross_entropy(model.classifier(z), y)
+        batch = self.batches.next()  # one forward pass over [real; synthetic] (no batch statistics in our models)
+        z = model.features(torch.cat([x, self.pool[0][batch]]))
+        self.accumulate(z[: len(y)].detach(), y)
+        logits = model.classifier(z)
+        real, synthetic = F.cross_entropy(logits[: len(y)], y), F.cross_entropy(logits[len(y) :], self.pool[1][batch])
+        return self.alpha * real + (1 - self.alpha) * synthetic
+
+    def accumulate(self, z: torch.Tensor, y: torch.Tensor) -> None:
+        if not self.prototypes:
+            return
+        if self.sums is None:
+            self.sums = torch.zeros(self.n_classes, z.shape[1], dtype=z.dtype, device=z.device)
+            self.counts = torch.zeros(self.n_classes, dtype=z.dtype, device=z.device)
+        self.sums.index_add_(0, y, z)
+        self.counts.index_add_(0, y, torch.ones_like(y, dtype=z.dtype))
+
+
+def count_flops(fn) -> int:
+    """FLOPs of ``fn()`` (forward and backward passes inside it) by ``torch.utils.flop_counter``."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+@dataclass(frozen=True)
+class HFMDs(Method):
+    """period: T_d, rounds between syntheses (20). n_synthetic: B_g per client (100). steps: T_g (500). lr: Adam
+    step size on the pixels (0.02). mu: μ of eq. 10 (0.5; −0.5: the easy-feature ablation of Table 4).
+    momentum: λ of the prototype update (0.5). alpha: α of eq. 6 (0.1). pool: "replace" or "accumulate".
+    synthetic_batch_size: pool samples per local step (0: the training batch size B). cam_relu: ReLU on the
+    CAM in eq. 11 as in eq. 9 (true)."""
+
+    name: ClassVar[str] = "hfmds"
+    period: int = 20
+    n_synthetic: int = 100
+    steps: int = 500
+    lr: float = 0.02
+    mu: float = 0.5
+    momentum: float = 0.5
+    alpha: float = 0.1
+    pool: str = "replace"
+    synthetic_batch_size: int = 0
+    cam_relu: bool = True
+
+    def check(self) -> HFMDs:
+        def require(ok: bool, key: str, message: str) -> None:
+            if not ok:
+                raise InputError(f"config method.{key}: {message}")
+
+        require(self.period >= 1, "period", "T_d must be >= 1")
+        require(self.n_synthetic >= 1, "n_synthetic", "B_g must be >= 1")
+        require(self.steps >= 0, "steps", "T_g must be >= 0")
+        require(self.lr > 0, "lr", "must be > 0")
+        require(math.isfinite(self.mu), "mu", "must be a finite number")
+        require(0 <= self.momentum <= 1, "momentum", "λ must lie in [0, 1]")
+        require(0 <= self.alpha <= 1, "alpha", "α must lie in [0, 1]")
+        require(self.pool in POOLS, "pool", f"must be one of {', '.join(POOLS)}")
+        require(self.synthetic_batch_size >= 0, "synthetic_batch_size", "must be >= 0 (0: the training batch size)")
+        return self
+
+    @property
+    def uses_prototypes(self) -> bool:
+        return self.mu != 0
+
+    def first_stateful_round(self) -> int:
+        return 1 if self.uses_prototypes else self.period
+
+    def before_round(self, s: ServerRound) -> None:
+        if s.t % self.period or not s.clients:
+            return
+        server, flat, data = s.state["server"], s.flat, s.data
+        start, sets, logs = time.perf_counter(), [], []
+        flat.load(s.x)
+        flat.model.eval()
+        data_range = data.x.transpose(0, 1).flatten(1)
+        data_range = data_range.max(1).values - data_range.min(1).values
+        for k in s.clients:  # client k's own draws: seeded by (round seed, k)
+            generator = torch.Generator().manual_seed(int(np.random.SeedSequence([s.seed, k]).generate_state(1)[0]))
+            train = data.train[k]
+            pick = train[torch.randperm(len(train), generator=generator)[: self.n_synthetic].to(train.device)]
+            x_real, y_real = data.x[pick], data.y[pick]
+            prototypes = torch.zeros(len(y_real), flat.model.feature_dim, dtype=x_real.dtype, device=x_real.device)
+            if self.uses_prototypes:
+                client = s.state["clients"].get(k, {})
+                prototypes = self.prototypes_for(client, flat.model, x_real, y_real, data.n_classes)[y_real]
+            x_hat, losses = invert(
+                flat.model, x_real, y_real, prototypes, self.mu, self.steps, self.lr, generator, self.cam_relu
+            )
+            sets.append((x_hat, y_real))
+            logs.append((losses, psnr(x_hat, x_real, data_range)))
+        pool_x = torch.cat([x for x, _ in sets])
+        pool_y = torch.cat([y for _, y in sets])
+        if self.pool == "accumulate" and "pool_x" in server:
+            pool_x, pool_y = torch.cat([server["pool_x"], pool_x]), torch.cat([server["pool_y"], pool_y])
+        server["pool_x"], server["pool_y"], server["n_classes"] = pool_x, pool_y, data.n_classes
+        d = int(np.prod(data.x.shape[1:]))
+        numbers = sum(len(y) for _, y in sets) * d + data.n_clients * len(pool_y) * d
+        values = torch.cat([v for _, v in logs])
+        record = {
+            "round": s.t,
+            "seconds": time.perf_counter() - start,
+            "loss_first": float(np.mean([losses[0] for losses, _ in logs if losses] or [np.nan])),
+            "loss_last": float(np.mean([losses[-1] for losses, _ in logs if losses] or [np.nan])),
+            "psnr_mean": float(values.mean()),
+            "psnr_min": float(values.min()),
+            "psnr_max": float(values.max()),
+            "pool_size": len(pool_y),
+            "numbers_sent": numbers,
+            **self.flops(flat.model, sets[0], data, pool_x, pool_y),
+        }
+        server["syntheses"] = [*server.get("syntheses", []), record]
+        s.log["synthesis"] = record
+        s.log["numbers_sent"] = numbers
+
+    def prototypes_for(self, client: dict, model, x_real: torch.Tensor, y_real: torch.Tensor, n_classes: int):
+        """z̄_c for every class: the client's kept prototypes, else the class mean of its drawn real features."""
+        with torch.no_grad():
+            z = model.features(x_real)
+        counts = torch.zeros(n_classes, dtype=z.dtype, device=z.device).index_add_(0, y_real, torch.ones_like(z[:, 0]))
+        sums = torch.zeros(n_classes, z.shape[1], dtype=z.dtype, device=z.device).index_add_(0, y_real, z)
+        fallback = sums / counts.clamp_min(1)[:, None]
+        if "prototypes" not in client:
+            return fallback
+        kept, seen = client["prototypes"].to(z.device), client["seen"].to(z.device)
+        return torch.where(seen[:, None], kept, fallback)
+
+    def flops(self, model, first: tuple[torch.Tensor, torch.Tensor], data, pool_x, pool_y) -> dict:
+        """FLOPs of one inversion step of the first client and of one local step with and without a pool batch
+        (batch B = ``synthetic_batch_size`` or 64 samples of each), by torch.utils.flop_counter, on a copy of the
+        model (the run's gradients stay untouched)."""
+        model = copy.deepcopy(model)
+        x_hat, y = first
+        weight = torch.ones(len(y), model.feature_dim, dtype=x_hat.dtype, device=x_hat.device)
+        log_target = F.log_softmax(torch.zeros_like(weight), 1)
+        probe = x_hat.clone().requires_grad_(True)
+        step = count_flops(lambda: objective(model, probe, y, weight, log_target).backward())
+        b = self.synthetic_batch_size or 64
+        real_x, real_y = data.x[:b], data.y[:b]
+
+        def local(mixed: bool) -> None:
+            task = Mixed(data.n_classes, prototypes=self.uses_prototypes)
+            if mixed:
+                task.alpha, task.pool = self.alpha, (pool_x, pool_y)
+                task.batches = CyclicBatches(min(b, len(pool_y)), b, torch.Generator(), pool_y.device)
+            task.loss(model, real_x, real_y).backward()
+
+        return {
+            "flops_synthesis_per_client": step * self.steps,
+            "flops_local_step_real": count_flops(lambda: local(False)),
+            "flops_local_step_mixed": count_flops(lambda: local(True)),
+            "flops_batch": b,
+        }
+
+    def before_client(self, c: ClientRound) -> Mixed | None:
+        server = c.state["server"]
+        if "pool_x" not in server and not self.uses_prototypes:
+            return None
+        task = Mixed(c.data.n_classes, prototypes=self.uses_prototypes)
+        if "pool_x" in server:
+            pool = (server["pool_x"], server["pool_y"])
+            batch = self.synthetic_batch_size or c.local.batch_size
+            task.alpha, task.pool = self.alpha, pool
+            task.batches = CyclicBatches(len(pool[1]), batch, c.generator, pool[1].device)
+        return task
+
+    def after_client(self, c: ClientRound, y: torch.Tensor) -> None:
+        task = c.task
+        if not self.uses_prototypes or task is None or task.sums is None:
+            return
+        old = c.state["clients"].get(c.i, {})
+        prototypes, seen = update_prototypes(
+            old.get("prototypes"), old.get("seen"), task.sums.cpu(), task.counts.cpu(), self.momentum
+        )
+        c.state["clients"][c.i] = {"prototypes": prototypes, "seen": seen}
+
+    def real_weight(self, i: int, data, state: dict) -> float:
+        return self.alpha if "pool_x" in state.get("server", {}) else 1.0
+
+    def synthetic_weight(self, state: dict) -> float:
+        return 1 - self.alpha if "pool_x" in state.get("server", {}) else 0.0
+
+    def synthetic_set(self, state: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        server = state.get("server", {})
+        if "pool_x" not in server:
+            return None
+        return server["pool_x"], F.one_hot(server["pool_y"], server["n_classes"]).to(server["pool_x"].dtype)
+
+    def report(self, info: dict, state: dict, out: Path) -> dict:
+        server = state.get("server", {})
+        if "pool_x" not in server:
+            return {"syntheses": []}
+        from figures.samples import plot_grid
+
+        pool_x, pool_y = server["pool_x"].cpu(), server["pool_y"].cpu()
+        values = pool_x.transpose(0, 1).flatten(1)[:, :1_000_000]  # per channel (torch.quantile's size limit)
+        low, high = (values.quantile(q, dim=1).view(1, -1, 1, 1) for q in (0.01, 0.99))
+        images = ((pool_x - low) / (high - low).clamp_min(1e-12)).clamp(0, 1).mul(255).round().to(torch.uint8)
+        title = f"{self.name}: pool after round {server['syntheses'][-1]['round']} (1-99% range per channel)"
+        plot_grid(images.numpy(), pool_y.numpy(), out / "hfmds_pool.png", title=title)
+        syntheses = server["syntheses"]
+        return {
+            "syntheses": syntheses,
+            "psnr_mean": float(np.mean([r["psnr_mean"] for r in syntheses])),
+            "pool_numbers_sent": int(sum(r["numbers_sent"] for r in syntheses)),
+            "seconds_synthesis": float(sum(r["seconds"] for r in syntheses)),
+        }
+
+
+@dataclass(frozen=True)
+class FMDS(HFMDs):
+    """FMDS (Sec. 4.2, eq. 9): HFMDs without the hard-feature augmentation, μ = 0 (no prototypes)."""
+
+    name: ClassVar[str] = "fmds"
+    mu: float = 0.0
+
+    def check(self) -> FMDS:
+        super().check()
+        if self.mu != 0:
+            raise InputError("config method.mu: FMDS matches the real features (mu = 0); use method.name = 'hfmds'")
+        return self

@@ -1,0 +1,235 @@
+"""FMDS / HFMDs (fl.methods.hfmds) against hand computations, and end to end through python -m fl.run on a tiny
+CIFAR-10: a synthesis round with FedAvg and SCAFFOLD, bit-identical resume across it, the rounds before the first
+synthesis equal to FedAvg's, ζ̂² = α²ζ² at the server model, FLOPs and communication, bad configs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import fl.run as run_module
+from fl.methods.base import CyclicBatches
+from fl.methods.hfmds import FMDS, HFMDs, Mixed, cam, hard_features, invert, psnr, update_prototypes
+from fl.run import main
+
+
+class Tiny(nn.Module):
+    """A split model: features = tanh(A x) (3 -> 4), classifier = linear (4 -> 3)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.body = nn.Linear(3, 4).double()
+        self.head = nn.Linear(4, 3).double()
+        self.feature_dim = 4
+
+    def features(self, x):
+        return torch.tanh(self.body(x))
+
+    def classifier(self, z):
+        return self.head(z)
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+def test_cam_of_a_linear_classifier_is_the_class_row_and_matches_autograd():
+    head = nn.Linear(4, 3).double()
+    z = torch.randn(5, 4, dtype=torch.float64)
+    y = torch.tensor([0, 2, 1, 2, 0])
+    g = cam(head, z, y)
+    assert torch.allclose(g, head.weight.detach()[y], atol=0, rtol=0)  # g_z = W[y]
+    # a nonlinear classifier: each row's own gradient, against autograd one row at a time
+    mlp = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)).double()
+    g = cam(mlp, z, y)
+    for j in range(5):
+        zj = z[j : j + 1].clone().requires_grad_(True)
+        (expected,) = torch.autograd.grad(mlp(zj)[0, y[j]], zj)
+        assert torch.allclose(g[j], expected[0], rtol=1e-12, atol=1e-14)
+
+
+def test_hard_features_and_prototype_momentum_against_hand_values():
+    z = torch.tensor([[1.0, 2.0], [3.0, -1.0]])
+    prototypes = torch.tensor([[0.0, 1.0], [1.0, 1.0]])
+    # (1 + mu) z - mu zbar with mu = 0.5: [1.5 - 0, 3 - 0.5], [4.5 - 0.5, -1.5 - 0.5]
+    assert hard_features(z, prototypes, 0.5).tolist() == [[1.5, 2.5], [4.0, -2.0]]
+    assert hard_features(z, prototypes, 0.0).tolist() == z.tolist()  # FMDS
+    assert hard_features(z, prototypes, -0.5).tolist() == [[0.5, 1.5], [2.0, 0.0]]  # easy features
+    sums = torch.tensor([[2.0, 4.0], [0.0, 0.0], [3.0, 3.0]])
+    counts = torch.tensor([2.0, 0.0, 1.0])  # class means: [1, 2], -, [3, 3]
+    first, seen = update_prototypes(None, None, sums, counts, 0.5)
+    assert first.tolist() == [[1.0, 2.0], [0.0, 0.0], [3.0, 3.0]] and seen.tolist() == [True, False, True]
+    sums2 = torch.tensor([[4.0, 0.0], [5.0, 5.0], [0.0, 0.0]])
+    counts2 = torch.tensor([1.0, 1.0, 0.0])
+    second, seen2 = update_prototypes(first, seen, sums2, counts2, 0.25)
+    # class 0: 0.75 [4, 0] + 0.25 [1, 2]; class 1 new: its mean; class 2 unseen: kept
+    assert second.tolist() == [[3.25, 0.5], [5.0, 5.0], [3.0, 3.0]] and seen2.tolist() == [True, True, True]
+
+
+def test_psnr_against_hand_computation():
+    a = torch.zeros(2, 1, 2, 2)
+    b = torch.tensor([[[[0.1, 0.0], [0.0, 0.0]]], [[[0.0, 0.0], [0.0, 0.0]]]])
+    values = psnr(b, a, 1.0)
+    assert values[0].item() == pytest.approx(10 * math.log10(1 / (0.01 / 4)), rel=1e-6)
+    assert values[1].item() == math.inf  # identical images
+    # the data range is MAX: the same images in units of 2 give the same PSNR with range 2
+    assert psnr(2 * b, 2 * a, 2.0)[0].item() == pytest.approx(values[0].item(), rel=1e-6)
+    # one range per channel: differences divided channel by channel
+    c, d = torch.zeros(1, 2, 1, 1), torch.tensor([[[[0.5]], [[3.0]]]])
+    expected = 10 * math.log10(1 / ((0.25 + 1.0) / 2))  # (0.5/1)^2, (3/3)^2
+    assert psnr(d, c, torch.tensor([1.0, 3.0]))[0].item() == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("mu", [0.0, 0.5])
+def test_inversion_lowers_its_objective(mu):
+    model = Tiny()
+    with torch.no_grad():
+        model.head.weight.mul_(5)  # classes the features can separate: the CE term can get near 0
+    x_real = torch.randn(12, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    y_real = torch.arange(12) % 3
+    prototypes = torch.randn(3, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)[y_real]
+    x_hat, losses = invert(model, x_real, y_real, prototypes, mu, 200, 0.05, torch.Generator().manual_seed(0))
+    assert x_hat.shape == x_real.shape and losses[-1] < 0.5 * losses[0]
+    assert all(p.grad is None for p in model.parameters())  # the model stays fixed and untouched
+
+
+def test_mixed_step_is_eq_6_and_accumulates_real_features():
+    model = Tiny()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    y = torch.tensor([0, 1, 1, 2])
+    pool = (torch.randn(6, 3, dtype=torch.float64), torch.tensor([2, 2, 0, 1, 0, 1]))
+    generator = torch.Generator().manual_seed(3)
+    task = Mixed(3, 0.1, pool, CyclicBatches(6, 4, generator, "cpu"), prototypes=True)
+    loss = task.loss(model, x, y)
+    order = torch.randperm(6, generator=torch.Generator().manual_seed(3))[:4]
+    expected = 0.1 * F.cross_entropy(model(x), y) + 0.9 * F.cross_entropy(model(pool[0][order]), pool[1][order])
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    z = model.features(x).detach()
+    assert torch.allclose(task.sums, torch.stack([z[0], z[1] + z[2], z[3]]))
+    assert task.counts.tolist() == [1.0, 2.0, 1.0]
+    plain = Mixed(3)  # no pool, no prototypes: plain cross-entropy, nothing stored
+    assert plain.loss(model, x, y).item() == pytest.approx(F.cross_entropy(model(x), y).item(), rel=1e-12)
+    assert plain.sums is None
+
+
+def hfmds_args(root, out, algorithm, method="hfmds", *extra):
+    return [
+        "--set", "data.dataset='cifar10'", "--set", f"data.data_root='{root}'", "--set", "data.partition='iid'",
+        "--set", "data.clients=4", "--set", "model.name='hfmds-cnn'", "--set", "train.rounds=4",
+        "--set", "train.batch_size=8", "--set", "train.checkpoint_every=2", "--set", "train.device='cpu'",
+        "--set", "train.participation=0.5", "--set", "train.local_steps=3", "--set", "train.estimate_every=3",
+        "--set", "train.momentum=0.9", "--set", "train.weight_decay=5e-4", "--set", "train.weighting='uniform'",
+        "--set", f"algorithm.name='{algorithm}'", "--set", f"method.name='{method}'", "--set", "method.period=3",
+        "--set", "method.n_synthetic=5", "--set", "method.steps=4", "--set", "method.synthetic_batch_size=6",
+        "--out", str(out), "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def metrics(out):
+    """The metrics rows without timings (also the synthesis log's)."""
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.get("method", {}).get("synthesis", {}).pop("seconds", None)
+    return [{k: v for k, v in row.items() if not k.startswith("seconds")} for row in rows]
+
+
+def strip(row):
+    """A metrics row without the method's log and timings (what FedAvg and HFMDs share before a synthesis)."""
+    return {k: v for k, v in row.items() if k not in ("method",)}
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "scaffold"])
+def test_hfmds_synthesis_round_end_to_end_and_resume_bit_identical(cifar_root, tmp_path, monkeypatch, algorithm):
+    straight, broken, plain = tmp_path / "straight", tmp_path / "broken", tmp_path / "plain"
+    assert main(hfmds_args(cifar_root, straight, algorithm)) == 0
+    rows = metrics(straight)
+    synthesis = rows[2]["method"]["synthesis"]
+    assert synthesis["round"] == 3 and synthesis["pool_size"] == 2 * 5  # 2 participants x B_g
+    assert synthesis["loss_last"] < synthesis["loss_first"] and np.isfinite(synthesis["psnr_mean"])
+    assert synthesis["flops_local_step_mixed"] > synthesis["flops_local_step_real"] > 0
+    assert synthesis["flops_synthesis_per_client"] > 0
+    d = 3 * 32 * 32
+    assert synthesis["numbers_sent"] == 10 * d + 4 * 10 * d  # uploads + every client downloads the pool
+    per_round = run_module.build_algorithm({"name": algorithm}).communication(
+        json.loads((straight / "summary.json").read_text())["n_params"], 5130
+    )
+    assert rows[2]["communication"] - rows[1]["communication"] == 2 * per_round + synthesis["numbers_sent"]
+    estimates = rows[2]["estimates"]  # at round 3, after the synthesis: ζ̂² = α² ζ² (one shared pool)
+    assert estimates["zeta2_hat"] == pytest.approx(0.01 * estimates["zeta2"], rel=1e-9)
+    assert "delta2" in estimates and "sigma2_synthetic" in estimates
+    summary = json.loads((straight / "summary.json").read_text())
+    assert [s["round"] for s in summary["syntheses"]] == [3] and (straight / "hfmds_pool.png").stat().st_size > 0
+    # before the first synthesis HFMDs is FedAvg (or SCAFFOLD) bit for bit
+    assert main(hfmds_args(cifar_root, plain, algorithm, "none")) == 0
+    assert [strip(r) for r in metrics(plain)[:2]] == [strip(r) for r in rows[:2]]
+    # interrupted in round 4 (checkpoint after round 3 holds the pool and the prototypes), resumed
+    real_round = run_module.compute_round
+
+    def interrupt_at_round_4(state, *args, **kwargs):
+        if state.round == 4:
+            raise KeyboardInterrupt
+        return real_round(state, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_4)
+    assert main(hfmds_args(cifar_root, broken, algorithm)) == 2
+    saved = torch.load(broken / "checkpoint.pt", weights_only=True)
+    assert saved["round"] == 4 and saved["method"]["server"]["pool_x"].shape[0] == 10
+    assert all("prototypes" in c for c in saved["method"]["clients"].values())
+    monkeypatch.setattr(run_module, "compute_round", real_round)
+    assert main(["--resume", str(broken), "--quiet"]) == 0
+    assert metrics(broken) == metrics(straight)
+    a = torch.load(straight / "checkpoint.pt", weights_only=True)
+    b = torch.load(broken / "checkpoint.pt", weights_only=True)
+    assert torch.equal(a["x"], b["x"]) and torch.equal(a["method"]["server"]["pool_x"], b["method"]["server"]["pool_x"])
+
+
+def test_fmds_starts_from_a_fedavg_state_and_accumulates_its_pool(cifar_root, tmp_path):
+    fedavg, fmds = tmp_path / "fedavg", tmp_path / "fmds"
+    keep = ("--set", "train.keep_round=2", "--set", "train.rounds=6", "--set", "train.participation=1.0")
+    assert main(hfmds_args(cifar_root, fedavg, "fedavg", "none", *keep)) == 0
+    init = ("--init-from", str(fedavg / "checkpoint_round2.pt"), "--set", "method.pool='accumulate'")
+    assert main(hfmds_args(cifar_root, fmds, "fedavg", "fmds", *keep, *init)) == 0
+    rows = metrics(fmds)
+    assert [r["method"]["synthesis"]["pool_size"] for r in rows if "method" in r] == [20, 40]  # rounds 3, 6
+    saved = torch.load(fmds / "checkpoint.pt", weights_only=True)
+    assert saved["method"]["clients"] == {}  # FMDS keeps no prototypes
+    # HFMDs keeps prototypes from round 1: it cannot start from a state the FedAvg run left without them
+    assert main(hfmds_args(cifar_root, tmp_path / "hfmds", "fedavg", "hfmds", *keep, *init)) == 2
+
+
+def test_method_classes_check_their_keys():
+    assert FMDS().mu == 0 and HFMDs().mu == 0.5 and HFMDs().first_stateful_round() == 1
+    assert FMDS().first_stateful_round() == 20
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("method.period=0", "method.period"),
+        ("method.n_synthetic=0", "method.n_synthetic"),
+        ("method.steps=-1", "method.steps"),
+        ("method.lr=0", "method.lr"),
+        ("method.alpha=1.5", "method.alpha"),
+        ("method.momentum=2", "method.momentum"),
+        ("method.pool='keep'", "method.pool"),
+        ("method.cam_relu=1", "method.cam_relu"),
+        ("train.weight_decay=-1", "train.weight_decay"),
+    ],
+)
+def test_bad_hfmds_config_is_one_line_exit_2(override, key, tmp_path, capsys):
+    args = ["--set", "method.name='hfmds'", "--set", override, "--out", str(tmp_path / "run"), "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fl.run: error:") and err.count("\n") == 1 and key in err
+
+
+def test_fmds_refuses_a_hard_feature_scale(tmp_path, capsys):
+    args = ["--set", "method.name='fmds'", "--set", "method.mu=0.5", "--out", str(tmp_path / "run"), "--quiet"]
+    assert main(args) == 2
+    assert "method.name = 'hfmds'" in capsys.readouterr().err
