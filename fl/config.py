@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from fl.algorithms import ALGORITHMS
+from fl.batched import BACKENDS
 from fl.data.datasets import canonical_name
 from fl.data.partition import PARTITIONERS
 from fl.methods import METHODS, Method
@@ -110,6 +111,14 @@ class TrainConfig:
     τ = 400 iterations). momentum: client SGD momentum β (0: plain SGD; reset every round), for every algorithm.
     optimizer: the clients' optimiser for every algorithm, "sgd" or "adam" (at step size lr, moments reset every
     round; DynaFed's clients use Adam lr 1e-3, whose moments persist across rounds in the authors' code).
+    weight_decay: L2 coefficient λ added to every client gradient (g <- g + λw, as torch.optim's coupled
+    ``weight_decay``), for every algorithm and optimiser (HFMDs' clients: 5e-4; 0: none).
+    backend: how the round's clients train: "sequential" (one after another), "batched" (all at once through
+    torch.func vmap, fl/batched.py; falls back to sequential, saying why in one line, for a method with per-client
+    objectives or a model with batch norm), or "auto" (batched on CUDA, sequential on the CPU). client_chunk: at
+    most this many clients per batched call (0: all participants; lower it to bound memory). client_state: where
+    the per-client states of SCAFFOLD, FedPVR and FedDyn (N x P numbers each) live: "device" (with the model) or
+    "host" (host memory, pinned on CUDA; only the round's participants' rows go to the device).
     keep_round: also keep the checkpoint after this round as ``checkpoint_round{r}.pt`` (0: none), so that other
     runs can start from it (``python -m fl.run --init-from``; FedCOG's "50 FedAvg rounds, then 20 FedCOG")."""
 
@@ -118,7 +127,11 @@ class TrainConfig:
     local_epochs: int = 1
     local_steps: int = 0
     momentum: float = 0.0
+    weight_decay: float = 0.0
     optimizer: str = "sgd"
+    backend: str = "auto"
+    client_chunk: int = 0
+    client_state: str = "device"
     batch_size: int = 64
     lr: tuple[float, ...] = (0.05,)
     tune_rounds: int = 2
@@ -140,6 +153,10 @@ class TrainConfig:
         _require(0 <= self.momentum < 1, "train.momentum", "must lie in [0, 1)")
         _require(self.optimizer in ("sgd", "adam"), "train.optimizer", "must be 'sgd' or 'adam'")
         _require(self.optimizer == "sgd" or not self.momentum, "train.momentum", "applies to sgd only")
+        _require(self.weight_decay >= 0, "train.weight_decay", "must be >= 0")
+        _require(self.backend in BACKENDS, "train.backend", f"must be one of {', '.join(BACKENDS)}")
+        _require(self.client_state in ("device", "host"), "train.client_state", "must be device or host")
+        _require(self.client_chunk >= 0, "train.client_chunk", "must be >= 0 (0: all participants at once)")
         _require(self.batch_size >= 1, "train.batch_size", "must be >= 1")
         _require(len(self.lr) >= 1 and all(v > 0 for v in self.lr), "train.lr", "must be > 0 (a number or a list)")
         _require(self.tune_rounds >= 1, "train.tune_rounds", "must be >= 1")

@@ -6,7 +6,8 @@ correction, the client state update and the server update (see :mod:`fl.algorith
 aggregation (see :mod:`fl.methods.base`). Randomness is a pure function of (seed, round, client): client
 selection uses ``numpy.random.default_rng([seed, t])``, client i's batch order and dropout use a torch seed drawn
 from ``SeedSequence([seed, t, i])``, the method's own draws ``SeedSequence([seed, t, i, 1])`` on client i and
-``SeedSequence([seed, t, 0, 2])`` on the server, so a run
+``SeedSequence([seed, t, 0, 2])`` on the server after aggregation and ``SeedSequence([seed, t, 0, 3])`` before the
+round, so a run
 resumed from a checkpoint repeats the uninterrupted run bit for bit.
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fl import batched
 from fl.algorithms import Algorithm, Context, State
 from fl.flat import FlatModel
 from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, new_state
@@ -73,7 +75,11 @@ class LocalConfig:
     weighting: "size" (n_i/Σn_j) or "uniform". momentum: heavy-ball momentum β of the client's SGD
     (v <- βv + g, w <- w - ηv, v = 0 at the start of every round; 0: plain SGD). optimizer: "sgd", or "adam"
     (``torch.optim.Adam`` at step size η on the corrected gradient, its moments fresh every round: DynaFed's
-    clients)."""
+    clients). weight_decay: λ of the coupled L2 term added to every gradient (g <- g + λw, after the algorithm's
+    correction; torch.optim's ``weight_decay``). backend: "sequential" (one client after another), "batched" (all
+    participants at once through ``torch.func``, :mod:`fl.batched`), or "auto" (batched on CUDA); chunk: clients
+    per batched call (0: all). client_state: where the (N, P) per-client states live, "device" or "host"
+    (:func:`init_state`)."""
 
     epochs: int = 1
     batch_size: int = 64
@@ -82,6 +88,10 @@ class LocalConfig:
     steps: int = 0
     momentum: float = 0.0
     optimizer: str = "sgd"
+    weight_decay: float = 0.0
+    backend: str = "sequential"
+    chunk: int = 0
+    client_state: str = "device"
 
 
 def client_seed(seed: int, t: int, i: int, *stream: int) -> int:
@@ -132,9 +142,11 @@ def local_train(
     momentum: float = 0.0,
     task: LocalTask | None = None,
     optimizer: str = "sgd",
+    weight_decay: float = 0.0,
 ) -> int:
     """Local SGD (or Adam) on x[index] (E epochs, or τ = ``steps`` batches) with ``correction(w)`` added to every
-    gradient and the objective ``task.loss`` (cross-entropy without a task); returns the number of steps K."""
+    gradient (and ``weight_decay``·w) and the objective ``task.loss`` (cross-entropy without a task); returns the
+    number of steps K."""
     model = flat.model
     model.train()
     velocity = torch.zeros_like(flat.params) if momentum else None
@@ -151,6 +163,8 @@ def local_train(
         extra = correction(flat.params)
         if extra is not None:
             flat.grads.add_(extra)
+        if weight_decay:
+            flat.grads.add_(flat.params, alpha=weight_decay)
         if adam is not None:
             adam.step()
         elif velocity is None:
@@ -173,16 +187,30 @@ def evaluate(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, batch: int = 200
     return loss / len(y), correct / len(y)
 
 
-def init_state(flat: FlatModel, algorithm: Algorithm, n_clients: int, lr: float) -> EngineState:
+def init_state(
+    flat: FlatModel, algorithm: Algorithm, n_clients: int, lr: float, client_state: str = "device"
+) -> EngineState:
+    """Round 1: the model's parameters as x, zero server and client states; the (N, P) client states on the
+    model's device, or with ``client_state = "host"`` in host memory (pinned when CUDA is there), only the round's
+    participants' rows travel to the device."""
     x = flat.params.detach().clone()
     zeros = torch.zeros_like(x)
+    clients = {k: torch.zeros(n_clients, x.numel(), dtype=x.dtype, device=x.device) for k in algorithm.client_keys}
     return EngineState(
         round=1,
         x=x,
         server={k: zeros.clone() for k in algorithm.server_keys},
-        clients={k: torch.zeros(n_clients, x.numel(), dtype=x.dtype, device=x.device) for k in algorithm.client_keys},
+        clients=place_clients(clients, client_state),
         lr=lr,
     )
+
+
+def place_clients(clients: State, where: str) -> State:
+    """The (N, P) client states where ``where`` ("device": unchanged; "host": in host memory, pinned on CUDA)."""
+    if where != "host":
+        return clients
+    pin = torch.cuda.is_available()
+    return {k: v.cpu().pin_memory() if pin else v.cpu() for k, v in clients.items()}
 
 
 def run_round(
@@ -205,7 +233,41 @@ def apply_round(state: EngineState, updates: tuple[np.ndarray, State]) -> None:
     """Write the participants' new client states into the (N, P) arrays (in place: they can be large)."""
     selected, stack = updates
     for k, v in stack.items():
-        state.clients[k][torch.as_tensor(selected, device=v.device)] = v
+        target = state.clients[k]
+        target[torch.as_tensor(selected, device=target.device)] = v.to(target.device)
+
+
+def train_participants(
+    flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, state: EngineState, seed: int,
+    participants: list[int], contexts: list[Context], tasks: list,
+) -> tuple[list[tuple[torch.Tensor, int]], dict]:  # fmt: skip
+    """Local training of the participants from the server model: [(y_i, K_i)] and the backend used
+    (``{"backend": ..., "backend_note": why not batched}``). Batched (:mod:`fl.batched`) when ``local.backend``
+    asks for it ("auto": on CUDA) and nothing rules it out, else one client after another."""
+    t = state.round
+    generators = [torch.Generator().manual_seed(client_seed(seed, t, i)) for i in participants]
+    wanted = local.backend == "batched" or (local.backend == "auto" and flat.params.is_cuda)
+    note = batched.unbatchable(flat.model, tasks, local.backend == "batched") if wanted else None
+    if wanted and note is None:
+        with torch.random.fork_rng(devices=[]):  # independent dropout draws (explicit "batched" only)
+            torch.manual_seed(client_seed(seed, t, participants[0]) + 1)
+            ys, steps = batched.train_clients(
+                flat, data.x, data.y, [data.train[i] for i in participants], generators, algorithm, contexts,
+                state.lr, local, local.chunk, "different",
+            )  # fmt: skip
+        return list(zip(ys.unbind(), steps)), {"backend": "batched"}
+    trained = []
+    for i, ctx, task, generator in zip(participants, contexts, tasks, generators):
+        flat.load(state.x)
+        with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
+            torch.manual_seed(client_seed(seed, t, i) + 1)
+            steps = local_train(
+                flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, state.lr,
+                lambda w, ctx=ctx: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task,
+                local.optimizer, local.weight_decay,
+            )  # fmt: skip
+        trained.append((flat.params.detach().clone(), steps))
+    return trained, {"backend": "sequential"} | ({"backend_note": note} if note and local.backend == "batched" else {})
 
 
 def compute_round(
@@ -227,26 +289,26 @@ def compute_round(
     ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
     clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
     method_state = {part: dict(entries) for part, entries in state.method.items()}  # hooks replace entries
-    for i in selected.tolist():
-        ctx = Context(state.x, state.server, {k: v[i] for k, v in state.clients.items()}, flat.head_mask)
+    tick = time.perf_counter()
+    round_seed = client_seed(seed, t, 0, 3)
+    method.before_round(ServerRound(t, state.x, flat, data, method_state, round_seed, log, tuple(selected.tolist())))
+    clock["seconds_method"] += time.perf_counter() - tick
+    participants = selected.tolist()
+    rows = {k: v[torch.as_tensor(participants, device=v.device)].to(state.x.device) for k, v in state.clients.items()}
+    contexts = [Context(state.x, state.server, {k: v[j] for k, v in rows.items()}, flat.head_mask)
+                for j in range(len(participants))]  # fmt: skip
+    tick = time.perf_counter()
+    hooks = [ClientRound(t, i, state.x, flat, data, local, method_state, client_seed(seed, t, i, 1), log)
+             for i in participants]  # fmt: skip
+    tasks = [method.before_client(h) for h in hooks]
+    clock["seconds_method"] += time.perf_counter() - tick
+    tick = time.perf_counter()
+    trained, backend = train_participants(flat, algorithm, data, local, state, seed, participants, contexts, tasks)
+    clock["seconds_local"] += time.perf_counter() - tick
+    for hook, task, ctx, (y_i, steps) in zip(hooks, tasks, contexts, trained):
         tick = time.perf_counter()
-        hooks = ClientRound(t, i, state.x, flat, data, local, method_state, client_seed(seed, t, i, 1), log)
-        task = method.before_client(hooks)
-        flat.load(state.x)
-        generator = torch.Generator().manual_seed(client_seed(seed, t, i))
-        clock["seconds_method"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
-            torch.manual_seed(client_seed(seed, t, i) + 1)
-            steps = local_train(
-                flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, state.lr,
-                lambda w, ctx=ctx: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task,
-                local.optimizer,
-            )  # fmt: skip
-        y_i = flat.params.detach().clone()
-        clock["seconds_local"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        method.after_client(hooks, y_i)
+        hook.task = task
+        method.after_client(hook, y_i)
         clock["seconds_method"] += time.perf_counter() - tick
         ys.append(y_i)
         for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():
@@ -260,6 +322,6 @@ def compute_round(
     tick = time.perf_counter()
     x = method.after_aggregate(ServerRound(t, x, flat, data, method_state, server_seed(seed, t), log))
     clock["seconds_method"] += time.perf_counter() - tick
-    record = {"round": t, "clients": selected.tolist(), **clock} | ({"method": log} if log else {})
+    record = {"round": t, "clients": participants, **clock, **backend} | ({"method": log} if log else {})
     new_state = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
     return new_state, record, (selected, stack)

@@ -24,7 +24,16 @@ from tqdm import tqdm
 from fl.atomic import write_atomically
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
 from fl.data import load
-from fl.engine import EngineState, LocalConfig, apply_round, compute_round, evaluate, init_state, run_round
+from fl.engine import (
+    EngineState,
+    LocalConfig,
+    apply_round,
+    compute_round,
+    evaluate,
+    init_state,
+    place_clients,
+    run_round,
+)
 from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
@@ -56,7 +65,7 @@ class Experiment:
             config.data.partition_params(),
         ))  # fmt: skip
         self.method = build_method(config.method)
-        split, self.method_info = self.method.prepare(Setup(dataset, seed, config.data.p), split)
+        split, self.method_info = self.method.prepare(Setup(dataset, seed, config.data.p, str(self.device)), split)
         self.synthetic = split.synthetic or []
         self.data = assemble(
             dataset, split.train, split.val, split.original, rng, config.data.p, split.synthetic,
@@ -74,7 +83,7 @@ class Experiment:
         train = config.train
         self.local = LocalConfig(
             train.local_epochs, train.batch_size, train.participation, train.weighting, train.local_steps,
-            train.momentum, train.optimizer,
+            train.momentum, train.optimizer, train.weight_decay, train.backend, train.client_chunk, train.client_state,
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
@@ -90,13 +99,16 @@ class Experiment:
     def measure(self, x: torch.Tensor, t: int, method_state: dict) -> dict:
         """ζ², σ² on D_i and ζ̂², σ̂² (and δ²) on what each client minimises, at the server model x."""
         generator = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + t)
-        weights = [self.method.real_weight(i, self.data) for i in range(self.data.n_clients)]
+        weights = [self.method.real_weight(i, self.data, method_state) for i in range(self.data.n_clients)]
         synthetic = self.method.synthetic_set(method_state)
-        return measure(self.flat, x, self.data, self.config.train.estimate_samples, generator, weights, synthetic)
+        return measure(
+            self.flat, x, self.data, self.config.train.estimate_samples, generator, weights, synthetic,
+            self.method.synthetic_weight(method_state),
+        )  # fmt: skip
 
     def fresh_state(self, lr: float) -> EngineState:
         self.flat.load(self.x0)
-        return init_state(self.flat, self.algorithm, self.data.n_clients, lr)
+        return init_state(self.flat, self.algorithm, self.data.n_clients, lr, self.local.client_state)
 
     def validation_accuracy(self, x: torch.Tensor) -> float:
         val = torch.cat(self.data.val)
@@ -139,15 +151,16 @@ def save_checkpoint(path: Path, state: EngineState) -> None:
     write_atomically(path, lambda tmp: torch.save(payload, tmp))
 
 
-def load_checkpoint(path: Path, device: torch.device) -> EngineState:
+def load_checkpoint(path: Path, device: torch.device, client_state: str = "device") -> EngineState:
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:
         raise InputError(f"{path}: no checkpoint to resume from") from None
     except Exception as error:
         raise InputError(f"{path}: unreadable checkpoint ({type(error).__name__}: {error})") from None
+    clients = place_clients(payload["clients"], client_state)
     return EngineState(
-        payload["round"], payload["x"], payload["server"], payload["clients"], payload["lr"], payload["extra"],
+        payload["round"], payload["x"], payload["server"], clients, payload["lr"], payload["extra"],
         payload.get("method", new_state()),
     )  # fmt: skip
 
@@ -210,6 +223,7 @@ def summarise(
 # What a run started from another run's checkpoint must share with it: everything that shaped that state.
 SHARED_TRAIN_KEYS = (
     "participation", "local_epochs", "local_steps", "momentum", "optimizer", "batch_size", "weighting", "seed",
+    "weight_decay",
 )  # fmt: skip
 
 
@@ -229,7 +243,7 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     for key in SHARED_TRAIN_KEYS:
         if mine["train"][key] != theirs["train"][key]:
             raise InputError(f"--init-from {checkpoint}: train.{key} differs from the source run's")
-    state = load_checkpoint(checkpoint, exp.device)
+    state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
     if state.round > config.train.rounds:
         raise InputError(f"--init-from {checkpoint}: it is after round {state.round - 1} >= train.rounds")
     if mine["method"] != theirs["method"]:
@@ -248,9 +262,12 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
     """The metrics row of the round that ended in ``state``: communication so far, timings, test accuracy every
     ``eval_every`` rounds, estimates every ``estimate_every`` rounds, or ``diverged`` for a non-finite model."""
     train, t = exp.config.train, record["round"]
-    row = {"round": t, "communication": communication + exp.communication(len(record["clients"]))}
+    sent = exp.communication(len(record["clients"])) + record.get("method", {}).get("numbers_sent", 0)
+    row = {"round": t, "communication": communication + sent}
     row |= {"clients": len(record["clients"])}
-    row |= {k: record[k] for k in ("seconds_local", "seconds_method", "method") if k in record}
+    row |= {
+        k: record[k] for k in ("seconds_local", "seconds_method", "backend", "backend_note", "method") if k in record
+    }
     if t % train.eval_every == 0 or t == train.rounds:
         exp.flat.load(state.x)
         row["test_loss"], row["test_accuracy"] = evaluate(exp.flat, exp.data.test_x, exp.data.test_y)
@@ -283,7 +300,7 @@ def execute(
     elif start_from is not None:
         origin.write_text(str(start_from))
     if resume:
-        state = load_checkpoint(checkpoint, exp.device)
+        state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
         rows = read_metrics(metrics_path, before_round=state.round)
         metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     elif start_from is not None:
@@ -299,6 +316,7 @@ def execute(
     start = time.perf_counter() - (rows[-1]["seconds"] if rows else 0.0)
     communication = rows[-1]["communication"] if rows else 0
     bar = tqdm(total=train.rounds, initial=state.round - 1, desc="rounds", unit="round", disable=quiet or None)
+    noted = False
     try:
         with metrics_path.open("a") as log:
             while state.round <= train.rounds:
@@ -319,6 +337,8 @@ def execute(
                     if t == train.keep_round:
                         save_checkpoint(out / f"checkpoint_round{t}.pt", state)
                 bar.update(1)
+                if "backend_note" in row and not noted:
+                    noted = tqdm.write(f"{out}: clients train sequentially: {row['backend_note']}") or True
                 if "test_accuracy" in row:
                     bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
                 if row.get("diverged"):

@@ -6,13 +6,22 @@ names neither. The hooks, and who uses them:
 
 - :meth:`Method.prepare`, once before training, on the federation's index arrays (:class:`Split`): Fedssyn trains
   the generators and deals the shuffled synthetic pool; the centralised baselines merge the clients into one.
+- :meth:`Method.before_round`, at the start of every round, before any client trains (:class:`ServerRound` with
+  the round's participants): FMDS/HFMDs clients invert their synthetic sets and the server pools them.
 - :meth:`Method.before_client`, per participating client before local training, returns a :class:`LocalTask`
   (or None: plain cross-entropy): FedCOG generates x̂ from the global and the client's previous local model.
 - :meth:`LocalTask.loss`, every local step: the objective on the real batch plus the method's extra term or extra
   samples (FedCOG's KD on x̂; HFMDs' B synthetic + B real).
 - :meth:`Method.after_client`, per participant after local training (FedCOG keeps its local model).
 - :meth:`Method.after_aggregate`, on the server after aggregation (DynaFed fine-tunes on D_syn).
-- :meth:`Method.communication`, numbers a participant sends or receives per round beyond the algorithm's.
+- :meth:`Method.communication`, numbers a participant sends or receives per round beyond the algorithm's; a
+  cost that varies by round (HFMDs' pool) goes in the round's log as ``numbers_sent``, which the run adds to its
+  communication.
+
+In a round the engine calls ``before_round``, then ``before_client`` for every participant, trains them (one after
+another, or all at once: :mod:`fl.batched`, only when no participant has a :class:`LocalTask`), then
+``after_client`` for every participant, aggregates and calls ``after_aggregate``. Hooks of one client read and
+write only that client's entries, so the order among clients does not matter.
 
 Method state lives in the engine's state (``EngineState.method``: ``{"server": {...}, "clients": {i: {...}}}``,
 tensors and numbers only), so the checkpoint carries it and ``--resume`` stays bit-identical. Hooks *replace*
@@ -54,11 +63,13 @@ class Split:
 
 @dataclass(frozen=True)
 class Setup:
-    """What :meth:`Method.prepare` sees: the dataset, the run seed, the real-data shuffle fraction p."""
+    """What :meth:`Method.prepare` sees: the dataset, the run seed, the real-data shuffle fraction p, the run's
+    device (where a method may train its own networks)."""
 
     dataset: Dataset
     seed: int
     p: float
+    device: str = "cpu"
 
 
 @dataclass
@@ -77,6 +88,7 @@ class ClientRound:
     state: dict
     seed: int
     log: dict = dataclasses.field(default_factory=dict)
+    task: LocalTask | None = None  # what before_client returned, for after_client
 
     @functools.cached_property
     def generator(self) -> torch.Generator:
@@ -86,10 +98,12 @@ class ClientRound:
 
 @dataclass
 class ServerRound:
-    """What the server hook sees after aggregation in round t: the aggregated model x, the model to evaluate
-    parameter vectors with, the clients' data (for shapes and classes; a method must not read client data on the
-    server unless its paper does), the method state (mutable), the round's log, and a torch.Generator seeded from
-    (seed, t) for the method's own draws, made on first use."""
+    """What the round hooks see in round t: the server model x (before the round in :meth:`Method.before_round`,
+    aggregated in :meth:`Method.after_aggregate`), the model to evaluate parameter vectors with, the clients' data
+    (for shapes and classes; a method must not read client data on the server unless its paper does: work done
+    *on* the clients before the round, such as HFMDs' inversion, reads only each client's own), the method state
+    (mutable), the round's log, a torch.Generator seeded from (seed, t) for the method's own draws, made on first
+    use, and the round's participants."""
 
     t: int
     x: torch.Tensor
@@ -98,10 +112,26 @@ class ServerRound:
     state: dict
     seed: int
     log: dict = dataclasses.field(default_factory=dict)
+    clients: tuple[int, ...] = ()
 
     @functools.cached_property
     def generator(self) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed)
+
+
+class CyclicBatches:
+    """Index batches of ``batch_size`` into n items, cycling through fresh permutations drawn from ``generator``
+    (the last batch of a permutation may be smaller)."""
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator, device: torch.device | str) -> None:
+        self.n, self.batch_size, self.generator, self.device = n, batch_size, generator, device
+        self._queue: list[torch.Tensor] = []
+
+    def next(self) -> torch.Tensor:
+        if not self._queue:
+            order = torch.randperm(self.n, generator=self.generator).to(self.device)
+            self._queue = list(order.split(self.batch_size))
+        return self._queue.pop(0)
 
 
 class LocalTask(Protocol):
@@ -124,12 +154,15 @@ class Method:
         """Once before training: the federation the run uses, and what to report about building it."""
         return split, {}
 
+    def before_round(self, s: ServerRound) -> None:
+        """At the start of round s.t, before any client trains (s.x: the server model the clients receive)."""
+
     def before_client(self, c: ClientRound) -> LocalTask | None:
         """Per participating client, before local training: its objective for the round (None: cross-entropy)."""
         return None
 
     def after_client(self, c: ClientRound, y: torch.Tensor) -> None:
-        """Per participating client, after local training ended at the local model y."""
+        """Per participating client, after local training ended at the local model y (``c.task``: its objective)."""
 
     def after_aggregate(self, s: ServerRound) -> torch.Tensor:
         """On the server after aggregation in round s.t: the server model the round ends with."""
@@ -139,9 +172,14 @@ class Method:
         """Numbers sent per participating client per round beyond the algorithm's (both directions)."""
         return 0
 
-    def real_weight(self, i: int, data: ClientSet) -> float:
+    def real_weight(self, i: int, data: ClientSet, state: dict) -> float:
         """The weight of client i's real-data loss in its objective (the estimators scale ∇f_i by it)."""
         return 1.0
+
+    def synthetic_weight(self, state: dict) -> float:
+        """The weight of the loss on :meth:`synthetic_set` in every client's objective, when each local step mixes
+        in a batch of it (HFMDs: 1 − α); 0: the set is not trained on (the estimators add its noise to σ̂²)."""
+        return 0.0
 
     def first_stateful_round(self) -> int | None:
         """The first round whose hooks store method state (None: never). A run of this method can start from

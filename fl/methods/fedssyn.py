@@ -64,7 +64,7 @@ class Fedssyn(FedssynConfig, Method):
         data = setup.dataset
         sets, infos = synthesize(
             data.name, data.x_train, data.y_train, split.original, data.n_classes, self.protocol(), setup.seed,
-            Path(self.cache_dir),
+            Path(self.cache_dir), device=setup.device,
         )  # fmt: skip
         numbers = float(np.mean([s[0].size for s in sets])) if sets else 0.0
         info = {"generators": infos, "seconds_synthetic": time.perf_counter() - start, "numbers_per_client": numbers}

@@ -122,8 +122,9 @@ class FedssynConfig:
         return self.sample_epoch or self.epochs
 
 
-def build_generator(name: str, in_shape: tuple[int, ...], n_classes: int, overrides: dict):
-    """The generator object for ``name`` with its config dataclass updated by ``overrides``."""
+def build_generator(name: str, in_shape: tuple[int, ...], n_classes: int, overrides: dict, device: str = "cpu"):
+    """The generator object for ``name`` with its config dataclass updated by ``overrides``; the DDPM trains and
+    samples on ``device`` (the GAN and the β-VAE on the CPU: they are small)."""
     if name == "ddpm":
         from fl.synthesis.generators.ddpm import DDPM as cls
         from fl.synthesis.generators.ddpm import DDPMConfig as config_cls
@@ -140,6 +141,8 @@ def build_generator(name: str, in_shape: tuple[int, ...], n_classes: int, overri
     if unknown:
         raise InputError(f"config method.generator_config: unknown {sorted(unknown)} for {name} ({sorted(known)})")
     config = config_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()})
+    if name == "ddpm":
+        return cls(tuple(in_shape), n_classes, config, device)
     return cls(tuple(in_shape), n_classes, config)
 
 
@@ -187,6 +190,7 @@ def train_generator(
     seed: int,
     folder: Path,
     log: Callable[[str], None] = print,
+    device: str = "cpu",
 ) -> dict:
     """Train one client's generator on a ρ-subset of (x, y), keeping a checkpoint ``generator_epoch{k}.pt`` after
     every epoch and ``generator.json`` (subset size and class counts, per-epoch losses, seconds, and under DP the
@@ -211,9 +215,10 @@ def train_generator(
 
     with torch.random.fork_rng(devices=[]):  # initial weights and dropout: seeded here, global state restored
         torch.manual_seed(torch_seed + progress["epochs"])
-        model = build_generator(config.generator, x.shape[1:], n_classes, config.generator_config)
+        model = build_generator(config.generator, x.shape[1:], n_classes, config.generator_config, device)
         if progress["epochs"]:
-            model.load_state_dict(torch.load(folder / f"generator_epoch{progress['epochs']}.pt", weights_only=True))
+            saved = folder / f"generator_epoch{progress['epochs']}.pt"
+            model.load_state_dict(torch.load(saved, weights_only=True, map_location=device))
             log(f"  generator {folder.name}: resuming after epoch {progress['epochs']}")
         generator = torch.Generator().manual_seed(torch_seed + progress["epochs"])
         losses = model.fit(
@@ -251,6 +256,7 @@ def sample_generator(
     class_counts_subset: list[int],
     seed: int,
     log: Callable[[str], None] = print,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """ñ images from the checkpoint of epoch ``config.last_epoch()`` in ``folder``, of the labels
     :func:`synthetic_labels` gives (class counts matching the subset's frequencies; uniform under DP); cached as
@@ -262,10 +268,10 @@ def sample_generator(
         with np.load(path) as saved:
             return saved["x"], saved["y"], {**json.loads(meta.read_text()), "cached": True}
     epoch = config.last_epoch()
-    state = torch.load(folder / f"generator_epoch{epoch}.pt", weights_only=True)
+    state = torch.load(folder / f"generator_epoch{epoch}.pt", weights_only=True, map_location=device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = build_generator(config.generator, in_shape, n_classes, config.generator_config)
+        model = build_generator(config.generator, in_shape, n_classes, config.generator_config, device)
     model.load_state_dict(state)
     labels = synthetic_labels(config, class_counts_subset, n_classes)
     generator = torch.Generator().manual_seed(seed)
@@ -317,6 +323,7 @@ def synthesize(
     seed: int,
     cache_root: Path,
     log: Callable[[str], None] = print,
+    device: str = "cpu",
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[dict]]:
     """Every client's synthetic set (cached): ``originals[i]`` are client i's D_i indices into ``x_train``.
 
@@ -337,9 +344,9 @@ def synthesize(
         )
         folder = cache_root / f"client{i}-{key}"
         client_seed = seed * 1_000_003 + i
-        trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log)
+        trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log, device)
         x, y, sampled = sample_generator(
-            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log
+            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log, device
         )
         sets.append((x, y))
         infos.append({**trained, **sampled, "cached": trained["cached"] and sampled["cached"]})

@@ -39,6 +39,9 @@ class Recorder(Method):
     name: ClassVar[str] = "recorder"
     calls: ClassVar[list] = []
 
+    def before_round(self, s):
+        Recorder.calls.append(("round", s.t, s.clients))
+
     def before_client(self, c):
         Recorder.calls.append(("before", c.t, c.i))
         c.state["clients"][c.i] = {"seen": torch.tensor(c.t)}
@@ -64,10 +67,12 @@ def test_every_hook_is_called_in_order_and_used(tiny):
     new, record = run_round(state, flat, FedAvg(), data, config, SEED, Recorder())
     selected = record["clients"]
     steps = [math.ceil(tiny.SIZES[i] / 3) for i in selected]
-    expected = []
+    # the round's start, every participant's objective, their training (the objective's calls), each one's end
+    expected = [("round", 1, tuple(selected)), *(("before", 1, i) for i in selected)]
     for i, k in zip(selected, steps):
         batch_sizes = [3] * (tiny.SIZES[i] // 3) + ([tiny.SIZES[i] % 3] if tiny.SIZES[i] % 3 else [])
-        expected += [("before", 1, i), *batch_sizes[:k], ("after", 1, i)]
+        expected += batch_sizes[:k]
+    expected += [("after", 1, i) for i in selected]
     assert Recorder.calls == [*expected, ("server", 1)]
     assert record["method"] == {"clients": selected, "server": 1}
     assert set(new.method["clients"]) == set(selected) and int(new.method["server"]["rounds"]) == 1
@@ -92,9 +97,9 @@ def test_a_method_without_hooks_changes_nothing_and_stores_nothing(tiny, algorit
     assert b.method == {"server": {}, "clients": {}} and "method" not in rb
 
 
-def reference_steps(w0, data, i, tau, batch_size, lr, momentum=0.0, adam=False):
-    """τ steps of heavy-ball SGD (v <- βv + g, w <- w - ηv) or of Adam (β = 0.9, 0.999, ε = 1e-8, bias-corrected),
-    fresh permutations from the engine's seeding."""
+def reference_steps(w0, data, i, tau, batch_size, lr, momentum=0.0, adam=False, weight_decay=0.0):
+    """τ steps of heavy-ball SGD (v <- βv + g, w <- w - ηv) or of Adam (β = 0.9, 0.999, ε = 1e-8, bias-corrected)
+    on g = ∇loss + λw (weight decay λ), fresh permutations from the engine's seeding."""
     generator = torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, i))
     index, w, v, taken = data.train[i], w0.clone(), torch.zeros_like(w0), 0
     m, u = torch.zeros_like(w0), torch.zeros_like(w0)
@@ -105,6 +110,7 @@ def reference_steps(w0, data, i, tau, batch_size, lr, momentum=0.0, adam=False):
             batch = order[start : start + batch_size]
             loss = F.cross_entropy(w_[:12].reshape(3, 4).matmul(data.x[batch].T).T + w_[12:], data.y[batch])
             (g,) = torch.autograd.grad(loss, w_)
+            g = g + weight_decay * w
             taken += 1
             if adam:
                 m, u = 0.9 * m + 0.1 * g, 0.999 * u + 0.001 * g * g
@@ -119,23 +125,29 @@ def reference_steps(w0, data, i, tau, batch_size, lr, momentum=0.0, adam=False):
     return w
 
 
-@pytest.mark.parametrize("tau, momentum", [(7, 0.0), (7, 0.9), (1, 0.5)])
-def test_local_steps_and_momentum_against_reference(tiny, tau, momentum):
-    """K = τ batches running through fresh permutations (n = 5, B = 3: 2 per pass), with client momentum."""
+@pytest.mark.parametrize("tau, momentum, weight_decay", [(7, 0.0, 0.0), (7, 0.9, 0.0), (1, 0.5, 0.0), (7, 0.9, 0.05)])
+def test_local_steps_and_momentum_against_reference(tiny, tau, momentum, weight_decay):
+    """K = τ batches running through fresh permutations (n = 5, B = 3: 2 per pass), with client momentum and
+    weight decay (g + λw)."""
     flat, data = tiny.make_flat(), tiny.make_data()
     x0 = flat.params.clone()
     generator = torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, 0))
     k = local_train(
-        flat, data.x, data.y, data.train[0], 1, 3, LR, lambda w: None, generator, steps=tau, momentum=momentum
-    )
+        flat, data.x, data.y, data.train[0], 1, 3, LR, lambda w: None, generator, steps=tau, momentum=momentum,
+        weight_decay=weight_decay,
+    )  # fmt: skip
     assert k == tau
-    tiny.assert_close(flat.params, reference_steps(x0, data, 0, tau, 3, LR, momentum))
+    tiny.assert_close(flat.params, reference_steps(x0, data, 0, tau, 3, LR, momentum, weight_decay=weight_decay))
 
 
-def test_adam_clients_against_reference(tiny):
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_adam_clients_against_reference(tiny, weight_decay):
     flat, data = tiny.make_flat(), tiny.make_data()
     x0 = flat.params.clone()
     generator = torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, 1))
-    k = local_train(flat, data.x, data.y, data.train[1], 2, 3, 0.05, lambda w: None, generator, optimizer="adam")
+    k = local_train(
+        flat, data.x, data.y, data.train[1], 2, 3, 0.05, lambda w: None, generator, optimizer="adam",
+        weight_decay=weight_decay,
+    )  # fmt: skip
     assert k == 2 * math.ceil(tiny.SIZES[1] / 3)
-    tiny.assert_close(flat.params, reference_steps(x0, data, 1, k, 3, 0.05, adam=True))
+    tiny.assert_close(flat.params, reference_steps(x0, data, 1, k, 3, 0.05, adam=True, weight_decay=weight_decay))
