@@ -245,29 +245,41 @@ def train_participants(
     (``{"backend": ..., "backend_note": why not batched}``). Batched (:mod:`fl.batched`) when ``local.backend``
     asks for it ("auto": on CUDA) and nothing rules it out, else one client after another."""
     t = state.round
-    generators = [torch.Generator().manual_seed(client_seed(seed, t, i)) for i in participants]
     wanted = local.backend == "batched" or (local.backend == "auto" and flat.params.is_cuda)
     note = batched.unbatchable(flat.model, tasks, local.backend == "batched") if wanted else None
     if wanted and note is None:
         with torch.random.fork_rng(devices=[]):  # independent dropout draws (explicit "batched" only)
             torch.manual_seed(client_seed(seed, t, participants[0]) + 1)
+            generators = [torch.Generator().manual_seed(client_seed(seed, t, i)) for i in participants]
             ys, steps = batched.train_clients(
                 flat, data.x, data.y, [data.train[i] for i in participants], generators, algorithm, contexts,
                 state.lr, local, local.chunk, "different",
             )  # fmt: skip
         return list(zip(ys.unbind(), steps)), {"backend": "batched"}
-    trained = []
-    for i, ctx, task, generator in zip(participants, contexts, tasks, generators):
-        flat.load(state.x)
-        with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
-            torch.manual_seed(client_seed(seed, t, i) + 1)
-            steps = local_train(
-                flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, state.lr,
-                lambda w, ctx=ctx: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task,
-                local.optimizer, local.weight_decay,
-            )  # fmt: skip
-        trained.append((flat.params.detach().clone(), steps))
+    trained = [
+        train_client(flat, algorithm, data, local, state.x, state.lr, seed, t, i, ctx, task)
+        for i, ctx, task in zip(participants, contexts, tasks)
+    ]
     return trained, {"backend": "sequential"} | ({"backend_note": note} if note and local.backend == "batched" else {})
+
+
+def train_client(
+    flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, x: torch.Tensor, lr: float,
+    seed: int, t: int, i: int, ctx: Context, task: LocalTask | None = None,
+) -> tuple[torch.Tensor, int]:  # fmt: skip
+    """Client i's local training in round t from the server model x: its local model y_i and step count K_i (the
+    batch order and dropout draws seeded from (seed, t, i)). The sequential backend and the Flower client both
+    call this."""
+    flat.load(x)
+    generator = torch.Generator().manual_seed(client_seed(seed, t, i))
+    with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
+        torch.manual_seed(client_seed(seed, t, i) + 1)
+        steps = local_train(
+            flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, lr,
+            lambda w: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task, local.optimizer,
+            local.weight_decay,
+        )  # fmt: skip
+    return flat.params.detach().clone(), steps
 
 
 def compute_round(

@@ -280,11 +280,17 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
 
 
 def execute(
-    config: RunConfig, out: Path, resume: bool = False, quiet: bool = False, start_from: Path | None = None
+    config: RunConfig,
+    out: Path,
+    resume: bool = False,
+    quiet: bool = False,
+    start_from: Path | None = None,
+    exp: Experiment | None = None,
 ) -> dict:
     """Run (or continue) the experiment in ``out`` (from round 1, or from another run's checkpoint
-    ``start_from``); returns the summary. Ctrl-C saves a checkpoint first."""
-    exp = Experiment(config)
+    ``start_from``); returns the summary. Ctrl-C saves a checkpoint first. ``exp``: the experiment to run (default
+    ``Experiment(config)``; the Flower server passes one whose rounds go through Flower)."""
+    exp = exp or Experiment(config)
     if exp.synthetic:
         from figures.samples import plot_grid
 
