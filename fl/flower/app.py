@@ -142,8 +142,11 @@ class FlowerExperiment(Experiment):
             raise InputError(f"Flower round {t}: replies from {sorted(replies)}, sent to {selected}")
         seconds = time.perf_counter() - tick
         ys = torch.stack([unpack(replies[i]["y"], state.x, None)["y"] for i in selected])
+        shared = broadcast_keys(self.algorithm)  # the client states the server's update reads (as new - old)
         deltas = {
             k: torch.stack([unpack(replies[i]["delta"], state.x, mask)[k] for i in selected])
+            if k in shared
+            else torch.zeros(len(selected), state.x.numel(), dtype=state.x.dtype, device=state.x.device)
             for k in self.algorithm.client_keys
         }
         sent = sum(numbers(down["x"]) + numbers(down["server"]) for _ in selected)
@@ -199,7 +202,7 @@ def train(msg: Message, context: Context) -> Message:
     content = RecordDict(
         {
             "y": pack({"y": y}, None),
-            "delta": pack({k: new[k] - own[k] for k in exp.algorithm.client_keys}, mask),
+            "delta": pack({k: new[k] - own[k] for k in broadcast_keys(exp.algorithm)}, mask),
             "metrics": MetricRecord({"partition-id": i, "steps": steps}),
         }
     )

@@ -51,7 +51,7 @@ class MeanImage:
 @pytest.fixture()
 def fake_generator(monkeypatch):
     """Every generator the protocol builds is a :class:`MeanImage` (returned, with its call records reset)."""
-    monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides: MeanImage(shape, n))
+    monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides, device="cpu": MeanImage(shape, n))
     MeanImage.fits = 0
     MeanImage.epochs_asked = []
     MeanImage.privacy_seen = []
