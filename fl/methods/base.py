@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 import torch
 
+from theory.errors import InputError
+
 if TYPE_CHECKING:
     from fl.data import Dataset
     from fl.engine import ClientSet, LocalConfig
@@ -197,6 +199,12 @@ class Method:
 
     def config_dict(self) -> dict:
         return {"name": self.name, **dataclasses.asdict(self)}
+
+
+def require(ok: bool, key: str, message: str) -> None:
+    """A method's config check: InputError naming ``method.KEY`` when ``ok`` is false."""
+    if not ok:
+        raise InputError(f"config method.{key}: {message}")
 
 
 def new_state() -> dict:

@@ -43,8 +43,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad
 
 from fl.estimators import soft_cross_entropy
-from fl.methods.base import Method, ServerRound
-from theory.errors import InputError
+from fl.methods.base import Method, ServerRound, require
 
 DISTANCES = ("cosine", "euclidean")
 OPTIMISERS = ("sgd", "adam")
@@ -105,10 +104,6 @@ class DynaFed(Method):
     log_every: int = 10
 
     def check(self) -> DynaFed:
-        def require(ok: bool, key: str, message: str) -> None:
-            if not ok:
-                raise InputError(f"config method.{key}: {message}")
-
         require(self.segment >= 1, "segment", "must be >= 1")
         require(
             self.trajectory_rounds >= self.segment + 1, "trajectory_rounds",

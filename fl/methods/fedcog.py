@@ -53,9 +53,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from fl.methods.base import ClientRound, CyclicBatches, Method
+from fl.methods.base import ClientRound, CyclicBatches, Method, require
 from fl.synthesis.fedssyn import class_counts
-from theory.errors import InputError
 
 LABELS = ("uniform", "complement")
 KD_WEIGHTINGS = ("lambda", "balanced")
@@ -166,10 +165,6 @@ class FedCOG(Method):
     temperature: float = 1.0
 
     def check(self) -> FedCOG:
-        def require(ok: bool, key: str, message: str) -> None:
-            if not ok:
-                raise InputError(f"config method.{key}: {message}")
-
         require(self.start_round >= 1, "start_round", "must be >= 1")
         require(self.n_generate >= 1, "n_generate", "must be >= 1")
         require(self.generate_steps >= 0, "generate_steps", "must be >= 0")

@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from fl.methods.base import ClientRound, CyclicBatches, Method, ServerRound
+from fl.methods.base import ClientRound, CyclicBatches, Method, ServerRound, require
 from fl.methods.fedcog import kl
 from theory.errors import InputError
 
@@ -198,10 +198,6 @@ class HFMDs(Method):
     cam_relu: bool = True
 
     def check(self) -> HFMDs:
-        def require(ok: bool, key: str, message: str) -> None:
-            if not ok:
-                raise InputError(f"config method.{key}: {message}")
-
         require(self.period >= 1, "period", "T_d must be >= 1")
         require(self.n_synthetic >= 1, "n_synthetic", "B_g must be >= 1")
         require(self.steps >= 0, "steps", "T_g must be >= 0")

@@ -17,6 +17,7 @@ from fl.engine import LocalConfig, init_state, run_round
 from fl.flat import FlatModel
 from fl.methods.dynafed import DynaFed, distance, match_loss
 from fl.run import main
+from tests.fl.conftest import assert_one_line_config_error
 
 D, K = 5, 3
 
@@ -192,6 +193,4 @@ def test_dynafed_with_each_algorithm_resumes_across_round_l(cifar_root, tmp_path
 )
 def test_bad_dynafed_config_is_one_line_exit_2(override, key, tmp_path, capsys):
     args = ["--set", "method.name='dynafed'", "--set", override, "--out", str(tmp_path / "run"), "--quiet"]
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("python -m fl.run: error:") and err.count("\n") == 1 and key in err
+    assert_one_line_config_error(args, key, capsys)

@@ -16,6 +16,7 @@ import fl.run as run_module
 from fl.config import load_config
 from fl.methods.fedcog import Distillation, FedCOG, disagreement_loss, generate, js_divergence, target_labels
 from fl.run import main
+from tests.fl.conftest import assert_one_line_config_error
 from theory.errors import InputError
 
 
@@ -190,9 +191,7 @@ def test_fedcog_from_a_fedavg_runs_kept_state_equals_fedcog_from_scratch(cifar_r
 )
 def test_bad_fedcog_config_is_one_line_exit_2(override, key, tmp_path, capsys):
     args = ["--set", "method.name='fedcog'", "--set", override, "--out", str(tmp_path / "run"), "--quiet"]
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("python -m fl.run: error:") and err.count("\n") == 1 and key in err
+    assert_one_line_config_error(args, key, capsys)
 
 
 def test_earlier_synthetic_section_reads_as_method(tmp_path):

@@ -17,6 +17,7 @@ import fl.run as run_module
 from fl.methods.base import CyclicBatches
 from fl.methods.hfmds import FMDS, HFMDs, Mixed, cam, hard_features, invert, psnr, update_prototypes
 from fl.run import main
+from tests.fl.conftest import assert_one_line_config_error
 
 
 class Tiny(nn.Module):
@@ -224,9 +225,7 @@ def test_method_classes_check_their_keys():
 )
 def test_bad_hfmds_config_is_one_line_exit_2(override, key, tmp_path, capsys):
     args = ["--set", "method.name='hfmds'", "--set", override, "--out", str(tmp_path / "run"), "--quiet"]
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("python -m fl.run: error:") and err.count("\n") == 1 and key in err
+    assert_one_line_config_error(args, key, capsys)
 
 
 def test_fmds_refuses_a_hard_feature_scale(tmp_path, capsys):
