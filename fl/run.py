@@ -65,7 +65,7 @@ class Experiment:
             config.data.partition_params(),
         ))  # fmt: skip
         self.method = build_method(config.method)
-        split, self.method_info = self.method.prepare(Setup(dataset, seed, config.data.p, str(self.device)), split)
+        split, self.method_info = self.prepare(Setup(dataset, seed, config.data.p, str(self.device)), split)
         self.synthetic = split.synthetic or []
         self.data = assemble(
             dataset, split.train, split.val, split.original, rng, config.data.p, split.synthetic,
@@ -87,6 +87,10 @@ class Experiment:
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
+
+    def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
+        """The method's preparation (:meth:`fl.methods.Method.prepare`); the Flower server and clients split it."""
+        return self.method.prepare(setup, split)
 
     def run_round(self, state: EngineState) -> tuple[EngineState, dict]:
         return run_round(state, self.flat, self.algorithm, self.data, self.local, self.config.train.seed, self.method)

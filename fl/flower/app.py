@@ -17,10 +17,23 @@ algorithm's math is written here:
 
 What travels per client and round is counted from the messages' arrays and checked against
 :meth:`~fl.algorithms.Algorithm.communication` (x and the broadcast server state down, y_i and Δ state up;
-FedPVR's control variates on the head only); a mismatch stops the run. Methods: only ``method.name = "none"`` (the
-real-data shuffle ``data.p`` included) runs through the app so far; a synthetic-data method is refused with one
-line (see README). A resumed Flower run restores the server from its checkpoint; client states restart at zero
-unless the nodes kept theirs.
+FedPVR's control variates on the head only); a mismatch stops the run.
+
+Methods run split as on real machines (:attr:`fl.methods.Method.not_distributed` names those that cannot yet):
+
+- a method's client preparation (:meth:`~fl.methods.Method.prepare_client`; Fedssyn: train the generator on
+  ρ·n_i of D_i, sample ñ images) runs on each node on its own data, ``train.prepare``; the server pools what they
+  sent (:meth:`~fl.methods.Method.prepare_server`), deals it as ``fl.run`` does, and sends each client its share
+  once (``train.deal``; kept in the node's ``Context.state``); the numbers sent up and dealt are checked against
+  ``fl.run``'s ``synthetic_numbers_sent_once``;
+- the per-client hooks (FedCOG's generation and distillation) run on the node around its local training, the
+  client's method state (FedCOG's previous local model) kept in ``Context.state``, the hooks' round log sent back
+  and merged in participant order (lists extend);
+- the server hooks (DynaFed's trajectory, synthesis and fine-tuning) run on the server.
+
+A client trains on its own samples only (:func:`own_data`: its partition, then what it was dealt, in the server's
+order, so the seeded batches are ``fl.run``'s). A resumed Flower run restores the server from its checkpoint;
+client states (the algorithm's and the method's) restart empty unless the nodes kept theirs.
 """
 
 from __future__ import annotations
@@ -36,8 +49,9 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fl.algorithms import Context as AlgorithmContext
-from fl.config import RunConfig, from_dict
-from fl.engine import EngineState, select_clients, train_client
+from fl.config import RunConfig, build_method, from_dict
+from fl.engine import ClientSet, EngineState, client_seed, select_clients, server_seed, train_client
+from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split
 from fl.run import Experiment
 from theory.errors import InputError
 
@@ -67,8 +81,9 @@ def unpack(record: ArrayRecord, like: torch.Tensor, mask: torch.Tensor | None) -
     return out
 
 
-def numbers(record: ArrayRecord) -> int:
-    return sum(int(np.prod(array.shape)) for array in record.values())
+def numbers(record: ArrayRecord, key: str | None = None) -> int:
+    """How many numbers ``record`` holds (only its array ``key`` where given)."""
+    return sum(int(np.prod(array.shape)) for k, array in record.items() if key is None or k == key)
 
 
 def state_mask(exp: Experiment) -> torch.Tensor | None:
@@ -82,65 +97,126 @@ def state_mask(exp: Experiment) -> torch.Tensor | None:
 
 
 def check_supported(config: RunConfig) -> None:
-    if config.method["name"] != "none":
+    method = build_method(config.method)
+    if method.not_distributed:
         raise InputError(
-            f"method.name = {config.method['name']!r}: the Flower app runs the algorithms without a synthetic-data "
-            "method so far (method.name = 'none'); use python -m fl.run for the methods"
+            f"method.name = {config.method['name']!r} does not run through the Flower app: {method.not_distributed}; "
+            "use python -m fl.run"
         )
     if len(config.train.lr) != 1:
         raise InputError("train.lr: the Flower app takes one step size, not a grid")
 
 
+def has_client_preparation(method: Method) -> bool:
+    return type(method).prepare_client is not Method.prepare_client
+
+
+def config_record(config: RunConfig, **values) -> ConfigRecord:
+    return ConfigRecord({"config": json.dumps(config.to_dict()), **values})
+
+
 class FlowerExperiment(Experiment):
-    """``fl.run``'s experiment whose rounds go to Flower nodes (one per client partition) through ``grid``."""
+    """``fl.run``'s experiment whose clients are Flower nodes (one per client partition) reached through ``grid``:
+    the method's client preparation (Fedssyn's generators) runs on the nodes, the server deals what the method
+    dealt, and every round goes to the nodes."""
 
     def __init__(self, config: RunConfig, grid: Grid, timeout: float | None = None) -> None:
         check_supported(config)
-        super().__init__(config)
         self.grid, self.timeout = grid, timeout
-        self.nodes = self.discover()
+        self.nodes = self.discover(config.data.clients)
+        self.partition_of = {node: i for i, node in self.nodes.items()}
+        super().__init__(config)
+        self.deal()
 
-    def discover(self, wait: float = 120.0) -> dict[int, int]:
+    def exchange(self, contents: dict[int, RecordDict], kind: str, what: str) -> dict[int, RecordDict]:
+        """Send ``contents[i]`` to client i's node as a ``kind`` message; the replies by client (a failed client
+        stops the run)."""
+        messages = [self.grid.create_message(c, kind, self.nodes[i], what) for i, c in contents.items()]
+        replies = {}
+        for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
+            if reply.has_error():
+                raise InputError(f"Flower {what}: client {self.partition_of[reply.metadata.src_node_id]} failed: "
+                                 f"{reply.error.reason}")  # fmt: skip
+            replies[self.partition_of[reply.metadata.src_node_id]] = reply.content
+        if sorted(replies) != sorted(contents):
+            raise InputError(f"Flower {what}: replies from clients {sorted(replies)}, sent to {sorted(contents)}")
+        return replies
+
+    def discover(self, n_clients: int, wait: float = 120.0) -> dict[int, int]:
         """partition-id -> node id of every client, asking each connected node for its partition."""
         deadline, nodes = time.monotonic() + wait, []
-        while len(nodes) < self.data.n_clients and time.monotonic() < deadline:
+        while len(nodes) < n_clients and time.monotonic() < deadline:
             nodes = list(self.grid.get_node_ids())
             time.sleep(0.2)
-        if len(nodes) < self.data.n_clients:
-            raise InputError(
-                f"{len(nodes)} Flower nodes connected, the config has data.clients = {self.data.n_clients}"
-            )
+        if len(nodes) < n_clients:
+            raise InputError(f"{len(nodes)} Flower nodes connected, the config has data.clients = {n_clients}")
         ask = [self.grid.create_message(RecordDict({}), "query", n, "partition") for n in nodes]
         found = {}
         for reply in self.grid.send_and_receive(ask, timeout=self.timeout):
             if reply.has_error():
                 raise InputError(f"Flower node {reply.metadata.src_node_id}: {reply.error.reason}")
             found[int(reply.content["partition"]["partition-id"])] = reply.metadata.src_node_id
-        if sorted(found) != list(range(self.data.n_clients)):
-            raise InputError(f"Flower nodes hold partitions {sorted(found)}, expected 0..{self.data.n_clients - 1}")
+        if sorted(found) != list(range(n_clients)):
+            raise InputError(f"Flower nodes hold partitions {sorted(found)}, expected 0..{n_clients - 1}")
         return found
 
+    def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
+        """The method's client preparation on every node (``train.prepare``), then the server's share."""
+        if not has_client_preparation(self.method):
+            return self.method.prepare(setup, split)
+        tick = time.perf_counter()
+        ask = RecordDict({"cfg": config_record(self.config)})
+        replies = self.exchange(dict.fromkeys(range(len(split.train)), ask), "train.prepare", "prepare")
+        sent = []
+        for i in range(len(split.train)):
+            arrays = {k: v.numpy() for k, v in replies[i]["set"].to_torch_state_dict().items()}
+            sent.append(arrays | {"info": json.loads(str(replies[i]["info"]["info"]))})
+        self.uploaded = sum(numbers(replies[i]["set"], "x") for i in replies)
+        return self.method.prepare_server(setup, split, sent, time.perf_counter() - tick)
+
+    def deal(self) -> None:
+        """Send every client the samples of its training set it does not hold (the synthetic share the method
+        dealt it), once; what travels is checked against the synthetic numbers ``fl.run`` counts."""
+        if not self.synthetic:
+            return
+        n_real = len(self.data.y) - sum(len(s[1]) for s in self.synthetic)
+        shares = {}
+        for i, index in enumerate(self.data.train):
+            mine = index[index >= n_real]
+            x, y = self.data.x[mine].cpu(), self.data.y[mine].cpu()
+            shares[i] = RecordDict({"dealt": ArrayRecord(torch_state_dict={"x": x, "y": y})})
+        self.exchange(shares, "train.deal", "deal")
+        dealt = sum(numbers(share["dealt"], "x") for share in shares.values())
+        if not self.uploaded == dealt == self.synthetic_numbers:
+            raise InputError(
+                f"Flower: {self.uploaded} synthetic numbers sent up, {dealt} dealt, fl.run counts "
+                f"{self.synthetic_numbers}"
+            )
+
     def compute_round(self, state: EngineState):
+        """:func:`fl.engine.compute_round` with the participants' work on their nodes: the method's server hooks
+        here, its client hooks, local training and ``client_update`` on the nodes."""
         t, seed, config = state.round, self.config.train.seed, self.config
         selected = select_clients(seed, t, self.data.n_clients, self.local.participation).tolist()
+        method_state = {part: dict(entries) for part, entries in state.method.items()}
+        clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
+        tick, hook_seed = time.perf_counter(), client_seed(seed, t, 0, 3)  # fl.engine.compute_round's seeds
+        hook = ServerRound(t, state.x, self.flat, self.data, method_state, hook_seed, log, tuple(selected))
+        self.method.before_round(hook)
+        clock["seconds_method"] += time.perf_counter() - tick
         mask = state_mask(self)
         down = {
             "x": pack({"x": state.x}, None),
             "server": pack({k: state.server[k] for k in broadcast_keys(self.algorithm)}, mask),
         }
-        cfg = ConfigRecord({"round": t, "lr": float(state.lr), "config": json.dumps(config.to_dict())})
-        messages = [
-            self.grid.create_message(RecordDict({**down, "cfg": cfg}), "train", self.nodes[i], str(t)) for i in selected
-        ]
+        cfg = config_record(config, round=t, lr=float(state.lr))
         tick = time.perf_counter()
-        replies = {}
-        for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
-            if reply.has_error():
-                raise InputError(f"Flower round {t}: a client failed: {reply.error.reason}")
-            replies[int(reply.content["metrics"]["partition-id"])] = reply.content
-        if sorted(replies) != selected:
-            raise InputError(f"Flower round {t}: replies from {sorted(replies)}, sent to {selected}")
-        seconds = time.perf_counter() - tick
+        replies = self.exchange({i: RecordDict({**down, "cfg": cfg}) for i in selected}, "train", f"round {t}")
+        clock["seconds_local"] += time.perf_counter() - tick
+        for i in selected:  # the clients' method logs, in participant order (lists extend, other values replace)
+            clock["seconds_method"] += float(replies[i]["metrics"]["seconds_method"])
+            for key, value in json.loads(str(replies[i]["log"]["log"])).items():
+                log[key] = log.get(key, []) + value if isinstance(value, list) else value
         ys = torch.stack([unpack(replies[i]["y"], state.x, None)["y"] for i in selected])
         shared = broadcast_keys(self.algorithm)  # the client states the server's update reads (as new - old)
         deltas = {
@@ -160,15 +236,58 @@ class FlowerExperiment(Experiment):
         weights = sizes / sizes.sum() if self.local.weighting == "size" else torch.full_like(sizes, 1 / len(selected))
         zeros = {k: torch.zeros_like(v) for k, v in deltas.items()}
         x, server = self.algorithm.server_update(state.x, state.server, ys, weights, zeros, deltas, self.data.n_clients)
-        record = {"round": t, "clients": selected, "seconds_local": seconds, "seconds_method": 0.0, "backend": "flower"}
-        new = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, state.method)
+        tick = time.perf_counter()
+        hook = ServerRound(t, x, self.flat, self.data, method_state, server_seed(seed, t), log)
+        x = self.method.after_aggregate(hook)
+        clock["seconds_method"] += time.perf_counter() - tick
+        record = {"round": t, "clients": selected, **clock, "backend": "flower"} | ({"method": log} if log else {})
+        new = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
         return new, record, (np.array(selected), {})
 
 
+class NodeExperiment(Experiment):
+    """A node's copy of the federation: its partition of the same split; the method's preparation waits for the
+    server's ``train.prepare`` (:meth:`fl.methods.Method.prepare_client` on this client's data alone)."""
+
+    def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
+        self.setup, self.split = setup, split
+        return split, {}
+
+
 @functools.lru_cache(maxsize=4)
-def client_experiment(config_json: str) -> Experiment:
+def client_experiment(config_json: str) -> NodeExperiment:
     """The client side's copy of the federation (built once per process and config)."""
-    return Experiment(from_dict(json.loads(config_json)))
+    return NodeExperiment(from_dict(json.loads(config_json)))
+
+
+def own_data(exp: Experiment, i: int, dealt: ArrayRecord | None) -> ClientSet:
+    """Client i's training data alone: its samples of the federation, then what the server dealt it, in the order
+    of the server's training set (so the seeded batches pick the same samples as in ``fl.run``)."""
+    data = exp.data
+    index = data.train[i]
+    x, y = data.x[index], data.y[index]
+    if dealt is not None:
+        extra = dealt.to_torch_state_dict()
+        x, y = torch.cat([x, extra["x"].to(x.device, x.dtype)]), torch.cat([y, extra["y"].to(y.device, y.dtype)])
+    train = [index[:0]] * data.n_clients
+    train[i] = torch.arange(len(y), device=index.device)
+    empty = [index[:0]] * data.n_clients
+    return ClientSet(x, y, train, empty, empty, empty, data.test_x[:0], data.test_y[:0], data.n_classes)
+
+
+def save_entries(context: Context, entries: dict) -> None:
+    """A method's per-client state (tensors and JSON values) into the node's ``Context.state``."""
+    tensors = {k: v for k, v in entries.items() if isinstance(v, torch.Tensor)}
+    context.state["method"] = ArrayRecord(torch_state_dict={k: v.detach().cpu() for k, v in tensors.items()})
+    others = {k: v for k, v in entries.items() if k not in tensors}
+    context.state["method_values"] = ConfigRecord({"json": json.dumps(others)})
+
+
+def load_entries(context: Context) -> dict | None:
+    if "method" not in context.state:
+        return None
+    values = json.loads(str(context.state["method_values"]["json"]))
+    return dict(context.state["method"].to_torch_state_dict()) | values
 
 
 client_app = ClientApp()
@@ -181,21 +300,51 @@ def query(msg: Message, context: Context) -> Message:
     return Message(RecordDict({"partition": partition}), reply_to=msg)
 
 
+@client_app.train("prepare")
+def prepare(msg: Message, context: Context) -> Message:
+    """The method's preparation on this client's data (Fedssyn: train the generator, sample ñ images): sent once."""
+    exp = client_experiment(str(msg.content["cfg"]["config"]))
+    sent = exp.method.prepare_client(exp.setup, exp.split, int(context.node_config["partition-id"]))
+    arrays = ArrayRecord(torch_state_dict={k: torch.as_tensor(sent[k]) for k in ("x", "y")})
+    info = ConfigRecord({"info": json.dumps(sent["info"])})
+    return Message(RecordDict({"set": arrays, "info": info}), reply_to=msg)
+
+
+@client_app.train("deal")
+def deal(msg: Message, context: Context) -> Message:
+    """Keep what the server dealt this client (Fedssyn's D̃_si) for every later round."""
+    context.state["dealt"] = msg.content["dealt"]
+    return Message(RecordDict({}), reply_to=msg)
+
+
 @client_app.train()
 def train(msg: Message, context: Context) -> Message:
-    """One round of client i's local training (:func:`fl.engine.train_client`), its state kept in ``context``."""
+    """One round of client i (:func:`fl.engine.train_client` between the method's client hooks), its algorithm and
+    method state kept in ``context``."""
     cfg = msg.content["cfg"]
     exp = client_experiment(str(cfg["config"]))
     i, t, lr = int(context.node_config["partition-id"]), int(cfg["round"]), float(cfg["lr"])
+    seed = exp.config.train.seed
+    data = own_data(exp, i, context.state.get("dealt"))
     mask = state_mask(exp)
-    device = exp.flat.params
-    x = unpack(msg.content["x"], device, None)["x"]
+    x = unpack(msg.content["x"], exp.flat.params, None)["x"]
     server = {k: torch.zeros_like(x) for k in exp.algorithm.server_keys}
     server |= unpack(msg.content["server"], x, mask)
     zeros = {k: torch.zeros_like(x) for k in exp.algorithm.client_keys}
     own = unpack(context.state["client"], x, None) if "client" in context.state else zeros
     ctx = AlgorithmContext(x, server, own, exp.flat.head_mask)
-    y, steps = train_client(exp.flat, exp.algorithm, exp.data, exp.local, x, lr, exp.config.train.seed, t, i, ctx)
+    entries = load_entries(context)
+    method_state = {"server": {}, "clients": {} if entries is None else {i: entries}}
+    tick, log = time.perf_counter(), {}
+    hook = ClientRound(t, i, x, exp.flat, data, exp.local, method_state, client_seed(seed, t, i, 1), log)
+    task = exp.method.before_client(hook)
+    seconds_method = time.perf_counter() - tick
+    y, steps = train_client(exp.flat, exp.algorithm, data, exp.local, x, lr, seed, t, i, ctx, task)
+    tick, hook.task = time.perf_counter(), task
+    exp.method.after_client(hook, y)
+    seconds_method += time.perf_counter() - tick
+    if i in method_state["clients"]:
+        save_entries(context, method_state["clients"][i])
     new = exp.algorithm.client_update(y, ctx, steps, lr)
     if new:
         context.state["client"] = pack(new, None)
@@ -203,7 +352,8 @@ def train(msg: Message, context: Context) -> Message:
         {
             "y": pack({"y": y}, None),
             "delta": pack({k: new[k] - own[k] for k in broadcast_keys(exp.algorithm)}, mask),
-            "metrics": MetricRecord({"partition-id": i, "steps": steps}),
+            "metrics": MetricRecord({"partition-id": i, "steps": steps, "seconds_method": seconds_method}),
+            "log": ConfigRecord({"log": json.dumps(log)}),
         }
     )
     return Message(content, reply_to=msg)

@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from theory.errors import InputError
 
@@ -147,13 +149,33 @@ class Method:
     """No method: every client trains on its own data with cross-entropy, the server only aggregates."""
 
     name: ClassVar[str] = "none"
+    # Why the method cannot run with its clients on other machines (fl.flower), or "" when it can: it can when
+    # client work happens only in prepare_client and the per-client hooks, reading only that client's data and
+    # method state, and the server's hooks read no client data.
+    not_distributed: ClassVar[str] = ""
 
     def check(self) -> Method:
         """Raise :class:`~theory.errors.InputError` (naming the ``method.KEY``) for an out-of-range value."""
         return self
 
     def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
-        """Once before training: the federation the run uses, and what to report about building it."""
+        """Once before training: the federation the run uses, and what to report about building it. By default
+        :meth:`prepare_client` on every client, then :meth:`prepare_server` on what they sent."""
+        start, clients = time.perf_counter(), range(len(split.train))
+        quiet = True if type(self).prepare_client is Method.prepare_client else None  # a bar only for real work
+        bar = tqdm(clients, "clients prepare", unit="client", leave=False, disable=quiet)
+        sent = [self.prepare_client(setup, split, i) for i in bar]
+        return self.prepare_server(setup, split, sent, time.perf_counter() - start)
+
+    def prepare_client(self, setup: Setup, split: Split, i: int) -> dict | None:
+        """Client i's share of :meth:`prepare`, computed on client i from its own D_i (``split.original[i]``)
+        alone: what it sends the server once (``{"x": uint8 array, "y": labels, "info": JSON-able dict}``: a
+        synthetic set), or None (nothing)."""
+        return None
+
+    def prepare_server(self, setup: Setup, split: Split, sent: list, seconds: float) -> tuple[Split, dict]:
+        """The server's share of :meth:`prepare`: the federation from what the clients sent (``seconds``: the
+        wall time their share took) and what to report."""
         return split, {}
 
     def before_round(self, s: ServerRound) -> None:

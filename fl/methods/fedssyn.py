@@ -16,7 +16,6 @@ After :meth:`prepare` these methods use no hook: local steps are plain cross-ent
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -24,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from fl.methods.base import Method, Setup, Split
-from fl.synthesis.fedssyn import FedssynConfig, synthesize
+from fl.synthesis.fedssyn import FedssynConfig, synthesize_client
 from theory.errors import InputError
 
 
@@ -60,14 +59,24 @@ class Fedssyn(FedssynConfig, Method):
     def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
         _no_real_shuffle(setup)
         print(f"synthetic data: {self.generator} per client (cache {self.cache_dir})")
-        start = time.perf_counter()
+        return super().prepare(setup, split)
+
+    def prepare_client(self, setup: Setup, split: Split, i: int) -> dict:
+        """Client i trains its generator on ρ·n_i of its D_i and samples the ñ images it sends once."""
         data = setup.dataset
-        sets, infos = synthesize(
-            data.name, data.x_train, data.y_train, split.original, data.n_classes, self.protocol(), setup.seed,
+        x, y, info = synthesize_client(
+            data.name, data.x_train, data.y_train, split.original[i], i, data.n_classes, self.protocol(), setup.seed,
             Path(self.cache_dir), device=setup.device,
         )  # fmt: skip
+        return {"x": x, "y": y, "info": info}
+
+    def prepare_server(self, setup: Setup, split: Split, sent: list, seconds: float) -> tuple[Split, dict]:
+        """The server pools the N sets and deals them (:meth:`deal`; the dealing itself is
+        :func:`fl.federation.assemble`'s, mode ``self.mode``)."""
+        _no_real_shuffle(setup)
+        sets = [(s["x"], s["y"]) for s in sent]
         numbers = float(np.mean([s[0].size for s in sets])) if sets else 0.0
-        info = {"generators": infos, "seconds_synthetic": time.perf_counter() - start, "numbers_per_client": numbers}
+        info = {"generators": [s["info"] for s in sent], "seconds_synthetic": seconds, "numbers_per_client": numbers}
         return self.deal(Split(split.train, split.val, split.original, sets, self.mode)), info
 
     def deal(self, split: Split) -> Split:
@@ -106,6 +115,7 @@ class OwnSynthetic(Fedssyn):
 
     name: ClassVar[str] = "own"
     mode: ClassVar[str] = "own"
+    not_distributed: ClassVar[str] = "a baseline of Fig. 3 (each client keeps its own set): run it with fl.run"
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,7 @@ class CentralSynthetic(Fedssyn):
 
     name: ClassVar[str] = "central-synthetic"
     mode: ClassVar[str] = "own"
+    not_distributed: ClassVar[str] = "a centralised baseline (one model on the pooled data) has no clients"
 
     def deal(self, split: Split) -> Split:
         return centralise(split, keep_real=False)
@@ -124,6 +135,7 @@ class CentralReal(Method):
     """Baseline: one model on the union of the clients' real data D_i (no generators, no keys)."""
 
     name: ClassVar[str] = "central-real"
+    not_distributed: ClassVar[str] = "a centralised baseline (one model on the pooled data) has no clients"
 
     def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
         _no_real_shuffle(setup)

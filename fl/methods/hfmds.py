@@ -186,6 +186,10 @@ class HFMDs(Method):
     CAM in eq. 11 as in eq. 9 (true)."""
 
     name: ClassVar[str] = "hfmds"
+    not_distributed: ClassVar[str] = (
+        "its clients' inversion runs in before_round, a server hook here that reads their data (not yet split into "
+        "a client message)"
+    )
     period: int = 20
     n_synthetic: int = 100
     steps: int = 500

@@ -313,6 +313,44 @@ def _write_json(path: Path, payload: dict) -> None:
     write_atomically(path, lambda tmp: tmp.write_text(json.dumps(payload)))
 
 
+def synthesize_client(
+    dataset_name: str,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    index: np.ndarray,
+    i: int,
+    n_classes: int,
+    config: FedssynConfig,
+    seed: int,
+    cache_root: Path,
+    log: Callable[[str], None] = print,
+    device: str = "cpu",
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Client i's synthetic set (cached), from its own D_i alone (``index``: its indices into ``x_train``), and
+    its training and sampling info: what client i computes and sends once.
+
+    Client i's generator lives in ``cache_root/client{i}-{key}`` with key = hash of the dataset, D_i, the
+    training settings (:meth:`FedssynConfig.training_key`), seed and i; its samples for each (ñ, sample_epoch,
+    sample_steps) sit beside its checkpoints."""
+    config = config.check()
+    key = cache_key(
+        {
+            "dataset": dataset_name,
+            "index": hashlib.sha256(np.asarray(index, dtype=np.int64).tobytes()).hexdigest(),
+            "config": config.training_key(),
+            "seed": seed,
+            "client": i,
+        }
+    )
+    folder = cache_root / f"client{i}-{key}"
+    client_seed = seed * 1_000_003 + i
+    trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log, device)
+    x, y, sampled = sample_generator(
+        folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log, device
+    )
+    return x, y, {**trained, **sampled, "cached": trained["cached"] and sampled["cached"]}
+
+
 def synthesize(
     dataset_name: str,
     x_train: np.ndarray,
@@ -325,29 +363,13 @@ def synthesize(
     log: Callable[[str], None] = print,
     device: str = "cpu",
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[dict]]:
-    """Every client's synthetic set (cached): ``originals[i]`` are client i's D_i indices into ``x_train``.
-
-    Client i's generator lives in ``cache_root/client{i}-{key}`` with key = hash of the dataset, D_i, the
-    training settings (:meth:`FedssynConfig.training_key`), seed and i; its samples for each (ñ, sample_epoch,
-    sample_steps) sit beside its checkpoints. Returns the sets and per client the training and sampling info."""
-    config = config.check()
+    """Every client's synthetic set (:func:`synthesize_client`; ``originals[i]`` are client i's D_i indices into
+    ``x_train``): the sets and per client the training and sampling info."""
     sets, infos = [], []
     for i, index in enumerate(tqdm(originals, desc="generators", unit="client", leave=False, disable=None)):
-        key = cache_key(
-            {
-                "dataset": dataset_name,
-                "index": hashlib.sha256(np.asarray(index, dtype=np.int64).tobytes()).hexdigest(),
-                "config": config.training_key(),
-                "seed": seed,
-                "client": i,
-            }
-        )
-        folder = cache_root / f"client{i}-{key}"
-        client_seed = seed * 1_000_003 + i
-        trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log, device)
-        x, y, sampled = sample_generator(
-            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log, device
+        x, y, info = synthesize_client(
+            dataset_name, x_train, y_train, index, i, n_classes, config, seed, cache_root, log, device
         )
         sets.append((x, y))
-        infos.append({**trained, **sampled, "cached": trained["cached"] and sampled["cached"]})
+        infos.append(info)
     return sets, infos
