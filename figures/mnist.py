@@ -29,6 +29,7 @@ def plot_fig_b2(result: dict, path: Path) -> None:
     fig.suptitle(f"softmax regression on {config.dataset}, σ̄²={config.sigma_bar2:g}, B={config.batch_size}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    fig.savefig(Path(path).with_suffix(".pdf"))
     plt.close(fig)
 
 
@@ -57,4 +58,5 @@ def plot_dissimilarity(result: dict, path: Path) -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    fig.savefig(Path(path).with_suffix(".pdf"))
     plt.close(fig)

@@ -66,4 +66,5 @@ def plot_fig2(panel_a: dict, panels: dict, path: Path) -> None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    fig.savefig(Path(path).with_suffix(".pdf"))
     plt.close(fig)

@@ -1,0 +1,114 @@
+"""One workload three ways: ``python -m fl.run``, Flower's simulation engine (``python -m fl.flower``) and a Flower
+deployment on loopback (SuperLink + one SuperNode per client on 127.0.0.1, :mod:`fl.flower.loopback`).
+
+    python benchmarks/flower_bench.py --config configs/fmnist_quick.toml --out results/bench/flower
+
+Per way: start-up (wall time before the first round starts: imports, data, model, Ray or the SuperLink/SuperNodes
+and their ClientApp processes), seconds per round (from the run's ``metrics.jsonl``, test evaluation included),
+total wall time, and the test accuracy of every round, which must be the same in the three (every process runs
+one thread, so the arithmetic is the same). Writes ``flower_bench.json`` and a markdown table to ``OUT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fl.flower.loopback import Loopback  # noqa: E402
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def measured(run: Path, wall: float, extra_startup: float = 0.0) -> dict:
+    """Start-up = wall time not spent in the round loop (the loop's seconds are the last row's)."""
+    rows = metrics(run)
+    loop = rows[-1]["seconds"]
+    per_round = [b["seconds"] - a["seconds"] for a, b in zip([{"seconds": 0.0}, *rows], rows)]
+    return {
+        "wall_seconds": wall + extra_startup,
+        "startup_seconds": wall - loop + extra_startup,
+        "seconds_per_round": per_round,
+        "mean_seconds_per_round": sum(per_round) / len(per_round),
+        "test_accuracy": [r.get("test_accuracy") for r in rows],
+    }
+
+
+def timed(command: list[str], env: dict) -> float:
+    start = time.monotonic()
+    subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.monotonic() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/fmnist_quick.toml")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    parser.add_argument("--out", type=Path, default=Path("results/bench/flower"))
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    sets = [arg for item in args.set for arg in ("--set", item)]
+    runs = {name: out / name for name in ("fl.run", "flower-simulation", "flower-loopback")}
+    results = {}
+
+    base = [sys.executable, "-m"]
+    wall = timed([*base, "fl.run", "--config", args.config, *sets, "--out", str(runs["fl.run"]), "--overwrite",
+                  "--quiet"], env)  # fmt: skip
+    results["fl.run"] = measured(runs["fl.run"], wall)
+    print("fl.run", json.dumps(results["fl.run"]))
+
+    wall = timed([*base, "fl.flower", "--config", args.config, *sets, "--out", str(runs["flower-simulation"]),
+                  "--overwrite"], env)  # fmt: skip
+    results["flower-simulation"] = measured(runs["flower-simulation"], wall)
+    print("flower-simulation", json.dumps(results["flower-simulation"]))
+
+    from fl.config import load_config
+
+    config = load_config(Path(args.config), args.set)
+    summary = runs["flower-loopback"] / "summary.json"
+    summary.unlink(missing_ok=True)
+    start = time.monotonic()
+    with Loopback(config.data.clients, out / "loopback", threads=1) as link:
+        infrastructure = time.monotonic() - start
+        config_path = str((ROOT / args.config).resolve())
+        wall = link.run({"config": config_path, "set": ";".join(args.set), "out": str(runs["flower-loopback"])},
+                        wait_for=summary, timeout=1800)  # fmt: skip
+    results["flower-loopback"] = measured(runs["flower-loopback"], wall, infrastructure)
+    results["flower-loopback"]["infrastructure_startup_seconds"] = infrastructure
+    print("flower-loopback", json.dumps(results["flower-loopback"]))
+
+    reference = results["fl.run"]["test_accuracy"]
+    for row in results.values():
+        row["accuracy_equal_to_fl_run"] = row["test_accuracy"] == reference
+    payload = {"config": args.config, "set": args.set, "cpus": os.cpu_count(), "threads_per_process": 1, **results}
+    (out / "flower_bench.json").write_text(json.dumps(payload, indent=2))
+    lines = [
+        "| way | start-up (s) | seconds per round (mean; each) | total (s) | test accuracy per round | = fl.run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in results.items():
+        each = ", ".join(f"{s:.1f}" for s in row["seconds_per_round"])
+        accuracy = ", ".join(f"{a:.4f}" for a in row["test_accuracy"])
+        lines.append(
+            f"| {name} | {row['startup_seconds']:.1f} | {row['mean_seconds_per_round']:.1f} ({each}) | "
+            f"{row['wall_seconds']:.1f} | {accuracy} | {'yes' if row['accuracy_equal_to_fl_run'] else 'NO'} |"
+        )
+    table = "\n".join(lines)
+    (out / "flower_bench.md").write_text(table + "\n")
+    print(table)
+    return 0 if all(row["accuracy_equal_to_fl_run"] for row in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The reproducible artefacts behind results/REPORT.md: each a figure and a table with a claim checked on our numbers.
+
+An :class:`Artefact` knows how to build itself at a *scale* ("quick": seconds, what the tests run; "cpu": minutes
+to an hour on 2 cores; "paper": the paper's own setting) into ``ROOT/NAME/SCALE/``: it runs (or reuses) what it
+needs, draws its figure (PNG and PDF) and saves ``result.json`` = {table, claim, figures, command, seconds}. A
+folder with ``result.json`` is *done* and never rebuilt unless asked (``--force``); a folder without it is
+*partial* (an interrupted build: the next one resumes it, its simulator runs being cheap to redo or resumable).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fl.atomic import write_atomically
+from theory.errors import InputError
+
+SCALES = ("quick", "cpu", "paper")
+ROOT = Path("results/figures")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's claim and whether our numbers support it: ``text`` is the sentence the report prints."""
+
+    held: bool
+    text: str
+
+    def to_dict(self) -> dict:
+        return {"held": self.held, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a build returns: the table (headers, rows of numbers or strings; the paper's values as columns where
+    it has them), the claim, the figure files (relative to the artefact's scale folder) and the numbers it rests on."""
+
+    headers: list[str]
+    rows: list[list]
+    claim: Claim
+    figures: list[str]
+    numbers: dict
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """name: the CLI's name. title: the paper's figure or table it reproduces. scales: what each scale runs (one
+    line each; a scale not listed cannot be built). build(scale, folder) -> Built."""
+
+    name: str
+    title: str
+    scales: dict[str, str]
+    build: Callable[[str, Path], Built]
+
+    def folder(self, scale: str, root: Path = ROOT) -> Path:
+        return root / self.name / scale
+
+    def state(self, scale: str, root: Path = ROOT) -> str:
+        folder = self.folder(scale, root)
+        if (folder / "result.json").exists():
+            return "done"
+        return "partial" if folder.exists() else "missing"
+
+    def command(self, scale: str) -> str:
+        return f"python -m figures {self.name} --scale {scale}"
+
+    def result(self, scale: str, root: Path = ROOT) -> dict | None:
+        path = self.folder(scale, root) / "result.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def make(self, scale: str, root: Path = ROOT, force: bool = False) -> tuple[dict, bool]:
+        """The artefact's result at ``scale``: read back when done (and not ``force``), else built; returns
+        (result, whether it was built now)."""
+        if scale not in self.scales:
+            raise InputError(f"artefact {self.name} has no scale {scale!r} (it has: {', '.join(self.scales)})")
+        done = None if force else self.result(scale, root)
+        if done is not None:
+            return done, False
+        folder = self.folder(scale, root)
+        folder.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        built = self.build(scale, folder)
+        result = {
+            "name": self.name,
+            "title": self.title,
+            "scale": scale,
+            "setting": self.scales[scale],
+            "command": self.command(scale),
+            "headers": built.headers,
+            "rows": built.rows,
+            "claim": built.claim.to_dict(),
+            "figures": built.figures,
+            "numbers": built.numbers,
+            "seconds": time.perf_counter() - start,
+        }
+        write_atomically(folder / "result.json", lambda tmp: tmp.write_text(json.dumps(result, indent=2)))
+        return result, True
+
+
+def find(name: str, registry: dict[str, Artefact]) -> Artefact:
+    if name not in registry:
+        raise InputError(f"unknown artefact {name!r}; known: {', '.join(registry)} (or all)")
+    return registry[name]

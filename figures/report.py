@@ -1,0 +1,63 @@
+"""results/REPORT.md's generated section, from the artefacts' saved results (``result.json``).
+
+The section sits between two marker lines; everything outside them is hand-written and never touched. Per
+artefact and built scale: the title, scale and setting, the exact command, the figure paths, the table, and the
+claim sentence computed from the numbers; then the artefacts and scales not built yet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from figures.artefacts import ROOT, SCALES, Artefact
+
+BEGIN = "<!-- python -m figures: generated section, do not edit by hand -->"
+END = "<!-- end of the generated section -->"
+
+
+def cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def section(artefacts: dict[str, Artefact], root: Path = ROOT) -> str:
+    lines = [BEGIN, "## Artefacts (`python -m figures`)", ""]
+    missing = []
+    for artefact in artefacts.values():
+        for scale in SCALES:
+            result = artefact.result(scale, root) if scale in artefact.scales else None
+            if result is None:
+                if scale in artefact.scales:
+                    missing.append(f"`{artefact.name}` at {scale} ({artefact.scales[scale]})")
+                continue
+            claim = result["claim"]
+            lines += [
+                f"### {artefact.name} ({scale}): {result['title']}",
+                "",
+                f"Setting: {result['setting']}. Command: `{result['command']}` ({result['seconds']:.0f} s). "
+                f"Figures: {', '.join(f'`{artefact.folder(scale, root) / f}`' for f in result['figures'])}.",
+                "",
+                "| " + " | ".join(result["headers"]) + " |",
+                "|" + "---|" * len(result["headers"]),
+                *("| " + " | ".join(cell(v) for v in row) + " |" for row in result["rows"]),
+                "",
+                f"**{'Claim held' if claim['held'] else 'Claim did not hold'}.** {claim['text']}",
+                "",
+            ]
+    if missing:
+        lines += ["Not built yet: " + "; ".join(missing) + ".", ""]
+    return "\n".join([*lines, END])
+
+
+def regenerate(path: Path, artefacts: dict[str, Artefact], root: Path = ROOT) -> None:
+    """Replace the generated section of ``path`` (or put it after the first heading when there is none)."""
+    text = path.read_text() if path.exists() else "# Measured results\n"
+    new = section(artefacts, root)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + new + rest.split(END, 1)[1]
+    else:
+        first, _, rest = text.partition("\n")
+        text = f"{first}\n\n{new}\n{rest}"
+    path.write_text(text)
