@@ -131,7 +131,7 @@ class FlowerExperiment(Experiment):
     def exchange(self, contents: dict[int, RecordDict], kind: str, what: str) -> dict[int, RecordDict]:
         """Send ``contents[i]`` to client i's node as a ``kind`` message; the replies by client (a failed client
         stops the run)."""
-        messages = [self.grid.create_message(c, kind, self.nodes[i], what) for i, c in contents.items()]
+        messages = [Message(c, self.nodes[i], kind, group_id=what) for i, c in contents.items()]
         replies = {}
         for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
             if reply.has_error():
@@ -150,7 +150,7 @@ class FlowerExperiment(Experiment):
             time.sleep(0.2)
         if len(nodes) < n_clients:
             raise InputError(f"{len(nodes)} Flower nodes connected, the config has data.clients = {n_clients}")
-        ask = [self.grid.create_message(RecordDict({}), "query", n, "partition") for n in nodes]
+        ask = [Message(RecordDict({}), n, "query", group_id="partition") for n in nodes]
         found = {}
         for reply in self.grid.send_and_receive(ask, timeout=self.timeout):
             if reply.has_error():
