@@ -88,20 +88,31 @@ def build_fig2(scale: str, folder: Path) -> Built:
     )
 
 
-LEMMA1_TOLERANCE = 0.05
+def lemma1_claim(p: np.ndarray, zeta_ratio: np.ndarray, zeta_bound: np.ndarray, l_p: np.ndarray,
+                 l_bound: np.ndarray) -> Claim:  # fmt: skip
+    """Lemma 1 bounds the mixture (1-p)D_i + pD̃: ζ̂²_p/ζ² <= (1-p)² and L_p <= (1-p)L_max + pL_avg. The simulator
+    measures *realised* shuffles (k = round(p·n) samples exchanged), whose expected ζ̂² exceeds the mixture's by a
+    finite-sample term of at most 2p(3σ̄² + ζ²)/n (:func:`theory.shuffle.expected_realised_zeta2`), so
+    ``zeta_bound`` carries that allowance; L_p gets none (float rounding only). The sentence counts the p within
+    each bound and names the largest excess."""
 
+    def within(measured, bound):
+        excess = measured / bound - 1
+        worst = int(np.argmax(excess))
+        return excess <= 1e-6, float(excess[worst]), float(p[worst])
 
-def lemma1_claim(zeta_ratio: np.ndarray, zeta_bound: np.ndarray, l_p: np.ndarray, l_bound: np.ndarray) -> Claim:
-    """Lemma 1: ζ̂²_p <= (1-p)²ζ² and L_p <= (1-p)L_max + p·L_avg for every p. The lemma bounds the mixture
-    (1-p)D_i + pD̃; a realised shuffle of finite data (n_i = 100 here) scatters around it, so a measurement counts
-    as within the bound up to ``LEMMA1_TOLERANCE`` (5%) above it; the sentence gives the largest excess."""
-    zeta_excess = float(np.max(zeta_ratio / zeta_bound - 1))
-    l_excess = float(np.max(l_p / l_bound - 1))
-    held = zeta_excess <= LEMMA1_TOLERANCE and l_excess <= LEMMA1_TOLERANCE
+    zeta_ok, zeta_excess, zeta_at = within(zeta_ratio, zeta_bound)
+    l_ok, l_excess, l_at = within(l_p, l_bound)
+    held = bool(zeta_ok.all() and l_ok.all())
+
+    def part(name, ok, excess, at):
+        worst = f"largest excess {excess:+.1%} at p = {at:g}" if excess > 1e-6 else "never above it"
+        return f"{name} within its bound at {int(ok.sum())} of {len(ok)} values of p ({worst})"
+
     text = (
-        f"Lemma 1's bounds {'held' if held else 'did not hold'} at every p within {LEMMA1_TOLERANCE:.0%} (realised "
-        f"shuffles of finite data): measured ζ̂²_p/ζ² is at most {1 + zeta_excess:.4f}× (1-p)², measured L_p at "
-        f"most {1 + l_excess:.4f}× (1-p)L_max + pL_avg."
+        f"Lemma 1 {'held' if held else 'did not hold'} on realised shuffles: "
+        f"{part('ζ̂²_p/ζ²', zeta_ok, zeta_excess, zeta_at)} [bound (1-p)² plus the finite-sample allowance]; "
+        f"{part('L_p', l_ok, l_excess, l_at)} [bound (1-p)L_max + pL_avg]."
     )
     return Claim(held, text)
 
@@ -110,20 +121,23 @@ def build_lemma1(scale: str, folder: Path) -> Built:
     summary, _ = quadratic_run(scale, folder)
     p = np.array(summary["p"])
     zeta_ratio, l_p = np.array(summary["zeta2_star_ratio"]), np.array(summary["L_p"])
-    zeta_bound = (1 - p) ** 2
+    zeta2, sigma2, n = summary["zeta2_star"][0], summary["sigma2_star"][0], summary["config"]["n_per_client"]
+    allowance = 2 * p * (3 * sigma2 + zeta2) / (n * zeta2)  # finite-sample term, in units of ζ² (at p = 0)
+    zeta_bound = (1 - p) ** 2 + allowance
     l_bound = (1 - p) * summary["L_max"] + p * summary["L_avg"]
-    keep = p < 1  # at p = 1 both sides of the ζ bound are 0
-    rows = [[float(q), float(zeta_ratio[j]), float(zeta_bound[j]), float(l_p[j]), float(l_bound[j])]
-            for j, q in enumerate(p)]  # fmt: skip
-    claim = lemma1_claim(zeta_ratio[keep], zeta_bound[keep], l_p, l_bound)
+    keep = p < 1  # at p = 1 the ζ ratio is 0/0-like and not measured
+    rows = [[float(q), float(zeta_ratio[j]), float((1 - q) ** 2), float(zeta_bound[j]), float(l_p[j]),
+             float(l_bound[j])] for j, q in enumerate(p)]  # fmt: skip
+    claim = lemma1_claim(p[keep], zeta_ratio[keep], zeta_bound[keep], l_p[keep], l_bound[keep])
     figure = plot_lemma1(p, zeta_ratio, zeta_bound, l_p, l_bound, folder / "lemma1.png")
     return Built(
-        ["p", "ζ̂²_p/ζ² measured", "(1-p)² bound", "L_p measured", "(1-p)L_max + pL_avg bound"],
+        ["p", "ζ̂²_p/ζ² measured", "(1-p)²", "(1-p)² + finite-sample allowance", "L_p measured",
+         "(1-p)L_max + pL_avg"],
         rows,
         claim,
         figure,
-        {"L_max": summary["L_max"], "L_avg": summary["L_avg"]},
-    )
+        {"L_max": summary["L_max"], "L_avg": summary["L_avg"], "zeta2": zeta2, "sigma2": sigma2, "n": n},
+    )  # fmt: skip
 
 
 def plot_lemma1(p, zeta_ratio, zeta_bound, l_p, l_bound, path: Path) -> list[str]:
@@ -134,7 +148,8 @@ def plot_lemma1(p, zeta_ratio, zeta_bound, l_p, l_bound, path: Path) -> list[str
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     axes[0].plot(p, zeta_ratio, "o", label="measured ζ̂²_p / ζ²")
-    axes[0].plot(p, zeta_bound, "r-", label="(1−p)² (Lemma 1)")
+    axes[0].plot(p, (1 - p) ** 2, "r-", label="(1−p)² (Lemma 1, the mixture)")
+    axes[0].plot(p, zeta_bound, "r:", label="+ finite-sample allowance (realised shuffle)")
     axes[0].set(xlabel="shuffled fraction p", ylabel="ζ̂²_p / ζ² (ratio)", title="gradient dissimilarity")
     axes[1].plot(p, l_p, "o", label="measured L_p")
     axes[1].plot(p, l_bound, "r-", label="(1−p)L_max + pL_avg (Lemma 1)")

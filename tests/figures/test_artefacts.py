@@ -73,12 +73,14 @@ def test_fig2_claim_flips_with_the_numbers():
 
 
 def test_lemma1_claim_flips_with_the_numbers():
-    bound = np.array([1.0, 0.5, 0.25])
+    p = np.array([0.0, 0.5, 0.8])
+    bound = np.array([1.0, 0.3, 0.1])
     l_bound = np.array([10.0, 9.0, 8.0])
-    assert catalogue.lemma1_claim(bound * 1.01, bound, l_bound, l_bound).held
-    claim = catalogue.lemma1_claim(bound * 1.2, bound, l_bound, l_bound)
-    assert not claim.held and "1.2000" in claim.text
-    assert not catalogue.lemma1_claim(bound, bound, l_bound * 1.1, l_bound).held
+    claim = catalogue.lemma1_claim(p, bound * 0.99, bound, l_bound, l_bound)
+    assert claim.held and "at 3 of 3 values" in claim.text
+    claim = catalogue.lemma1_claim(p, bound * np.array([1, 1, 1.2]), bound, l_bound, l_bound)
+    assert not claim.held and "+20.0% at p = 0.8" in claim.text and "at 2 of 3 values" in claim.text
+    assert not catalogue.lemma1_claim(p, bound, bound, l_bound * 1.1, l_bound).held
 
 
 def test_figb2_claim_flips_with_the_numbers():
