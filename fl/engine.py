@@ -104,6 +104,12 @@ def server_seed(seed: int, t: int) -> int:
     return client_seed(seed, t, 0, 2)
 
 
+def aggregation_weights(data: ClientSet, selected, weighting: str, like: torch.Tensor) -> torch.Tensor:
+    """The participants' weights in the average: n_i/Σn_j ("size") or 1/|S| ("uniform"), as ``like``'s dtype."""
+    sizes = torch.tensor(data.sizes[selected], dtype=like.dtype, device=like.device)
+    return sizes / sizes.sum() if weighting == "size" else torch.full_like(sizes, 1 / len(selected))
+
+
 def select_clients(seed: int, t: int, n_clients: int, participation: float) -> np.ndarray:
     m = max(1, int(np.ceil(participation * n_clients - 1e-9)))
     if m >= n_clients:
@@ -296,8 +302,7 @@ def compute_round(
     method = method or Method()
     t = state.round
     selected = select_clients(seed, t, data.n_clients, local.participation)
-    sizes = torch.tensor(data.sizes[selected], dtype=state.x.dtype, device=state.x.device)
-    weights = sizes / sizes.sum() if local.weighting == "size" else torch.full_like(sizes, 1 / len(selected))
+    weights = aggregation_weights(data, selected, local.weighting, state.x)
     ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
     clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
     method_state = {part: dict(entries) for part, entries in state.method.items()}  # hooks replace entries

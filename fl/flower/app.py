@@ -50,7 +50,15 @@ from flwr.serverapp import Grid, ServerApp
 
 from fl.algorithms import Context as AlgorithmContext
 from fl.config import RunConfig, build_method, from_dict
-from fl.engine import ClientSet, EngineState, client_seed, select_clients, server_seed, train_client
+from fl.engine import (
+    ClientSet,
+    EngineState,
+    aggregation_weights,
+    client_seed,
+    select_clients,
+    server_seed,
+    train_client,
+)
 from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split
 from fl.run import Experiment
 from theory.errors import InputError
@@ -232,8 +240,7 @@ class FlowerExperiment(Experiment):
                 f"Flower round {t}: {sent} numbers travelled, {self.algorithm.name}.communication counts "
                 f"{self.communication(len(selected))}"
             )
-        sizes = torch.tensor(self.data.sizes[selected], dtype=state.x.dtype, device=state.x.device)
-        weights = sizes / sizes.sum() if self.local.weighting == "size" else torch.full_like(sizes, 1 / len(selected))
+        weights = aggregation_weights(self.data, selected, self.local.weighting, state.x)
         zeros = {k: torch.zeros_like(v) for k, v in deltas.items()}
         x, server = self.algorithm.server_update(state.x, state.server, ys, weights, zeros, deltas, self.data.n_clients)
         tick = time.perf_counter()

@@ -87,15 +87,25 @@ def resolve_config(args) -> Config:
     return replace(config, **overrides).validate()
 
 
+def fit_errors(p: np.ndarray, a_ratio: np.ndarray, theory_ratio: np.ndarray) -> tuple[float, float] | None:
+    """Log-space RMS error of the fitted A_p/A_0 against the theory ratio and against (1-p)², over
+    0 < p <= 0.6 with a finite positive fit (None when there is no such p)."""
+    ok = (p > 0) & (p <= MATCH_P_MAX) & np.isfinite(a_ratio) & (a_ratio > 0)
+    if not ok.any():
+        return None
+    log_ratio = np.log(a_ratio[ok])
+    rms_theory = float(np.sqrt(np.mean((log_ratio - np.log(theory_ratio[ok])) ** 2)))
+    rms_square = float(np.sqrt(np.mean((log_ratio - 2 * np.log1p(-p[ok])) ** 2)))
+    return rms_theory, rms_square
+
+
 def verdict(panels: dict) -> dict:
     """Which law the fitted A_p/A_0 follows for 0 < p <= 0.6: the theory ratio or (1-p)²; RMS error in log space."""
     p = panels["p"]
-    ok = (p > 0) & (p <= MATCH_P_MAX) & np.isfinite(panels["A_ratio"]) & (panels["A_ratio"] > 0)
-    if not ok.any():
+    errors = fit_errors(p, panels["A_ratio"], panels["theory_ratio"])
+    if errors is None:
         return {"note": "no p in (0, 0.6] with a finite fitted ratio"}
-    log_ratio = np.log(panels["A_ratio"][ok])
-    rms_theory = float(np.sqrt(np.mean((log_ratio - np.log(panels["theory_ratio"][ok])) ** 2)))
-    rms_square = float(np.sqrt(np.mean((log_ratio - 2 * np.log1p(-p[ok])) ** 2)))
+    rms_theory, rms_square = errors
     closer = "(1-p)^2" if rms_square < rms_theory else "theory ratio (1-p)sqrt(1-p+p L_avg/L_max)"
     text = (
         f"For 0 < p <= {MATCH_P_MAX}, the fitted A_p/A_0 follows {closer} "
