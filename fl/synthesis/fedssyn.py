@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from fl.atomic import write_atomically
+from fl.atomic import locked, write_atomically
 from fl.synthesis.generators.dp import ACCOUNTANTS, DPConfig, compute_epsilon
 from theory.errors import InputError
 
@@ -344,10 +344,11 @@ def synthesize_client(
     )
     folder = cache_root / f"client{i}-{key}"
     client_seed = seed * 1_000_003 + i
-    trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log, device)
-    x, y, sampled = sample_generator(
-        folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log, device
-    )
+    with locked(folder / ".lock"):  # runs in parallel (python -m figures --jobs) may need the same generator
+        trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log, device)
+        x, y, sampled = sample_generator(
+            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log, device
+        )
     return x, y, {**trained, **sampled, "cached": trained["cached"] and sampled["cached"]}
 
 

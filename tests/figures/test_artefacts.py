@@ -1,5 +1,6 @@
-"""python -m figures: every artefact at quick scale end to end, reuse without rerunning, the claim sentences
-flipping with the numbers, the regenerated report section, and one-line errors for bad input."""
+"""python -m figures: every artefact at quick scale end to end, reuse without rerunning, FL runs shared between
+artefacts, the claim sentences flipping with the numbers, the regenerated report section, and one-line errors for
+bad input."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 import figures.catalogue as catalogue
+import figures.flruns as flruns
+from figures import fedssyn_fl, methods_fl
 from figures.__main__ import main
+from figures.flruns import Arm, Result
 from figures.report import BEGIN, END
 
 
@@ -19,7 +24,12 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("figures")
     report = tmp / "REPORT.md"
     report.write_text("# Measured results\n\nHand-written text that must survive.\n")
-    assert main(["all", "--scale", "quick", "--root", str(tmp / "root"), "--report", str(report)]) == 0
+    threads = torch.get_num_threads()  # a module fixture starts before the autouse one_thread fixture
+    torch.set_num_threads(1)
+    try:
+        assert main(["all", "--scale", "quick", "--root", str(tmp / "root"), "--report", str(report)]) == 0
+    finally:
+        torch.set_num_threads(threads)
     return tmp
 
 
@@ -54,6 +64,7 @@ def test_a_second_invocation_reuses_everything(built, monkeypatch, capsys):
         raise AssertionError("a simulator ran again")
 
     monkeypatch.setattr(catalogue, "simulate", refuse)
+    monkeypatch.setattr(flruns, "run_one", refuse)
     before = (built / "REPORT.md").read_text()
     assert main(["all", "--scale", "quick", "--root", str(built / "root"), "--report", str(built / "REPORT.md")]) == 0
     assert capsys.readouterr().out.count("reused") == len(catalogue.ARTEFACTS)
@@ -61,6 +72,114 @@ def test_a_second_invocation_reuses_everything(built, monkeypatch, capsys):
     assert main(["--root", str(built / "root")]) == 0
     listing = capsys.readouterr().out
     assert "done" in listing and "missing" in listing
+
+
+@pytest.mark.slow
+def test_fl_artefacts_share_their_runs(built):
+    """Fig. 5 and the theory table use Fig. 3's runs, Table 1's FedAvg arms are Fig. 3's D_i and Fedssyn arms: one
+    run folder per distinct config."""
+    root = built / "root"
+    folders = sorted(f for f in (root / flruns.RUNS).iterdir() if f.is_dir())
+    configs = [json.loads((f / "config.json").read_text()) for f in folders]
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == len(folders)
+    fig3 = fedssyn_fl.fig3_arms("quick")
+    protocol = fedssyn_fl.FMNIST["quick"]
+    for arm in fig3[:4]:  # also Fig. 5's arms
+        assert flruns.run_folder(flruns.config_of(protocol, arm, 0, root), root) in folders
+    table1 = fedssyn_fl.table1_arms("quick")
+    same = flruns.config_of(protocol, table1[0], 0, root).to_dict() == flruns.config_of(
+        protocol, fig3[0], 0, root
+    ).to_dict()  # fmt: skip
+    assert same  # FedAvg on D_i is one experiment, whichever artefact asks
+    for folder in folders:  # every run finished, and its generators (if any) sit in the shared cache
+        assert (folder / "summary.json").exists()
+        method = json.loads((folder / "config.json").read_text())["method"]
+        assert "cache_dir" not in method or method["cache_dir"] == str(root / flruns.SYNTHETIC)
+
+
+def result(label: str, accuracy: list[float], rounds: list[int | None] | None = None, **estimates) -> Result:
+    """A fake arm over len(accuracy) seeds: final accuracies, rounds to the target, mean estimates."""
+    rounds = rounds or [5] * len(accuracy)
+    summaries = [
+        {"final_test_accuracy": a, "rounds_to_target": r, "rounds": 20, "target_accuracy": 0.7,
+         "estimates_mean": {k: v[j] for k, v in estimates.items()}, "dp_epsilon": 3.0}
+        for j, (a, r) in enumerate(zip(accuracy, rounds))
+    ]  # fmt: skip
+    return Result(Arm(label), summaries, [[] for _ in accuracy])
+
+
+def test_fig3_claim_flips_with_the_numbers():
+    labels = [a.label for a in fedssyn_fl.fig3_arms("cpu")]
+    good = {label: result(label, [0.80, 0.81]) for label in labels}
+    good[fedssyn_fl.FEDSSYN.label] = result("x", [0.85, 0.86])
+    claim = fedssyn_fl.fig3_claim(good)
+    assert claim.held and "held" in claim.text and "0.855 with D_i ∪ D̃_si" in claim.text
+    close = good | {fedssyn_fl.FEDSSYN.label: result("x", [0.80, 0.82])}  # within the seed spread of D_i
+    assert not fedssyn_fl.fig3_claim(close).held
+
+
+def test_table1_claim_flips_with_the_numbers():
+    fast = {a: (result("w", [0.8, 0.8], [8, 9]), result("s", [0.8, 0.8], [3, 4])) for a in ("fedavg", "scaffold")}
+    claim = fedssyn_fl.table1_claim(fast)
+    assert claim.held and "fedavg 2.46x" in claim.text  # mean of 8/3 and 9/4
+    slow = fast | {"scaffold": (result("w", [0.8, 0.8], [8, 9]), result("s", [0.8, 0.8], [8, 8]))}
+    claim = fedssyn_fl.table1_claim(slow)
+    assert not claim.held and "not beyond the seed spread for scaffold" in claim.text
+    never = {"fedavg": (result("w", [0.6, 0.6], [None, None]), result("s", [0.8, 0.8], [3, 3]))}
+    assert fedssyn_fl.speedups(*never["fedavg"]) == [7.0, 7.0]  # (20 + 1) / 3: a lower bound
+
+
+def test_fig4_claim_flips_with_the_numbers():
+    def points(low, high):
+        return [(0.25, result("l", low)), (0.75, result("h", high))]
+
+    good = {"n_tilde": points([0.7, 0.71], [0.8, 0.81]), "rho": points([0.7, 0.71], [0.8, 0.81])}
+    good["sample_epoch"] = points([0.7, 0.7], [0.7, 0.7])
+    assert fedssyn_fl.fig4_claim(good).held
+    claim = fedssyn_fl.fig4_claim(good | {"rho": points([0.7, 0.75], [0.72, 0.73])})
+    assert not claim.held and "rho 0.25 -> 0.75" in claim.text
+
+
+def test_fig5_claim_flips_with_the_numbers():
+    def curve(label, ratios, delta):
+        r = result(label, [0.8] * len(ratios), delta2=[delta] * len(ratios))
+        r.rows = [[{"round": t, "estimates": {"zeta2_ratio": v}} for t, v in enumerate(seed, 1)] for seed in ratios]
+        return r
+
+    own = curve("own", [[0.95, 0.96], [0.97, 0.95]], 2.0)
+    ours = curve("ours", [[0.55, 0.5], [0.57, 0.52]], 2.0)
+    real = curve("real shuffle p=0.16", [[0.7, 0.7], [0.71, 0.72]], 0.01)
+    results = {fedssyn_fl.FEDSSYN.label: ours, fedssyn_fl.OWN.label: own, real.arm.label: real}
+    claim = fedssyn_fl.fig5_claim(results)
+    assert claim.held and "at 2 of 2 measured rounds" in claim.text
+    results[fedssyn_fl.FEDSSYN.label] = curve("ours", [[0.55, 0.99], [0.57, 0.97]], 2.0)
+    claim = fedssyn_fl.fig5_claim(results)
+    assert not claim.held and "at 1 of 2 measured rounds" in claim.text
+
+
+def test_dp_claim_flips_with_the_numbers():
+    fedavg, plain = result("FedAvg", [0.80, 0.81], [10, 11]), result("non-DP", [0.9, 0.9], [5, 5])
+    assert fedssyn_fl.dp_claim([fedavg, plain, result("DP", [0.86, 0.87], [6, 7])]).held
+    claim = fedssyn_fl.dp_claim([fedavg, plain, result("DP", [0.80, 0.81], [10, 11])])
+    assert not claim.held and "ε = 3" in claim.text
+
+
+def test_theory_claim_flips_with_the_numbers():
+    row = {"real": True, "p": 0.3, "zeta": (0.49, 0.01), "zeta_bound": 0.49, "measured": (0.6, 0.05),
+           "predicted": 0.62, "one_round": 0.1}  # fmt: skip
+    assert fedssyn_fl.theory_claim([row]).held
+    assert not fedssyn_fl.theory_claim([row | {"zeta": (0.6, 0.01)}]).held  # above (1-p)²
+    claim = fedssyn_fl.theory_claim([row | {"predicted": 0.9}])  # off by more than the spread and one round
+    assert not claim.held and "predicted 0.90, measured 0.60" in claim.text
+    assert fedssyn_fl.theory_claim([row, row | {"real": False, "zeta": (0.9, 0)}]).held  # Fedssyn: not judged
+
+
+def test_methods_claim_flips_with_the_numbers():
+    fedavg = result("FedAvg", [0.80, 0.81])
+    better = [result(m, [0.85, 0.86]) for m in methods_fl.METHODS]
+    assert methods_fl.methods_claim([fedavg, *better]).held
+    claim = methods_fl.methods_claim([fedavg, *better[:-1], result("hfmds", [0.80, 0.80])])
+    assert not claim.held and "hfmds -0.005 (within the seed spread)" in claim.text
 
 
 def test_fig2_claim_flips_with_the_numbers():

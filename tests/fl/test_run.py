@@ -11,6 +11,7 @@ import torch
 import fl.run as run_module
 from fl.config import load_config
 from fl.run import main
+from tests.fl.conftest import assert_one_line_config_error
 
 
 def base_args(root, out, *extra):
@@ -156,3 +157,8 @@ def test_a_diverging_run_stops_and_says_so(cifar_root, tmp_path, capsys):
     assert all(not r.get("diverged") for r in rows[:-1])
     assert summary["diverged_at_round"] == rows[-1]["round"] < 6
     assert "diverged" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("key", ["data.subsample", "data.test_subsample"])
+def test_negative_subsample_is_a_one_line_error(key, capsys):
+    assert_one_line_config_error(["--set", f"{key}=-1", "--out", "unused"], key, capsys)

@@ -414,3 +414,18 @@ def test_real_npm_digits():
     assert data.x_train.shape == (8_000, 1, 28, 28) and data.x_train.dtype == np.uint8
     assert np.array_equal(np.bincount(data.y_train), np.full(10, 800))
     assert len(data.y_test) > 0 and set(np.unique(data.y_test)) == set(range(10))
+
+
+def test_subsample_draws_a_seeded_subset_and_renames_it():
+    """data.subsample / data.test_subsample: a uniform subset per split, repeatable from the generator, named so that
+    the generator cache (keyed by dataset name and indices) cannot confuse it with the full set."""
+    x = np.arange(50, dtype=np.uint8).reshape(50, 1, 1, 1)
+    full = datasets.Dataset("toy", x, np.arange(50) % 5, x[:20], np.arange(20) % 5, 5, Path("."))
+    a = full.subsample(10, 4, np.random.default_rng(3))
+    b = full.subsample(10, 4, np.random.default_rng(3))
+    assert a.name == "toy-sub10x4" and len(a.x_train) == 10 and len(a.x_test) == 4
+    assert np.array_equal(a.x_train, b.x_train) and np.array_equal(a.y_test, b.y_test)
+    assert len(np.unique(a.x_train)) == 10 and np.array_equal(a.y_train, a.x_train.ravel() % 5)  # pairs kept
+    assert full.subsample(0, 0, np.random.default_rng(0)) is full
+    with pytest.raises(DataError, match=r"data\.subsample = 60 exceeds the 50 images of toy"):
+        full.subsample(60, 0, np.random.default_rng(0))

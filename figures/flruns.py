@@ -1,0 +1,188 @@
+"""The ``fl.run`` experiments behind the FL artefacts, kept once and shared.
+
+An artefact names *arms* (a label and ``--set`` overrides) on top of a scale's :class:`Protocol` (a base TOML config,
+its overrides, the seeds). Each (arm, seed) is one ordinary ``fl.run`` directory under ``ROOT/_runs/<hash>``, the
+hash taken over the resolved config: two artefacts asking for the same experiment (Fig. 3's FedAvg arms are Table
+1's and Fig. 5's) share one run, a finished run is read back, an interrupted one resumed (:func:`fl.sweep.run_one`).
+Fedssyn's generators are cached in ``ROOT/_synthetic``, shared by every run that trains the same ones.
+
+Independent runs go to ``jobs`` worker processes (``python -m figures --jobs N``), each with one torch thread: the
+small CNNs of the cpu scale train faster as N one-thread processes than as one N-thread process. A run folder is
+locked while it runs (``<hash>.lock``), so two builds sharing a run never write it together: the second waits and
+reads the first's result.
+
+Seeds are summarised as mean ± sample standard deviation, and two arms differ "beyond the seed spread" when their
+means differ by more than the combined standard deviation sqrt(sd_a² + sd_b²) (:func:`beyond`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fl.atomic import locked
+from fl.config import RunConfig, load_config
+from fl.run import read_metrics
+from fl.sweep import run_one
+
+RUNS, SYNTHETIC = "_runs", "_synthetic"
+JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
+
+
+def set_jobs(jobs: int) -> None:
+    JOBS["default"] = jobs
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A scale's experiment: base TOML ``config``, ``overrides`` on it, ``seeds`` (``train.seed``)."""
+
+    config: str
+    overrides: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One bar, line or row: ``label`` (tables and legends) and its ``overrides`` on the protocol."""
+
+    label: str
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass
+class Result:
+    """An arm's runs over the seeds: their summaries and per-round metrics rows (``fl.run``'s files)."""
+
+    arm: Arm
+    summaries: list[dict]
+    rows: list[list[dict]]
+
+    def values(self, key: str) -> list:
+        return [s.get(key) for s in self.summaries]
+
+    def estimate(self, key: str) -> list[float | None]:
+        """Per seed, the mean over the measured rounds of estimator ``key`` (ζ̂², σ̂², δ², ...)."""
+        return [s["estimates_mean"].get(key) for s in self.summaries]
+
+    def curve(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rounds, values per seed x round) of a metrics key (``test_accuracy``) or an estimate (``zeta2_ratio``);
+        NaN where a seed has no value at a round."""
+        per_seed = []
+        for rows in self.rows:
+            per_seed.append({r["round"]: r.get(key, r.get("estimates", {}).get(key)) for r in rows})
+        rounds = sorted({t for seed in per_seed for t, v in seed.items() if v is not None})
+        table = np.array([[np.nan if s.get(t) is None else s[t] for t in rounds] for s in per_seed], dtype=float)
+        return np.array(rounds), table
+
+
+def config_of(protocol: Protocol, arm: Arm, seed: int, root: Path) -> RunConfig:
+    """The resolved config of (arm, seed); methods with a generator cache keep it under ``root``."""
+    overrides = [*protocol.overrides, *arm.overrides, f"train.seed={seed}"]
+    with contextlib.redirect_stderr(io.StringIO()):  # "method none has no key rho": expected for the baselines
+        config = load_config(protocol.config, overrides)
+    if "cache_dir" in config.method:
+        overrides.append(f"method.cache_dir={json.dumps(str(root / SYNTHETIC))}")
+        with contextlib.redirect_stderr(io.StringIO()):
+            config = load_config(protocol.config, overrides)
+    return config
+
+
+def run_folder(config: RunConfig, root: Path) -> Path:
+    digest = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+    return root / RUNS / digest
+
+
+def run_locked(config: RunConfig, folder: Path) -> dict:
+    """:func:`fl.sweep.run_one` (reuse, resume or start) holding the folder's lock."""
+    with locked(folder.with_name(folder.name + ".lock")):
+        return run_one(config, folder, quiet=True)
+
+
+def _worker_init() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, jobs: int | None = None) -> list[Result]:
+    """Every (arm, seed) run, reused, resumed or started (``jobs`` at a time, default :func:`set_jobs`'s), one
+    progress line each; the results in ``arms``' order."""
+    jobs = jobs or JOBS["default"]
+    configs = [[config_of(protocol, arm, seed, root) for seed in protocol.seeds] for arm in arms]  # all checked first
+    tasks = [(arm, seed, config, run_folder(config, root)) for arm, per_seed in zip(arms, configs)
+             for seed, config in zip(protocol.seeds, per_seed)]  # fmt: skip
+    for k, (arm, seed, _, folder) in enumerate(tasks, 1):
+        state = "reused" if (folder / "summary.json").exists() else "to run"
+        print(f"  {name} [{k}/{len(tasks)}] {arm.label}, seed {seed}: {state} ({folder})", flush=True)
+    pending = [(config, folder) for _, _, config, folder in tasks if not (folder / "summary.json").exists()]
+    if jobs > 1 and len(pending) > 1:
+        context = multiprocessing.get_context("spawn")  # no fork of a process that has started torch's threads
+        with ProcessPoolExecutor(min(jobs, len(pending)), context, initializer=_worker_init) as pool:
+            list(pool.map(run_locked, *zip(*pending)))
+    else:
+        for config, folder in pending:
+            run_locked(config, folder)
+    results = []
+    for arm, per_seed in zip(arms, configs):
+        folders = [run_folder(config, root) for config in per_seed]
+        summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
+        results.append(Result(arm, summaries, [read_metrics(f / "metrics.jsonl") for f in folders]))
+    return results
+
+
+def mean_sd(values: Sequence[float | None]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for one value) of the values that are not None; NaN when none are."""
+    kept = [float(v) for v in values if v is not None]
+    if not kept:
+        return float("nan"), float("nan")
+    return float(np.mean(kept)), float(np.std(kept, ddof=1)) if len(kept) > 1 else 0.0
+
+
+def show(values: Sequence[float | None], digits: int = 3) -> str:
+    """``mean ± sd`` over seeds ("-" when no value; "a ± b (k of n)" when only k seeds have one)."""
+    mean, sd = mean_sd(values)
+    if not np.isfinite(mean):
+        return "-"
+    kept = sum(v is not None for v in values)
+    text = f"{mean:.{digits}g} ± {sd:.2g}" if len(values) > 1 else f"{mean:.{digits}g}"
+    return text if kept == len(values) else f"{text} ({kept} of {len(values)})"
+
+
+def beyond(a: Sequence[float | None], b: Sequence[float | None]) -> bool:
+    """Whether mean(a) exceeds mean(b) by more than the combined seed spread sqrt(sd_a² + sd_b²)."""
+    (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
+    return bool(np.isfinite(ma) and np.isfinite(mb) and ma - mb > np.hypot(sa, sb))
+
+
+def rounds_or_cap(result: Result) -> list[float]:
+    """Rounds to the target per seed, a run that never reached it counted as its last round + 1 (a lower bound on
+    its true count: speed-ups computed from it are lower bounds when the baseline never reached the target)."""
+    return [s["rounds_to_target"] or s["rounds"] + 1 for s in result.summaries]
+
+
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot
+
+    return pyplot
+
+
+def save(fig, path: Path) -> list[str]:
+    """PNG (for the report) and PDF (for a paper) of ``fig``; their names relative to the artefact's folder."""
+    fig.tight_layout()
+    fig.savefig(path.with_suffix(".png"), dpi=120)
+    fig.savefig(path.with_suffix(".pdf"))
+    plt().close(fig)
+    return [path.with_suffix(".png").name, path.with_suffix(".pdf").name]

@@ -1,0 +1,45 @@
+"""fl.atomic: a file is replaced whole or not at all; a lock makes a second worker wait for the first."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from fl.atomic import locked, write_atomically
+
+
+def test_write_atomically_leaves_the_old_file_when_the_writer_fails(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text("old")
+
+    def fail(tmp):
+        tmp.write_text("half")
+        raise RuntimeError("crash")
+
+    with pytest.raises(RuntimeError):
+        write_atomically(path, fail)
+    assert path.read_text() == "old"
+    write_atomically(path, lambda tmp: tmp.write_text("new"))
+    assert path.read_text() == "new" and not (tmp_path / "result.json.tmp").exists()
+
+
+def test_a_second_holder_waits_for_the_first(tmp_path):
+    """Two separate opens of one lock file conflict under flock, so two threads behave as two processes would."""
+    lock, events = tmp_path / "runs" / "abc.lock", []  # its folder is created on the way
+    first_has_it = threading.Event()
+
+    def first():
+        with locked(lock):
+            first_has_it.set()
+            time.sleep(0.3)
+            events.append("first done")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    first_has_it.wait(5)
+    with locked(lock):
+        events.append("second")
+    thread.join()
+    assert events == ["first done", "second"]
