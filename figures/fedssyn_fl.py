@@ -19,7 +19,20 @@ from pathlib import Path
 import numpy as np
 
 from figures.artefacts import Artefact, Built, Claim
-from figures.flruns import Arm, Protocol, Result, beyond, mean_sd, plt, rounds_or_cap, run_arms, save, show
+from figures.flruns import (
+    CAPPED,
+    Arm,
+    Protocol,
+    Result,
+    beyond,
+    mean_sd,
+    plt,
+    rounds_or_cap,
+    run_arms,
+    save,
+    seeds_text,
+    show,
+)
 from fl.config import load_config
 
 VAE = "configs/fedssyn_fmnist_vae.toml"
@@ -122,7 +135,7 @@ def build_fig3(scale: str, folder: Path) -> Built:
     labels = list(results)
     for ax, key, ylabel in (
         (axes[0], accuracy, "final test accuracy (fraction)"),
-        (axes[1], rounds_or_cap, f"rounds to {target:.0%} test accuracy"),
+        (axes[1], rounds_or_cap, f"rounds to {target:.0%} test accuracy\n({CAPPED})"),
     ):
         stats = [mean_sd(key(results[label])) for label in labels]
         ax.bar(range(len(labels)), [s[0] for s in stats], yerr=[s[1] for s in stats], capsize=3,
@@ -130,7 +143,7 @@ def build_fig3(scale: str, folder: Path) -> Built:
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
         ax.set_ylabel(ylabel)
     axes[0].set_ylim(bottom=max(0.0, min(mean_sd(accuracy(r))[0] for r in results.values()) - 0.1))
-    fig.suptitle(f"Fig. 3 (mean ± sd over {len(FMNIST[scale].seeds)} seeds)", fontsize=9)
+    fig.suptitle(f"Fig. 3 ({seeds_text(FMNIST[scale])})", fontsize=9)
     return Built(
         ["local data", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ² (mean over rounds)", "δ²"],
         rows,
@@ -192,8 +205,7 @@ def build_fig5(scale: str, folder: Path) -> Built:
             rows.append(row)
     axes[0].axhline(1, color="0.5", lw=0.8)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"Fig. 5: estimates at the server model of each round (mean ± sd over {len(FMNIST[scale].seeds)} "
-                 "seeds)", fontsize=9)  # fmt: skip
+    fig.suptitle(f"Fig. 5: estimates at the server model of each round ({seeds_text(FMNIST[scale])})", fontsize=9)
     return Built(
         ["local data", "round", "ζ̂²_p/ζ²", "σ² (on D_i)", "σ̂²_p", "δ²"],
         rows,
@@ -266,9 +278,9 @@ def build_table1(scale: str, folder: Path) -> Built:
         stats = [mean_sd(rounds_or_cap(pairs[a][index])) for a in algorithms]
         ax.bar(x + shift, [s[0] for s in stats], 0.4, yerr=[s[1] for s in stats], capsize=3, label=label, color=colour)
     ax.set_xticks(x, algorithms)
-    ax.set_ylabel(f"rounds to {target:.0%} test accuracy")
+    ax.set_ylabel(f"rounds to {target:.0%} test accuracy\n({CAPPED})", fontsize=8)
     ax.legend(fontsize=8)
-    ax.set_title(f"Table 1 (mean ± sd over {len(FMNIST[scale].seeds)} seeds)", fontsize=9)
+    ax.set_title(f"Table 1 ({seeds_text(FMNIST[scale])})", fontsize=9)
     return Built(
         ["algorithm", f"rounds to {target:g}: D_i", "D_i ∪ D̃_si", "speed-up", "final acc. D_i", "final acc. D_i ∪ D̃_si",
          "diverged runs", f"paper (CIFAR-10, α = {PAPER_ALPHA[scale]}): without / with (speed-up)"],
@@ -343,7 +355,7 @@ def build_fig4(scale: str, folder: Path) -> Built:
         if key == "n_tilde":
             ax.set_xscale("log")
     target = next(iter(results.values())).summaries[0]["target_accuracy"]
-    fig.suptitle(f"Fig. 4: sensitivity (Fedssyn, FedAvg; mean ± sd over {len(FMNIST[scale].seeds)} seeds)", fontsize=9)
+    fig.suptitle(f"Fig. 4: sensitivity (Fedssyn, FedAvg; {seeds_text(FMNIST[scale])})", fontsize=9)
     return Built(
         ["parameter", "value", f"accuracy after {FIG4_ROUNDS[scale]} rounds", f"rounds to {target:g}", "ζ̂²_p/ζ²", "δ²"],
         rows,
@@ -407,7 +419,7 @@ def build_dp(scale: str, folder: Path) -> Built:
         ax.plot(rounds, np.nanmean(values, 0), label=r.arm.label)
     ax.set(xlabel="communication round", ylabel="test accuracy (fraction)")
     ax.legend(fontsize=7)
-    ax.set_title(f"DP generators (mean over {len(DP[scale].seeds)} seeds; ε at δ = 1e-5)", fontsize=9)
+    ax.set_title(f"DP generators ({seeds_text(DP[scale])}; ε at δ = 1e-5)", fontsize=9)
     return Built(
         ["run", "ε (δ = 1e-5)", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ²", "δ²"],
         rows,
@@ -510,13 +522,21 @@ def build_theory_fl(scale: str, folder: Path) -> Built:
     ps = np.array([j["p"] for j in judged])
     grid = np.linspace(0, max(ps.max(), 0.1), 50)
     axes[0].plot(grid, (1 - grid) ** 2, "r-", label="(1-p)² (Lemma 1)")
-    axes[0].errorbar(ps, [j["zeta"][0] for j in judged], yerr=[j["zeta"][1] for j in judged], fmt="o",
-                     label="measured ζ̂²_p/ζ²")  # fmt: skip
+    for real, marker, name in ((True, "o", "real shuffle"), (False, "s", "Fedssyn (synthetic)")):
+        rows = [j for j in judged if j["real"] == real]
+        if not rows:
+            continue
+        x = [j["p"] for j in rows]
+        axes[0].errorbar(x, [j["zeta"][0] for j in rows], yerr=[j["zeta"][1] for j in rows], fmt=marker,
+                         label=f"measured ζ̂²_p/ζ², {name}")  # fmt: skip
+        axes[1].errorbar(x, [j["measured"][0] for j in rows], yerr=[j["measured"][1] for j in rows], fmt=marker,
+                         label=f"measured R(p)/R(0), {name}")  # fmt: skip
+        axes[1].plot(x, [j["predicted"] for j in rows], "rx", label="Corollary I (drift term)" if real else None)
     axes[0].set(xlabel="shuffled fraction p (mean over clients)", ylabel="ζ̂²_p / ζ² (ratio)")
-    axes[1].errorbar(ps, [j["measured"][0] for j in judged], yerr=[j["measured"][1] for j in judged], fmt="o",
-                     label="measured R(p)/R(0)")  # fmt: skip
-    axes[1].plot(ps, [j["predicted"] for j in judged], "rx", label="Corollary I (drift term)")
-    axes[1].set(xlabel="shuffled fraction p (mean over clients)", ylabel="rounds to target, ratio to p = 0")
+    axes[1].set(
+        xlabel="shuffled fraction p (mean over clients)", ylabel=f"rounds to target, ratio to p = 0\n({CAPPED})"
+    )
+    fig.suptitle(f"Theory vs measurement, FL ({seeds_text(FMNIST[scale])})", fontsize=9)
     for ax in axes:
         ax.legend(fontsize=7)
     return Built(

@@ -164,6 +164,15 @@ def beyond(a: Sequence[float | None], b: Sequence[float | None]) -> bool:
     return bool(np.isfinite(ma) and np.isfinite(mb) and ma - mb > np.hypot(sa, sb))
 
 
+def seeds_text(protocol: Protocol) -> str:
+    """ "mean ± sd over 2 seeds" (or "1 seed": no spread)."""
+    n = len(protocol.seeds)
+    return f"mean ± sd over {n} seeds" if n > 1 else "1 seed"
+
+
+CAPPED = "a run that never reached it: last round + 1"
+
+
 def rounds_or_cap(result: Result) -> list[float]:
     """Rounds to the target per seed, a run that never reached it counted as its last round + 1 (a lower bound on
     its true count: speed-ups computed from it are lower bounds when the baseline never reached the target)."""

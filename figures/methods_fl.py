@@ -16,7 +16,7 @@ import numpy as np
 
 from figures.artefacts import Artefact, Built, Claim
 from figures.fedssyn_fl import FMNIST, accuracy
-from figures.flruns import Arm, Result, beyond, mean_sd, plt, run_arms, save, show
+from figures.flruns import Arm, Result, beyond, mean_sd, plt, run_arms, save, seeds_text, show
 
 METHOD_KEYS = {
     "quick": {
@@ -98,7 +98,7 @@ def build_methods(scale: str, folder: Path) -> Built:
     axes[1].bar(range(len(results)), [s[0] for s in stats], yerr=[s[1] for s in stats], capsize=3)
     axes[1].set_xticks(range(len(results)), [r.arm.label for r in results], rotation=30, ha="right", fontsize=8)
     axes[1].set_ylabel("wall-clock seconds per run (FL rounds)")
-    fig.suptitle(f"Methods on the same clients (mean ± sd over {len(FMNIST[scale].seeds)} seeds)", fontsize=9)
+    fig.suptitle(f"Methods on the same clients ({seeds_text(FMNIST[scale])})", fontsize=9)
     return Built(
         ["method", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ²", "σ̂²_p", "δ²", "numbers sent to target (M)",
          "synthetic numbers sent once (M)", "seconds", "seconds in method hooks", "paper: its own gain over FedAvg"],

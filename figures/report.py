@@ -2,7 +2,8 @@
 
 The section sits between two marker lines; everything outside them is hand-written and never touched. Per
 artefact and built scale: the title, scale and setting, the exact command, the figure paths, the table, and the
-claim sentence computed from the numbers; then the artefacts and scales not built yet.
+claim sentence computed from the numbers; then the artefacts not built yet, by scale (the paper scale: left for a GPU),
+each with its command.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def section(artefacts: dict[str, Artefact], root: Path = ROOT) -> str:
             result = artefact.result(scale, root) if scale in artefact.scales else None
             if result is None:
                 if scale in artefact.scales:
-                    missing.append(f"`{artefact.name}` at {scale} ({artefact.scales[scale]})")
+                    missing.append(
+                        (scale, f"`{artefact.name}` ({artefact.scales[scale]}; `{artefact.command(scale)}`)")
+                    )
                 continue
             claim = result["claim"]
             lines += [
@@ -45,8 +48,11 @@ def section(artefacts: dict[str, Artefact], root: Path = ROOT) -> str:
                 f"**{'Claim held' if claim['held'] else 'Claim did not hold'}.** {claim['text']}",
                 "",
             ]
-    if missing:
-        lines += ["Not built yet: " + "; ".join(missing) + ".", ""]
+    for scale, heading in (("cpu", "Not built yet at cpu scale (2 cores)"), ("paper", "Left for a GPU (paper scale)"),
+                           ("quick", "Not built at quick scale (the tests build it)")):  # fmt: skip
+        left = [m for s, m in missing if s == scale]
+        if left:
+            lines += [f"{heading}: " + "; ".join(left) + ".", ""]
     return "\n".join([*lines, END])
 
 

@@ -55,7 +55,8 @@ def test_report_section_is_regenerated_and_hand_text_kept(built):
     assert text.count(BEGIN) == 1 and text.count(END) == 1
     for name in catalogue.ARTEFACTS:
         assert f"### {name} (quick)" in text and f"`python -m figures {name} --scale quick`" in text
-    assert "Not built yet:" in text  # the cpu and paper scales
+    assert "Not built yet at cpu scale (2 cores):" in text and "Left for a GPU (paper scale):" in text
+    assert "`python -m figures table1 --scale paper`" in text
 
 
 @pytest.mark.slow
