@@ -6,10 +6,12 @@ hash taken over the resolved config: two artefacts asking for the same experimen
 1's and Fig. 5's) share one run, a finished run is read back, an interrupted one resumed (:func:`fl.sweep.run_one`).
 Fedssyn's generators are cached in ``ROOT/_synthetic``, shared by every run that trains the same ones.
 
-Independent runs go to ``jobs`` worker processes (``python -m figures --jobs N``), each with one torch thread: the
-small CNNs of the cpu scale train faster as N one-thread processes than as one N-thread process. A run folder is
-locked while it runs (``<hash>.lock``), so two builds sharing a run never write it together: the second waits and
-reads the first's result.
+With ``jobs`` > 1 (``python -m figures --jobs N``) independent runs go N at a time to their own processes,
+``python -m fl.run --resume FOLDER`` with one torch thread each: the small CNNs of the cpu scale train faster as N
+one-thread processes than as one N-thread process. Ctrl-C or SIGTERM reaches every such process, which saves its
+checkpoint and stops, and the build waits for them: the next invocation resumes. A run folder is locked while it
+runs (``<hash>.lock``), so two builds sharing a run never write it together: the second waits and reads the first's
+result.
 
 Seeds are summarised as mean ± sample standard deviation, and two arms differ "beyond the seed spread" when their
 means differ by more than the combined standard deviation sqrt(sd_a² + sd_b²) (:func:`beyond`).
@@ -21,9 +23,12 @@ import contextlib
 import hashlib
 import io
 import json
-import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +37,8 @@ import numpy as np
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
 from fl.run import read_metrics
-from fl.sweep import run_one
+from fl.sweep import prepare_run, run_one
+from theory.errors import InputError
 
 RUNS, SYNTHETIC = "_runs", "_synthetic"
 JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
@@ -102,16 +108,49 @@ def run_folder(config: RunConfig, root: Path) -> Path:
     return root / RUNS / digest
 
 
+def lock_file(folder: Path) -> Path:
+    return folder.with_name(folder.name + ".lock")
+
+
 def run_locked(config: RunConfig, folder: Path) -> dict:
-    """:func:`fl.sweep.run_one` (reuse, resume or start) holding the folder's lock."""
-    with locked(folder.with_name(folder.name + ".lock")):
+    """:func:`fl.sweep.run_one` (reuse, resume or start) in this process, holding the folder's lock."""
+    with locked(lock_file(folder)):
         return run_one(config, folder, quiet=True)
 
 
-def _worker_init() -> None:
-    import torch
-
-    torch.set_num_threads(1)
+def run_processes(pending: Sequence[tuple[RunConfig, Path]], jobs: int, poll: float = 0.5) -> None:
+    """Each run in its own ``python -m fl.run --resume FOLDER`` (one torch thread), ``jobs`` at a time, each holding
+    its folder's lock. On Ctrl-C / SIGTERM every running one gets SIGTERM (it checkpoints and exits) and is waited
+    for before the interrupt goes on; a run that fails stops the build with its exit code."""
+    queue, running = list(pending), []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                config, folder = queue.pop(0)
+                lock = contextlib.ExitStack()
+                lock.enter_context(locked(lock_file(folder)))
+                if prepare_run(config, folder) == "done":  # another build finished it while we waited
+                    lock.close()
+                    continue
+                command = [sys.executable, "-m", "fl.run", "--resume", str(folder), "--quiet"]
+                running.append((subprocess.Popen(command, env=env), lock, folder))
+            time.sleep(poll)
+            for entry in [r for r in running if r[0].poll() is not None]:
+                process, lock, folder = entry
+                running.remove(entry)
+                lock.close()
+                if process.returncode:
+                    raise InputError(f"{folder}: python -m fl.run exited with {process.returncode} (see above)")
+    except BaseException:
+        for process, _, _ in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, lock, _ in running:
+            with contextlib.suppress(KeyboardInterrupt):
+                process.wait()
+            lock.close()
+        raise
 
 
 def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, jobs: int | None = None) -> list[Result]:
@@ -126,9 +165,7 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
         print(f"  {name} [{k}/{len(tasks)}] {arm.label}, seed {seed}: {state} ({folder})", flush=True)
     pending = [(config, folder) for _, _, config, folder in tasks if not (folder / "summary.json").exists()]
     if jobs > 1 and len(pending) > 1:
-        context = multiprocessing.get_context("spawn")  # no fork of a process that has started torch's threads
-        with ProcessPoolExecutor(min(jobs, len(pending)), context, initializer=_worker_init) as pool:
-            list(pool.map(run_locked, *zip(*pending)))
+        run_processes(pending, jobs)
     else:
         for config, folder in pending:
             run_locked(config, folder)

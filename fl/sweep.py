@@ -69,21 +69,29 @@ def run_dir_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._=,-" else "_" for c in name)
 
 
-def run_one(config: RunConfig, out: Path, quiet: bool) -> dict:
-    """Finished: read its summary; started: resume; else start. A folder holding another config is an error."""
-    summary = out / "summary.json"
+def prepare_run(config: RunConfig, out: Path) -> str:
+    """What ``out`` needs for ``config``: "done" (its summary is there), "resume" (a checkpoint is), or "start"
+    (``config.json`` written). A folder holding another config is an error."""
     saved = out / "config.json"
     wanted = config.to_dict()
     if saved.exists():
         if from_dict(json.loads(saved.read_text())).to_dict() != json.loads(json.dumps(wanted)):  # earlier layouts too
             raise InputError(f"{out} holds a run of another config; use another --out or remove it")
-        if summary.exists():
-            return json.loads(summary.read_text())
+        if (out / "summary.json").exists():
+            return "done"
         if (out / "checkpoint.pt").exists():
-            return execute(config, out, resume=True, quiet=quiet)
+            return "resume"
     make_dir(out, "run directory")
     saved.write_text(json.dumps(wanted, indent=2))
-    return execute(config, out, quiet=quiet)
+    return "start"
+
+
+def run_one(config: RunConfig, out: Path, quiet: bool) -> dict:
+    """Finished: read its summary; started: resume; else start (:func:`prepare_run`)."""
+    state = prepare_run(config, out)
+    if state == "done":
+        return json.loads((out / "summary.json").read_text())
+    return execute(config, out, resume=state == "resume", quiet=quiet)
 
 
 def accuracy_curve(out: Path) -> list[tuple[int, float]]:

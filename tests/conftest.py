@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+
+from fl.data.formats import write_pickle_batch
 
 
 @pytest.fixture(autouse=True)
@@ -14,3 +17,27 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def cifar_root(tmp_path, monkeypatch):
+    """A tiny CIFAR-10 in the standard layout: 5 x 40 training images and 30 test images (random pixels whose
+    mean depends on the label, so a model can learn something)."""
+    import fl.data.datasets as datasets
+
+    monkeypatch.setattr(datasets, "CACHE_ROOT", tmp_path / "no-cache")
+    monkeypatch.setattr(datasets, "SYSTEM_ROOT", tmp_path / "no-system")
+    monkeypatch.delenv("SHUFFLEFL_DATA", raising=False)
+    folder = tmp_path / "data" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+
+    def batch(n):
+        labels = rng.integers(0, 10, n)
+        data = np.clip(rng.normal(100 + 12 * labels[:, None], 30, (n, 3072)), 0, 255).astype(np.uint8)
+        return {"data": data, "labels": labels.tolist()}
+
+    for i in range(1, 6):
+        write_pickle_batch(folder / f"data_batch_{i}", batch(40))
+    write_pickle_batch(folder / "test_batch", batch(30))
+    return tmp_path / "data"

@@ -16,6 +16,7 @@ from figures import fedssyn_fl, methods_fl
 from figures.__main__ import main
 from figures.flruns import Arm, Result
 from figures.report import BEGIN, END
+from theory.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +224,61 @@ def test_unknown_scale_is_one_line_exit_2(tmp_path, capsys):
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--scale" in err
+
+
+@pytest.fixture()
+def tiny_runs(cifar_root):
+    """Two long runs of a tiny model on the tiny CIFAR-10 (they would take minutes): configs and folders."""
+    from fl.config import load_config
+
+    def config(seed):
+        overrides = [
+            f"data.data_root={json.dumps(str(cifar_root))}",
+            "data.dataset=cifar10",
+            "data.clients=2",
+            "model.name=mlp",
+            "train.rounds=100000",
+            "train.checkpoint_every=1",
+            f"train.seed={seed}",
+        ]
+        return load_config(None, overrides)
+
+    return [(config(seed), cifar_root.parent / "runs" / f"seed{seed}") for seed in (0, 1)]
+
+
+@pytest.mark.slow
+def test_an_interrupted_parallel_build_checkpoints_its_runs_and_stops_them(tiny_runs):
+    """Ctrl-C in `python -m figures --jobs 2`: every fl.run process gets SIGTERM, checkpoints, exits; the build waits
+    for them and the interrupt goes on; their locks are free again."""
+    import fcntl
+    import os
+    import signal
+    import threading
+    import time
+
+    def interrupt_when_running():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if all((f / "checkpoint.pt").exists() for _, f in tiny_runs):
+                break
+            time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_running, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        flruns.run_processes(tiny_runs, jobs=2, poll=0.1)
+    for _, folder in tiny_runs:
+        assert (folder / "checkpoint.pt").exists() and not (folder / "summary.json").exists()
+        rounds = [json.loads(line)["round"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        assert rounds and rounds == list(range(1, len(rounds) + 1))
+        with open(flruns.lock_file(folder), "w") as lock:  # no process holds it any more
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_failing_run_stops_the_parallel_build(tiny_runs, tmp_path):
+    from dataclasses import replace
+
+    config, folder = tiny_runs[0]
+    broken = replace(config, data=replace(config.data, clients=150))  # 200 images, min size 10: no partition
+    with pytest.raises(InputError, match=r"python -m fl\.run exited with 2"):
+        flruns.run_processes([(broken, folder), (broken, tmp_path / "other")], jobs=2, poll=0.1)
