@@ -207,7 +207,7 @@ def seeds_text(protocol: Protocol) -> str:
     return f"mean ± sd over {n} seeds" if n > 1 else "1 seed"
 
 
-CAPPED = "a run that never reached it: last round + 1"
+CAPPED = "never reached: last round + 1"
 
 
 def rounds_or_cap(result: Result) -> list[float]:
@@ -227,7 +227,7 @@ def plt():
 
 def save(fig, path: Path) -> list[str]:
     """PNG (for the report) and PDF (for a paper) of ``fig``; their names relative to the artefact's folder."""
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95) if fig.get_suptitle() else None)  # room for the title
     fig.savefig(path.with_suffix(".png"), dpi=120)
     fig.savefig(path.with_suffix(".pdf"))
     plt().close(fig)

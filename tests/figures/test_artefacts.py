@@ -118,6 +118,9 @@ def test_fig3_claim_flips_with_the_numbers():
     assert claim.held and "held" in claim.text and "0.855 with D_i ∪ D̃_si" in claim.text
     close = good | {fedssyn_fl.FEDSSYN.label: result("x", [0.80, 0.82])}  # within the seed spread of D_i
     assert not fedssyn_fl.fig3_claim(close).held
+    own_close = good | {fedssyn_fl.OWN.label: result("own", [0.83, 0.86])}  # the ablation: reported, not judged
+    claim = fedssyn_fl.fig3_claim(own_close)
+    assert claim.held and "(D_i ∪ D̃_i, 0.845) the gain is within the seed spread" in claim.text
 
 
 def test_table1_claim_flips_with_the_numbers():
@@ -170,7 +173,8 @@ def test_theory_claim_flips_with_the_numbers():
     row = {"real": True, "p": 0.3, "zeta": (0.49, 0.01), "zeta_bound": 0.49, "measured": (0.6, 0.05),
            "predicted": 0.62, "one_round": 0.1}  # fmt: skip
     assert fedssyn_fl.theory_claim([row]).held
-    assert not fedssyn_fl.theory_claim([row | {"zeta": (0.6, 0.01)}]).held  # above (1-p)²
+    claim = fedssyn_fl.theory_claim([row | {"zeta": (0.6, 0.01)}])  # above (1-p)²
+    assert not claim.held and "largest mean excess +22.4% at p = 0.3" in claim.text
     claim = fedssyn_fl.theory_claim([row | {"predicted": 0.9}])  # off by more than the spread and one round
     assert not claim.held and "predicted 0.90, measured 0.60" in claim.text
     assert fedssyn_fl.theory_claim([row, row | {"real": False, "zeta": (0.9, 0)}]).held  # Fedssyn: not judged
