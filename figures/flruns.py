@@ -113,9 +113,10 @@ def lock_file(folder: Path) -> Path:
 
 
 def run_locked(config: RunConfig, folder: Path) -> dict:
-    """:func:`fl.sweep.run_one` (reuse, resume or start) in this process, holding the folder's lock."""
+    """:func:`fl.sweep.run_one` (reuse, resume or start) in this process, holding the folder's lock; the rounds'
+    progress bar shows on a terminal."""
     with locked(lock_file(folder)):
-        return run_one(config, folder, quiet=True)
+        return run_one(config, folder, quiet=False)
 
 
 def run_processes(pending: Sequence[tuple[RunConfig, Path]], jobs: int, poll: float = 0.5) -> None:
@@ -134,19 +135,21 @@ def run_processes(pending: Sequence[tuple[RunConfig, Path]], jobs: int, poll: fl
                     lock.close()
                     continue
                 command = [sys.executable, "-m", "fl.run", "--resume", str(folder), "--quiet"]
-                running.append((subprocess.Popen(command, env=env), lock, folder))
+                running.append((subprocess.Popen(command, env=env), lock, folder, time.perf_counter()))
             time.sleep(poll)
             for entry in [r for r in running if r[0].poll() is not None]:
-                process, lock, folder = entry
+                process, lock, folder, start = entry
                 running.remove(entry)
                 lock.close()
                 if process.returncode:
                     raise InputError(f"{folder}: python -m fl.run exited with {process.returncode} (see above)")
+                done, total = len(pending) - len(queue) - len(running), len(pending)
+                print(f"  finished {folder} ({time.perf_counter() - start:.0f} s; {done} of {total} runs)", flush=True)
     except BaseException:
-        for process, _, _ in running:
+        for process, *_ in running:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        for process, lock, _ in running:
+        for process, lock, *_ in running:
             with contextlib.suppress(KeyboardInterrupt):
                 process.wait()
             lock.close()
