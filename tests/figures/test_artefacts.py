@@ -188,6 +188,23 @@ def test_methods_claim_flips_with_the_numbers():
     assert not claim.held and "hfmds -0.005 (within the seed spread)" in claim.text
 
 
+def test_report_keeps_the_blocks_it_has_no_local_result_for(tmp_path):
+    """A fresh checkout has no results/: regenerating the report after building nothing (or one artefact) keeps the
+    other artefacts' committed blocks, marked as carried over, and a second regeneration changes nothing."""
+    from figures.report import CARRIED, regenerate
+
+    block = ["### fig2 (paper): Fedssyn Fig. 2", "", "Setting: x. Command: `python -m figures fig2 --scale paper`.", "",
+             "| p | ratio |", "|---|---|", "| 0 | 1 |", "", "**Claim held.** It held.", ""]  # fmt: skip
+    report = tmp_path / "REPORT.md"
+    report.write_text("\n".join(["# Measured results", "", BEGIN, "## Artefacts", "", *block, END, "", "Hand text."]))
+    regenerate(report, catalogue.ARTEFACTS, tmp_path / "empty-root")
+    once = report.read_text()
+    assert CARRIED in once and "| 0 | 1 |" in once and "**Claim held.** It held." in once and "Hand text." in once
+    assert "`fig2` (sims.quadratic --quick" in once  # fig2 quick: neither local nor earlier, so listed as not built
+    regenerate(report, catalogue.ARTEFACTS, tmp_path / "empty-root")
+    assert report.read_text() == once
+
+
 def test_fig2_claim_flips_with_the_numbers():
     p = np.array([0.0, 0.2, 0.4, 0.6])
     theory = np.array([1.0, 0.75, 0.5, 0.3])
