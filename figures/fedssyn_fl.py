@@ -25,7 +25,6 @@ from figures.flruns import (
     Protocol,
     Result,
     beyond,
-    mean_sd,
     plt,
     rounds_or_cap,
     run_arms,
@@ -34,6 +33,7 @@ from figures.flruns import (
     show,
 )
 from fl.config import load_config
+from fl.sweep import mean_sd
 
 VAE = "configs/fedssyn_fmnist_vae.toml"
 QUICK = (
@@ -134,8 +134,7 @@ def build_fig3(scale: str, folder: Path) -> Built:
         for r in results.values()
     ]  # fmt: skip
     target = next(iter(results.values())).summaries[0]["target_accuracy"]
-    pyplot = plt()
-    fig, axes = pyplot.subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     labels = list(results)
     for ax, key, ylabel in (
         (axes[0], accuracy, "final test accuracy (fraction)"),
@@ -189,8 +188,7 @@ def fig5_claim(results: dict[str, Result]) -> Claim:
 def build_fig5(scale: str, folder: Path) -> Built:
     arms = fig3_arms(scale)[:4]
     results = {r.arm.label: r for r in run_arms("fig5", FMNIST[scale], arms, folder.parent.parent)}
-    pyplot = plt()
-    fig, axes = pyplot.subplots(1, len(CURVES), figsize=(13, 3.2))
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(13, 3.2))
     rows = []
     for colour, (label, result) in zip(COLOURS, results.items()):  # one colour per arm in every panel
         for ax, (key, ylabel) in zip(axes, CURVES):
@@ -201,13 +199,12 @@ def build_fig5(scale: str, folder: Path) -> Built:
             mean, sd = np.nanmean(values, 0), np.nanstd(values, 0)
             ax.plot(rounds, mean, marker=".", label=label, color=colour)
             ax.fill_between(rounds, mean - sd, mean + sd, alpha=0.2, color=colour)
-        rounds, _ = result.curve("zeta2_ratio")
+        rounds, _ = result.curve("zeta2_ratio")  # the measured rounds
+        curves = (result.curve(key) for key in ("zeta2_ratio", "sigma2", "sigma2_hat", "delta2"))
+        columns = [dict(zip(t, values.T)) for t, values in curves]  # round -> that round's value per seed
         for t in rounds:
-            row = [label, int(t)]
-            for key in ("zeta2_ratio", "sigma2", "sigma2_hat", "delta2"):
-                values = [dict(zip(*result_curve_seed(result, key, s))).get(t) for s in range(len(result.rows))]
-                row.append(show(values))
-            rows.append(row)
+            cells = [[None if np.isnan(v) else v for v in c[t]] if t in c else [None] for c in columns]
+            rows.append([label, int(t), *(show(values) for values in cells)])
     axes[0].axhline(1, color="0.5", lw=0.8)
     axes[0].legend(fontsize=7)
     fig.suptitle(f"Fig. 5: estimates at the server model of each round ({seeds_text(FMNIST[scale])})", fontsize=9)
@@ -218,12 +215,6 @@ def build_fig5(scale: str, folder: Path) -> Built:
         save(fig, folder / "fig5"),
         {"seeds": list(FMNIST[scale].seeds)},
     )
-
-
-def result_curve_seed(result: Result, key: str, seed_index: int) -> tuple[list[int], list[float]]:
-    """(rounds, values) of one seed's estimate ``key``."""
-    rows = [r for r in result.rows[seed_index] if key in r.get("estimates", {})]
-    return [r["round"] for r in rows], [r["estimates"][key] for r in rows]
 
 
 # --- Table 1 ------------------------------------------------------------------------------------------------------
@@ -279,8 +270,7 @@ def build_table1(scale: str, folder: Path) -> Built:
             f"{reference[1]} / {reference[0]} ({reference[2]})" if reference else "-",
         ])  # fmt: skip
     target = results[0].summaries[0]["target_accuracy"]
-    pyplot = plt()
-    fig, ax = pyplot.subplots(figsize=(7, 3.4))
+    fig, ax = plt.subplots(figsize=(7, 3.4))
     x = np.arange(len(algorithms))
     for shift, index, label, colour in ((-0.2, 0, "D_i", "0.6"), (0.2, 1, "D_i ∪ D̃_si", "tab:red")):
         stats = [mean_sd(rounds_or_cap(pairs[a][index])) for a in algorithms]
@@ -353,8 +343,8 @@ def build_fig4(scale: str, folder: Path) -> Built:
     for key, value, arm in planned:
         by_key.setdefault(key, []).append((value, results[arm.label]))
     names = {key: name for key, name, _ in SENSITIVITY[scale]}
-    rows, pyplot = [], plt()
-    fig, axes = pyplot.subplots(1, len(by_key), figsize=(10, 3.2))
+    rows = []
+    fig, axes = plt.subplots(1, len(by_key), figsize=(10, 3.2))
     for ax, (key, points) in zip(axes, by_key.items()):
         points.sort(key=lambda kv: kv[0])
         for value, result in points:
@@ -423,8 +413,7 @@ def build_dp(scale: str, folder: Path) -> Built:
     target = results[0].summaries[0]["target_accuracy"]
     rows = [[r.arm.label, show(r.values("dp_epsilon")), show(accuracy(r)), show(r.values("rounds_to_target")),
              show(r.estimate("zeta2_ratio")), show(r.estimate("delta2"))] for r in results]  # fmt: skip
-    pyplot = plt()
-    fig, ax = pyplot.subplots(figsize=(6, 3.4))
+    fig, ax = plt.subplots(figsize=(6, 3.4))
     for r in results:
         rounds, values = r.curve("test_accuracy")
         ax.plot(rounds, np.nanmean(values, 0), label=r.arm.label)
@@ -532,8 +521,7 @@ def build_theory_fl(scale: str, folder: Path) -> Built:
             "zeta_bound": mean_sd(bounds["zeta_bound"])[0], "measured": mean_sd(measured),
             "predicted": mean_sd(predicted)[0], "one_round": 1 / base_rounds,
         })  # fmt: skip
-    pyplot = plt()
-    fig, axes = pyplot.subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     ps = np.array([j["p"] for j in judged])
     grid = np.linspace(0, max(ps.max(), 0.1), 50)
     axes[0].plot(grid, (1 - grid) ** 2, "r-", label="(1-p)² (Lemma 1)")

@@ -32,12 +32,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib
 import numpy as np
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
 from fl.run import read_metrics
-from fl.sweep import prepare_run, run_one
+from fl.sweep import mean_sd, prepare_run, run_one
 from theory.errors import InputError
 
 RUNS, SYNTHETIC = "_runs", "_synthetic"
@@ -93,14 +97,10 @@ class Result:
 
 def config_of(protocol: Protocol, arm: Arm, seed: int, root: Path) -> RunConfig:
     """The resolved config of (arm, seed); methods with a generator cache keep it under ``root``."""
-    overrides = [*protocol.overrides, *arm.overrides, f"train.seed={seed}"]
+    cache = f"method.cache_dir={json.dumps(str(root / SYNTHETIC))}"  # dropped by methods without a cache
+    overrides = [*protocol.overrides, *arm.overrides, f"train.seed={seed}", cache]
     with contextlib.redirect_stderr(io.StringIO()):  # "method none has no key rho": expected for the baselines
-        config = load_config(protocol.config, overrides)
-    if "cache_dir" in config.method:
-        overrides.append(f"method.cache_dir={json.dumps(str(root / SYNTHETIC))}")
-        with contextlib.redirect_stderr(io.StringIO()):
-            config = load_config(protocol.config, overrides)
-    return config
+        return load_config(protocol.config, overrides)
 
 
 def run_folder(config: RunConfig, root: Path) -> Path:
@@ -180,14 +180,6 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
     return results
 
 
-def mean_sd(values: Sequence[float | None]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for one value) of the values that are not None; NaN when none are."""
-    kept = [float(v) for v in values if v is not None]
-    if not kept:
-        return float("nan"), float("nan")
-    return float(np.mean(kept)), float(np.std(kept, ddof=1)) if len(kept) > 1 else 0.0
-
-
 def show(values: Sequence[float | None], digits: int = 3) -> str:
     """``mean ± sd`` over seeds ("-" when no value; "a ± b (k of n)" when only k seeds have one)."""
     mean, sd = mean_sd(values)
@@ -219,19 +211,10 @@ def rounds_or_cap(result: Result) -> list[float]:
     return [s["rounds_to_target"] or s["rounds"] + 1 for s in result.summaries]
 
 
-def plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as pyplot
-
-    return pyplot
-
-
 def save(fig, path: Path) -> list[str]:
     """PNG (for the report) and PDF (for a paper) of ``fig``; their names relative to the artefact's folder."""
     fig.tight_layout(rect=(0, 0, 1, 0.95) if fig.get_suptitle() else None)  # room for the title
     fig.savefig(path.with_suffix(".png"), dpi=120)
     fig.savefig(path.with_suffix(".pdf"))
-    plt().close(fig)
+    plt.close(fig)
     return [path.with_suffix(".png").name, path.with_suffix(".pdf").name]

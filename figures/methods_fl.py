@@ -17,7 +17,8 @@ import numpy as np
 
 from figures.artefacts import Artefact, Built, Claim
 from figures.fedssyn_fl import FMNIST, accuracy
-from figures.flruns import Arm, Result, beyond, mean_sd, plt, run_arms, save, seeds_text, show
+from figures.flruns import Arm, Result, beyond, plt, run_arms, save, seeds_text, show
+from fl.sweep import mean_sd
 
 METHOD_KEYS = {
     "quick": {
@@ -86,8 +87,7 @@ def build_methods(scale: str, folder: Path) -> Built:
          show(r.values("seconds_method")), PAPER_GAIN.get(r.arm.label, "-")]
         for r in results
     ]  # fmt: skip
-    pyplot = plt()
-    fig, axes = pyplot.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     for r in results:
         rounds, values = r.curve("test_accuracy")
         mean, sd = np.nanmean(values, 0), np.nanstd(values, 0)

@@ -99,26 +99,28 @@ def accuracy_curve(out: Path) -> list[tuple[int, float]]:
     return [(r["round"], r["test_accuracy"]) for r in rows if r.get("test_accuracy") is not None]
 
 
+def mean_sd(values: Sequence[float | None]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for one value) of the values that are not None; NaN when none are."""
+    kept = [float(v) for v in values if v is not None]
+    if not kept:
+        return float("nan"), float("nan")
+    return float(np.mean(kept)), float(np.std(kept, ddof=1)) if len(kept) > 1 else 0.0
+
+
 def aggregate(name: str, summaries: list[dict]) -> dict:
     """Mean and standard deviation over seeds of the numbers a sweep reports."""
 
-    def stats(values: list) -> tuple[float, float]:
-        values = [v for v in values if v is not None]
-        if not values:
-            return float("nan"), float("nan")
-        return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-
     row = {"run": name, "seeds": len(summaries)}
     for key in ("final_test_accuracy", "best_test_accuracy"):
-        row[key], row[key + "_std"] = stats([s[key] for s in summaries])
+        row[key], row[key + "_std"] = mean_sd([s[key] for s in summaries])
     reached = [s["rounds_to_target"] for s in summaries]
-    row["rounds_to_target"], row["rounds_to_target_std"] = stats(reached)
+    row["rounds_to_target"], row["rounds_to_target_std"] = mean_sd(reached)
     row["reached_target"] = sum(r is not None for r in reached)
     row["diverged"] = sum(s.get("diverged_at_round") is not None for s in summaries)
     for key in ESTIMATES:
-        row[key] = stats([s["estimates_mean"].get(key) for s in summaries])[0]
+        row[key] = mean_sd([s["estimates_mean"].get(key) for s in summaries])[0]
     for key in ("communication_to_target", "seconds", "seconds_generator_training", "dp_epsilon"):
-        row[key] = stats([s.get(key) for s in summaries])[0]
+        row[key] = mean_sd([s.get(key) for s in summaries])[0]
     return row
 
 
