@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fl.algorithms import FedAvg  # noqa: E402
-from fl.engine import ClientSet, LocalConfig, init_state, run_round  # noqa: E402
+from fl.clients import ClientSet, LocalConfig  # noqa: E402
+from fl.engine import init_state, run_round  # noqa: E402
 from fl.flat import FlatModel  # noqa: E402
 from fl.models import build_model  # noqa: E402
 

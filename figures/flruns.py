@@ -104,7 +104,7 @@ def config_of(protocol: Protocol, arm: Arm, seed: int, root: Path) -> RunConfig:
 
 
 def run_folder(config: RunConfig, root: Path) -> Path:
-    digest = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps(config.identity(), sort_keys=True).encode()).hexdigest()[:12]
     return root / RUNS / digest
 
 
@@ -124,7 +124,8 @@ def run_processes(pending: Sequence[tuple[RunConfig, Path]], jobs: int, poll: fl
     its folder's lock. On Ctrl-C / SIGTERM every running one gets SIGTERM (it checkpoints and exits) and is waited
     for before the interrupt goes on; a run that fails stops the build with its exit code."""
     queue, running = list(pending), []
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # the jobs are the parallelism here: one thread and no client workers in each
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "SHUFFLEFL_WORKERS": "1"}
     try:
         while queue or running:
             while queue and len(running) < jobs:

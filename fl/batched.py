@@ -5,7 +5,7 @@ one call, ``vmap(grad(loss))`` over (W, their batches) with ``functional_call`` 
 100 small clients is a few large kernels instead of thousands of tiny ones. Everything else is the sequential
 engine's step (:func:`fl.engine.local_train`), row by row:
 
-- batches: client i's mini-batches are exactly the sequential backend's (:func:`fl.engine.batches` with the
+- batches: client i's mini-batches are exactly the sequential backend's (:func:`fl.clients.batches` with the
   same generator seeded from (seed, round, i)), padded to B with zero-weight samples; the loss is the weighted
   mean Σ_j m_j CE_j / Σ_j m_j, i.e. the mean over the real samples of the batch;
 - clients of unequal size take K_i steps each: at step s ≥ K_i a client is masked (its W, momentum and Adam
@@ -33,6 +33,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from fl.algorithms import Algorithm, Context
+from fl.clients import batches
 from fl.flat import FlatModel
 
 BACKENDS = ("auto", "sequential", "batched")
@@ -54,8 +55,6 @@ def plan(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every client's batches as (index (S, m, B), weight (S, m, B), K (m,)): S = max K_i steps, batches padded
     with index 0 and weight 0, a client past its K_i steps all zero weight."""
-    from fl.engine import batches
-
     lists = [list(batches(index, batch_size, g, epochs, steps)) for index, g in zip(indices, generators)]
     counts = torch.tensor([len(b) for b in lists])
     n_steps, m = int(counts.max()) if len(lists) else 0, len(lists)

@@ -126,7 +126,11 @@ class TrainConfig:
     the per-client states of SCAFFOLD, FedPVR and FedDyn (N x P numbers each) live: "device" (with the model) or
     "host" (host memory, pinned on CUDA; only the round's participants' rows go to the device).
     keep_round: also keep the checkpoint after this round as ``checkpoint_round{r}.pt`` (0: none), so that other
-    runs can start from it (``python -m fl.run --init-from``; FedCOG's "50 FedAvg rounds, then 20 FedCOG")."""
+    runs can start from it (``python -m fl.run --init-from``; FedCOG's "50 FedAvg rounds, then 20 FedCOG").
+    workers: on the CPU, the round's participants train in this many worker processes of one torch thread each
+    (fl/workers.py), bit for bit as one process with one thread; 0 (auto): the machine's cores (or
+    ``$SHUFFLEFL_WORKERS``), capped by the round's participants; 1: one client after another in this process. It
+    changes how fast a run goes, never its numbers: a run may resume with another count (``fl.run --workers``)."""
 
     rounds: int = 20
     participation: float = 1.0
@@ -150,6 +154,7 @@ class TrainConfig:
     target_accuracy: float = 0.7
     checkpoint_every: int = 5
     keep_round: int = 0
+    workers: int = 0
 
     def check(self) -> None:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
@@ -174,6 +179,10 @@ class TrainConfig:
         _require(0 < self.target_accuracy <= 1, "train.target_accuracy", "must lie in (0, 1]")
         _require(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
         _require(0 <= self.keep_round <= self.rounds, "train.keep_round", "must lie in [0, rounds]")
+        _require(self.workers >= 0, "train.workers", "must be >= 0 (0: auto, 1: no worker processes)")
+
+
+SPEED_ONLY = ("workers",)  # train keys that never change a run's numbers
 
 
 @dataclass(frozen=True)
@@ -191,6 +200,14 @@ class RunConfig:
         build_algorithm(self.algorithm)
         build_method(self.method)
         return self
+
+    def identity(self) -> dict:
+        """:meth:`to_dict` without the settings that change how fast a run goes but never its numbers
+        (``train.workers``): what a run store hashes and what a resumed folder must match."""
+        tree = self.to_dict()
+        for key in SPEED_ONLY:
+            tree["train"].pop(key, None)
+        return tree
 
     def to_dict(self) -> dict:
         return {

@@ -13,10 +13,10 @@ resumed from a checkpoint repeats the uninterrupted run bit for bit.
 
 from __future__ import annotations
 
-import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -24,33 +24,9 @@ import torch.nn.functional as F
 
 from fl import batched
 from fl.algorithms import Algorithm, Context, State
+from fl.clients import ClientSet, LocalConfig, batches
 from fl.flat import FlatModel
 from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, new_state
-
-
-@dataclass
-class ClientSet:
-    """Every client's training, validation and original (unshuffled) samples as index tensors into one pool of
-    preprocessed float features ``x`` and labels ``y``; ``received`` is the shuffled-in or synthetic part of each
-    training set (empty without shuffling)."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    train: list[torch.Tensor]
-    val: list[torch.Tensor]
-    original: list[torch.Tensor]
-    received: list[torch.Tensor]
-    test_x: torch.Tensor
-    test_y: torch.Tensor
-    n_classes: int
-
-    @property
-    def n_clients(self) -> int:
-        return len(self.train)
-
-    @property
-    def sizes(self) -> np.ndarray:
-        return np.array([len(t) for t in self.train])
 
 
 @dataclass
@@ -65,33 +41,6 @@ class EngineState:
     lr: float
     extra: dict = field(default_factory=dict)
     method: dict = field(default_factory=new_state)
-
-
-@dataclass(frozen=True)
-class LocalConfig:
-    """epochs: local epochs E; batch_size: B; K = E·⌈n_i/B⌉ local steps, or K = τ = ``steps`` when steps > 0
-    (FedCOG counts iterations: τ = 400; the batches then run through fresh permutations until τ are taken).
-    participation: C, the fraction of the N clients sampled each round (⌈C·N⌉ of them, without replacement).
-    weighting: "size" (n_i/Σn_j) or "uniform". momentum: heavy-ball momentum β of the client's SGD
-    (v <- βv + g, w <- w - ηv, v = 0 at the start of every round; 0: plain SGD). optimizer: "sgd", or "adam"
-    (``torch.optim.Adam`` at step size η on the corrected gradient, its moments fresh every round: DynaFed's
-    clients). weight_decay: λ of the coupled L2 term added to every gradient (g <- g + λw, after the algorithm's
-    correction; torch.optim's ``weight_decay``). backend: "sequential" (one client after another), "batched" (all
-    participants at once through ``torch.func``, :mod:`fl.batched`), or "auto" (batched on CUDA); chunk: clients
-    per batched call (0: all). client_state: where the (N, P) per-client states live, "device" or "host"
-    (:func:`init_state`)."""
-
-    epochs: int = 1
-    batch_size: int = 64
-    participation: float = 1.0
-    weighting: str = "size"
-    steps: int = 0
-    momentum: float = 0.0
-    optimizer: str = "sgd"
-    weight_decay: float = 0.0
-    backend: str = "sequential"
-    chunk: int = 0
-    client_state: str = "device"
 
 
 def client_seed(seed: int, t: int, i: int, *stream: int) -> int:
@@ -115,23 +64,6 @@ def select_clients(seed: int, t: int, n_clients: int, participation: float) -> n
     if m >= n_clients:
         return np.arange(n_clients)
     return np.sort(np.random.default_rng([seed, t]).choice(n_clients, m, replace=False))
-
-
-def batches(
-    index: torch.Tensor, batch_size: int, generator: torch.Generator, epochs: int, steps: int = 0
-) -> Iterator[torch.Tensor]:
-    """Mini-batches of ``index``: each pass a fresh permutation cut into batches of B (the last one smaller);
-    ``epochs`` passes, or exactly ``steps`` batches when steps > 0."""
-    if not len(index):
-        return
-    taken = 0
-    for _ in itertools.count() if steps else range(epochs):
-        order = index[torch.randperm(len(index), generator=generator).to(index.device)]
-        for start in range(0, len(order), batch_size):
-            yield order[start : start + batch_size]
-            taken += 1
-            if taken == steps:
-                return
 
 
 def local_train(
@@ -227,10 +159,11 @@ def run_round(
     local: LocalConfig,
     seed: int,
     method: Method | None = None,
+    pool: ClientPool | None = None,
 ) -> tuple[EngineState, dict]:
     """One round t = state.round; returns the new state (round t+1) and the round's record (participants, and the
     seconds spent in local training and in the method's hooks). The (N, P) client states are updated in place."""
-    new, record, updates = compute_round(state, flat, algorithm, data, local, seed, method)
+    new, record, updates = compute_round(state, flat, algorithm, data, local, seed, method, pool)
     apply_round(new, updates)
     return new, record
 
@@ -243,6 +176,11 @@ def apply_round(state: EngineState, updates: tuple[np.ndarray, State]) -> None:
         target[torch.as_tensor(selected, device=target.device)] = v.to(target.device)
 
 
+def wants_batched(flat: FlatModel, local: LocalConfig) -> bool:
+    """Whether ``local.backend`` asks for the batched backend here ("auto": on CUDA)."""
+    return local.backend == "batched" or (local.backend == "auto" and flat.params.is_cuda)
+
+
 def train_participants(
     flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, state: EngineState, seed: int,
     participants: list[int], contexts: list[Context], tasks: list,
@@ -251,7 +189,7 @@ def train_participants(
     (``{"backend": ..., "backend_note": why not batched}``). Batched (:mod:`fl.batched`) when ``local.backend``
     asks for it ("auto": on CUDA) and nothing rules it out, else one client after another."""
     t = state.round
-    wanted = local.backend == "batched" or (local.backend == "auto" and flat.params.is_cuda)
+    wanted = wants_batched(flat, local)
     note = batched.unbatchable(flat.model, tasks, local.backend == "batched") if wanted else None
     if wanted and note is None:
         with torch.random.fork_rng(devices=[]):  # independent dropout draws (explicit "batched" only)
@@ -288,6 +226,38 @@ def train_client(
     return flat.params.detach().clone(), steps
 
 
+def client_work(
+    flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, method: Method, hook: ClientRound,
+    ctx: Context, lr: float, seed: int,
+) -> tuple[torch.Tensor, int, float]:  # fmt: skip
+    """Client i's whole round where it trains alone (a worker process, a Flower node): the method's hook before
+    local training, the training from the server model ``hook.x``, the hook after; (y_i, K_i, seconds in the
+    method's hooks)."""
+    tick = time.perf_counter()
+    task = method.before_client(hook)
+    seconds = time.perf_counter() - tick
+    y, steps = train_client(flat, algorithm, data, local, hook.x, lr, seed, hook.t, hook.i, ctx, task)
+    tick, hook.task = time.perf_counter(), task
+    method.after_client(hook, y)
+    return y, steps, seconds + time.perf_counter() - tick
+
+
+def merge_log(log: dict, client_log: dict) -> None:
+    """A client's round log into the round's, in participant order: lists extend, other values replace."""
+    for key, value in client_log.items():
+        log[key] = log.get(key, []) + value if isinstance(value, list) else value
+
+
+class ClientPool(Protocol):
+    """Trains a round's participants elsewhere, each with :func:`client_work` (:class:`fl.workers.Workers`)."""
+
+    size: int
+
+    def train(
+        self, t: int, state: EngineState, method_state: dict, participants: list[int], rows: list[State]
+    ) -> tuple[list[tuple[torch.Tensor, int]], list[dict], float]: ...
+
+
 def compute_round(
     state: EngineState,
     flat: FlatModel,
@@ -296,9 +266,11 @@ def compute_round(
     local: LocalConfig,
     seed: int,
     method: Method | None = None,
+    pool: ClientPool | None = None,
 ) -> tuple[EngineState, dict, tuple[np.ndarray, State]]:
     """Round t = state.round without touching ``state`` (so an interrupted round leaves it whole): the new state,
-    the record, and the client-state updates that :func:`apply_round` writes into the shared (N, P) arrays."""
+    the record, and the client-state updates that :func:`apply_round` writes into the shared (N, P) arrays. With a
+    ``pool`` (worker processes on the CPU) the participants' hooks and training run there, bit for bit as here."""
     method = method or Method()
     t = state.round
     selected = select_clients(seed, t, data.n_clients, local.participation)
@@ -314,19 +286,29 @@ def compute_round(
     rows = {k: v[torch.as_tensor(participants, device=v.device)].to(state.x.device) for k, v in state.clients.items()}
     contexts = [Context(state.x, state.server, {k: v[j] for k, v in rows.items()}, flat.head_mask)
                 for j in range(len(participants))]  # fmt: skip
-    tick = time.perf_counter()
-    hooks = [ClientRound(t, i, state.x, flat, data, local, method_state, client_seed(seed, t, i, 1), log)
-             for i in participants]  # fmt: skip
-    tasks = [method.before_client(h) for h in hooks]
-    clock["seconds_method"] += time.perf_counter() - tick
-    tick = time.perf_counter()
-    trained, backend = train_participants(flat, algorithm, data, local, state, seed, participants, contexts, tasks)
-    clock["seconds_local"] += time.perf_counter() - tick
-    for hook, task, ctx, (y_i, steps) in zip(hooks, tasks, contexts, trained):
+    if pool is not None and not wants_batched(flat, local):
         tick = time.perf_counter()
-        hook.task = task
-        method.after_client(hook, y_i)
+        trained, logs, seconds_method = pool.train(t, state, method_state, participants, [c.client for c in contexts])
+        for client_log in logs:
+            merge_log(log, client_log)
+        clock["seconds_method"] += seconds_method  # summed over the workers' clients
+        clock["seconds_local"] += time.perf_counter() - tick - seconds_method / pool.size
+        backend = {"backend": "workers", "workers": pool.size}
+    else:
+        tick = time.perf_counter()
+        hooks = [ClientRound(t, i, state.x, flat, data, local, method_state, client_seed(seed, t, i, 1), log)
+                 for i in participants]  # fmt: skip
+        tasks = [method.before_client(h) for h in hooks]
         clock["seconds_method"] += time.perf_counter() - tick
+        tick = time.perf_counter()
+        trained, backend = train_participants(flat, algorithm, data, local, state, seed, participants, contexts, tasks)
+        clock["seconds_local"] += time.perf_counter() - tick
+        tick = time.perf_counter()
+        for hook, task, (y_i, _) in zip(hooks, tasks, trained):
+            hook.task = task
+            method.after_client(hook, y_i)
+        clock["seconds_method"] += time.perf_counter() - tick
+    for ctx, (y_i, steps) in zip(contexts, trained):
         ys.append(y_i)
         for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():
             old[k].append(ctx.client[k])

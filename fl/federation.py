@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fl.clients import ClientSet
 from fl.data import Dataset, mix_synthetic, partition, shuffle_partition
-from fl.engine import ClientSet
 from theory.errors import InputError
 from theory.shuffle import n_exchanged
 

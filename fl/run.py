@@ -22,11 +22,11 @@ import torch
 from tqdm import tqdm
 
 from fl.atomic import write_atomically
+from fl.clients import LocalConfig
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
 from fl.data import load
 from fl.engine import (
     EngineState,
-    LocalConfig,
     apply_round,
     compute_round,
     evaluate,
@@ -37,8 +37,9 @@ from fl.engine import (
 from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
-from fl.methods import Setup, Split, new_state
+from fl.methods import Picture, Setup, Split, new_state
 from fl.models import build_model
+from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
 
@@ -89,18 +90,30 @@ class Experiment:
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
+        participants = max(1, int(np.ceil(train.participation * self.data.n_clients - 1e-9)))
+        self.n_workers = resolve_workers(train.workers, participants, self.device.type)
+        self.model_spec = ModelSpec(config.model.name, tuple(dataset.shape), dataset.n_classes)
+        self.pool: Workers | None = None
+
+    def start_workers(self) -> None:
+        """The run's worker processes (:mod:`fl.workers`), set up once; none with ``n_workers`` = 1."""
+        if self.n_workers > 1 and self.pool is None:
+            self.pool = get_workers(self.n_workers)
+            spec = RunSpec(self.model_spec, self.algorithm, self.method, self.data, self.local, self.config.train.seed)
+            self.pool.setup(spec)
 
     def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
         """The method's preparation (:meth:`fl.methods.Method.prepare`); the Flower server and clients split it."""
         return self.method.prepare(setup, split)
 
     def run_round(self, state: EngineState) -> tuple[EngineState, dict]:
-        return run_round(state, self.flat, self.algorithm, self.data, self.local, self.config.train.seed, self.method)
+        seed = self.config.train.seed
+        return run_round(state, self.flat, self.algorithm, self.data, self.local, seed, self.method, self.pool)
 
     def compute_round(self, state: EngineState):
-        """:func:`fl.engine.compute_round`: the round without touching ``state``."""
+        """:func:`fl.engine.compute_round`: the round without touching ``state`` (in the workers, where started)."""
         seed = self.config.train.seed
-        return compute_round(state, self.flat, self.algorithm, self.data, self.local, seed, self.method)
+        return compute_round(state, self.flat, self.algorithm, self.data, self.local, seed, self.method, self.pool)
 
     def measure(self, x: torch.Tensor, t: int, method_state: dict) -> dict:
         """ζ², σ² on D_i and ζ̂², σ̂² (and δ²) on what each client minimises, at the server model x."""
@@ -190,9 +203,15 @@ def rounds_to_target(rows: list[dict], target: float) -> int | None:
     return next((r["round"] for r in rows if r.get("test_accuracy") is not None and r["test_accuracy"] >= target), None)
 
 
-def summarise(
-    config: RunConfig, rows: list[dict], state: EngineState, exp: Experiment, seconds: float, out: Path
-) -> dict:
+def draw(picture: Picture, out: Path) -> None:
+    """The run's writer draws what the run or its method asks for (:class:`fl.methods.Picture`) into ``out``."""
+    from plots.samples import plot_grid, plot_soft_grid  # matplotlib only when a run draws
+
+    plot = plot_soft_grid if picture.soft else plot_grid
+    plot(picture.images, picture.labels, out / picture.file, title=picture.title)
+
+
+def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Experiment, seconds: float) -> dict:
     accuracies = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
     target = config.train.target_accuracy
     reached = rounds_to_target(rows, target)
@@ -221,7 +240,7 @@ def summarise(
         "synthetic_numbers_sent_once": exp.synthetic_numbers,
         "method": config.method["name"],
         **{key: float(sum(r.get(key, 0.0) for r in rows)) for key in ("seconds_local", "seconds_method")},
-        **exp.method.report(exp.method_info, state.method, out),
+        **exp.method.report(exp.method_info, state.method),
         "seconds": seconds,
     }
 
@@ -298,11 +317,11 @@ def execute(
     ``Experiment(config)``; the Flower server passes one whose rounds go through Flower)."""
     exp = exp or Experiment(config)
     if exp.synthetic:
-        from figures.samples import plot_grid
-
         x_syn = np.concatenate([s[0] for s in exp.synthetic])
         y_syn = np.concatenate([s[1] for s in exp.synthetic])
-        plot_grid(x_syn, y_syn, out / "synthetic_samples.png", title=f"{exp.method.name}: synthetic samples per class")
+        title = f"{exp.method.name}: synthetic samples per class"
+        draw(Picture("synthetic_samples.png", x_syn, y_syn, title), out)
+    exp.start_workers()
     checkpoint, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
     origin = out / "init_from.txt"  # the checkpoint a run started from (--init-from), for a restart
     if resume and not checkpoint.exists():  # stopped before its first checkpoint (e.g. killed): start it over
@@ -363,8 +382,15 @@ def execute(
             save_checkpoint(checkpoint, state)
         bar.close()
         raise InputError(f"interrupted after round {state.round - 1}; continue with --resume {out}") from None
+    except WorkerLost as lost:
+        with held():
+            save_checkpoint(checkpoint, state)
+        bar.close()
+        raise InputError(f"{lost}; saved after round {state.round - 1}: continue with --resume {out}") from None
     bar.close()
-    summary = summarise(config, rows, state, exp, time.perf_counter() - start, out)
+    summary = summarise(config, rows, state, exp, time.perf_counter() - start)
+    for picture in exp.method.pictures(state.method):
+        draw(picture, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -399,6 +425,11 @@ def build_parser() -> ArgumentParser:
     )  # fmt: skip
     add("--overwrite", action="store_true", help="replace an existing run directory's results")
     add("--device", choices=("auto", "cpu", "cuda"), help="shortcut for --set train.device=...")
+    add(
+        "--workers", type=int, metavar="N",
+        help="shortcut for --set train.workers=N (0: the machine's cores, 1: none); allowed with --resume: the "
+        "count changes the speed, never the numbers",
+    )  # fmt: skip
     add("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="rounds to target and speed-up")
     add("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -411,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(compare(*args.compare))
         return 0
     overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
+    overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
     if args.resume:
         if args.config or args.set:
             raise InputError("--resume takes the run's own config; drop --config/--set")
@@ -419,8 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             tree = json.loads((out / "config.json").read_text())
         except FileNotFoundError:
             raise InputError(f"{out}: not a run directory (no config.json)") from None
-        if args.device:  # the one thing a resumed run may change
+        if args.device:  # what a resumed run may change: the device, the worker count
             tree["train"]["device"] = args.device
+        if args.workers is not None:
+            tree["train"]["workers"] = args.workers
         config = from_dict(tree)
     else:
         config = load_config(args.config, overrides)

@@ -26,9 +26,9 @@ import numpy as np
 
 from fl.config import RunConfig, from_dict, load_config, parse_override
 from fl.run import execute
-from sims.output import to_json, write_csv
 from theory.cli import ArgumentParser, format_table, guarded, make_dir
 from theory.errors import InputError
+from theory.output import to_json, write_csv
 
 ESTIMATES = ("zeta2_ratio", "zeta2_hat", "sigma2_hat", "delta2")
 
@@ -75,7 +75,8 @@ def prepare_run(config: RunConfig, out: Path) -> str:
     saved = out / "config.json"
     wanted = config.to_dict()
     if saved.exists():
-        if from_dict(json.loads(saved.read_text())).to_dict() != json.loads(json.dumps(wanted)):  # earlier layouts too
+        earlier = from_dict(json.loads(saved.read_text())).identity()  # earlier layouts too
+        if earlier != json.loads(json.dumps(config.identity())):
             raise InputError(f"{out} holds a run of another config; use another --out or remove it")
         if (out / "summary.json").exists():
             return "done"
@@ -168,7 +169,7 @@ def sweep(
     (out / "sweep.json").write_text(
         json.dumps(to_json({"seeds": seeds, "product": product, "runs": results}), indent=1)
     )
-    from figures.sweep import plot_sweep
+    from plots.sweep import plot_sweep
 
     plot_sweep(results, [key for key, _ in varies], product, out / "sweep.png")
     shown = ["run", "seeds", "final_test_accuracy", "final_test_accuracy_std", "rounds_to_target", "reached_target"]

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
+RUNS=${SHUFFLEFL_RUNS:-results}/runs  # keep long runs outside the work tree: SHUFFLEFL_RUNS=~/.cache/shufflefl
 ALPHAS=${*:-0.01}
 ITERATIONS=${ITERATIONS:-1000}
 
@@ -20,7 +21,7 @@ run() {  # run OUT ARGS...: finished -> skip, started -> resume, else start
 
 for alpha in $ALPHAS; do
   tag=a${alpha/./}
-  run results/runs/dynafed_fmnist_${tag}_fedavg --config configs/paper/dynafed_fmnist_a001.toml --set data.alpha=$alpha
-  run results/runs/dynafed_fmnist_${tag}_dynafed_n${ITERATIONS} --config configs/paper/dynafed_fmnist_a001_dynafed.toml \
+  run $RUNS/dynafed_fmnist_${tag}_fedavg --config configs/paper/dynafed_fmnist_a001.toml --set data.alpha=$alpha
+  run $RUNS/dynafed_fmnist_${tag}_dynafed_n${ITERATIONS} --config configs/paper/dynafed_fmnist_a001_dynafed.toml \
     --set data.alpha=$alpha --set method.iterations=$ITERATIONS
 done

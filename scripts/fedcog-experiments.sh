@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
+RUNS=${SHUFFLEFL_RUNS:-results}/runs  # keep long runs outside the work tree: SHUFFLEFL_RUNS=~/.cache/shufflefl
 SEEDS=${*:-0}
 PARTS=${PARTS:-niid1 niid2}
 
@@ -21,7 +22,7 @@ run() {  # run OUT ARGS...: finished -> skip, checkpoint -> resume, else start
 
 for seed in $SEEDS; do
   for part in $PARTS; do
-    base=results/runs/fedcog_fmnist_${part}_seed${seed}
+    base=$RUNS/fedcog_fmnist_${part}_seed${seed}
     run "$base" --config configs/paper/fedcog_fmnist_${part}.toml --set train.seed=$seed
     run "${base}_fedcog" --config configs/paper/fedcog_fmnist_${part}_fedcog.toml --set train.seed=$seed \
       --init-from "$base/checkpoint_round49.pt"

@@ -8,10 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
+RUNS=${SHUFFLEFL_RUNS:-results}/runs  # keep long runs outside the work tree: SHUFFLEFL_RUNS=~/.cache/shufflefl
 PART=${1:-dir001}
 EXTRA=()
 [ "$PART" = shards ] && EXTRA=(--set 'data.partition="shards"')
-R=results/runs/hfmds_fmnist_${PART}
+R=$RUNS/hfmds_fmnist_${PART}
 
 run() {  # run OUT ARGS...: finished -> skip, started -> resume, else start
   local out=$1; shift

@@ -134,6 +134,7 @@ class FlowerExperiment(Experiment):
         self.nodes = self.discover(config.data.clients)
         self.partition_of = {node: i for i, node in self.nodes.items()}
         super().__init__(config)
+        self.n_workers = 1  # the nodes are the parallelism: no local worker processes
         self.deal()
 
     def exchange(self, contents: dict[int, RecordDict], kind: str, what: str) -> dict[int, RecordDict]:

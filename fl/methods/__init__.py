@@ -1,6 +1,6 @@
 """Synthetic-data methods, one file each, registered by name (see :mod:`fl.methods.base` for the hooks)."""
 
-from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, Setup, Split, new_state
+from fl.methods.base import ClientRound, LocalTask, Method, Picture, ServerRound, Setup, Split, new_state
 from fl.methods.dynafed import DynaFed
 from fl.methods.fedcog import FedCOG
 from fl.methods.fedssyn import CentralReal, CentralSynthetic, Fedssyn, OwnSynthetic
@@ -24,6 +24,7 @@ __all__ = [
     "LocalTask",
     "Method",
     "OwnSynthetic",
+    "Picture",
     "ServerRound",
     "Setup",
     "Split",

@@ -14,6 +14,8 @@ names neither. The hooks, and who uses them:
   samples (FedCOG's KD on x̂; HFMDs' B synthetic + B real).
 - :meth:`Method.after_client`, per participant after local training (FedCOG keeps its local model).
 - :meth:`Method.after_aggregate`, on the server after aggregation (DynaFed fine-tunes on D_syn).
+- :meth:`Method.report` and :meth:`Method.pictures`, at the end: numbers for summary.json and image grids (as
+  data, drawn by the run's writer: DynaFed's D_syn, HFMDs' pool).
 - :meth:`Method.communication`, numbers a participant sends or receives per round beyond the algorithm's; a
   cost that varies by round (HFMDs' pool) goes in the round's log as ``numbers_sent``, which the run adds to its
   communication.
@@ -36,7 +38,6 @@ import dataclasses
 import functools
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
@@ -46,8 +47,8 @@ from tqdm import tqdm
 from theory.errors import InputError
 
 if TYPE_CHECKING:
+    from fl.clients import ClientSet, LocalConfig
     from fl.data import Dataset
-    from fl.engine import ClientSet, LocalConfig
     from fl.flat import FlatModel
 
 
@@ -63,6 +64,19 @@ class Split:
     original: list[np.ndarray]
     synthetic: list[tuple[np.ndarray, np.ndarray]] | None = None
     synthetic_mode: str = "shuffle"
+
+
+@dataclass(frozen=True)
+class Picture:
+    """An image grid a method asks the run's writer to draw into ``file`` (in the run folder): ``images`` (n, C, H,
+    W) uint8 with class ``labels`` (n,), or, with ``soft``, float images (any range) with label probabilities
+    (n, classes)."""
+
+    file: str
+    images: np.ndarray
+    labels: np.ndarray
+    title: str
+    soft: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,10 +228,15 @@ class Method:
         """A synthetic set held outside the clients' data (inputs, label probabilities), for the estimators' δ²."""
         return None
 
-    def report(self, info: dict, state: dict, out: Path) -> dict:
+    def report(self, info: dict, state: dict) -> dict:
         """At the end of a run: entries for summary.json (from what :meth:`prepare` reported and the final method
-        state), and any figure the method draws into the run folder ``out``."""
+        state)."""
         return {}
+
+    def pictures(self, state: dict) -> list[Picture]:
+        """At the end of a run: what the method wants drawn (its synthetic set), as data; the run's writer draws
+        each into the run folder (a method never draws)."""
+        return []
 
     def config_dict(self) -> dict:
         return {"name": self.name, **dataclasses.asdict(self)}

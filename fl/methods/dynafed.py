@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -43,7 +42,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad
 
 from fl.estimators import soft_cross_entropy
-from fl.methods.base import Method, ServerRound, require
+from fl.methods.base import Method, Picture, ServerRound, require
 
 DISTANCES = ("cosine", "euclidean")
 OPTIMISERS = ("sgd", "adam")
@@ -197,12 +196,15 @@ class DynaFed(Method):
             return None
         return server["x_syn"], F.softmax(server["y_syn"], 1)
 
-    def report(self, info: dict, state: dict, out: Path) -> dict:
+    def report(self, info: dict, state: dict) -> dict:
         synthetic = self.synthetic_set(state)
         if synthetic is None:
             return {}
-        from figures.samples import plot_soft_grid
+        return {"dsyn_size": len(synthetic[0]), "dsyn_alpha": float(state["server"]["alpha"])}
 
-        inputs, probabilities = (v.detach().cpu() for v in synthetic)
-        plot_soft_grid(inputs, probabilities, out / "dynafed_dsyn.png", title="DynaFed D_syn (soft labels)")
-        return {"dsyn_size": len(inputs), "dsyn_alpha": float(state["server"]["alpha"])}
+    def pictures(self, state: dict) -> list[Picture]:
+        synthetic = self.synthetic_set(state)
+        if synthetic is None:
+            return []
+        inputs, probabilities = (v.detach().cpu().double().numpy() for v in synthetic)
+        return [Picture("dynafed_dsyn.png", inputs, probabilities, "DynaFed D_syn (soft labels)", soft=True)]

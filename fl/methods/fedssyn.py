@@ -82,7 +82,7 @@ class Fedssyn(FedssynConfig, Method):
     def deal(self, split: Split) -> Split:
         return split
 
-    def report(self, info: dict, state: dict, out: Path) -> dict:
+    def report(self, info: dict, state: dict) -> dict:
         """Generator training/sampling time, the generators' size against the data they send (the revised paper's
         comparison), and under DP the largest ε over the clients at the sampled epoch, its δ and the accountant
         that computed it."""

@@ -52,7 +52,6 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -60,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from fl.methods.base import ClientRound, CyclicBatches, Method, ServerRound, require
+from fl.methods.base import ClientRound, CyclicBatches, Method, Picture, ServerRound, require
 from fl.methods.fedcog import kl
 from theory.errors import InputError
 
@@ -340,18 +339,10 @@ class HFMDs(Method):
             return None
         return server["pool_x"], F.one_hot(server["pool_y"], server["n_classes"]).to(server["pool_x"].dtype)
 
-    def report(self, info: dict, state: dict, out: Path) -> dict:
+    def report(self, info: dict, state: dict) -> dict:
         server = state.get("server", {})
         if "pool_x" not in server:
             return {"syntheses": []}
-        from figures.samples import plot_grid
-
-        pool_x, pool_y = server["pool_x"].cpu(), server["pool_y"].cpu()
-        values = pool_x.transpose(0, 1).flatten(1)[:, :1_000_000]  # per channel (torch.quantile's size limit)
-        low, high = (values.quantile(q, dim=1).view(1, -1, 1, 1) for q in (0.01, 0.99))
-        images = ((pool_x - low) / (high - low).clamp_min(1e-12)).clamp(0, 1).mul(255).round().to(torch.uint8)
-        title = f"{self.name}: pool after round {server['syntheses'][-1]['round']} (1-99% range per channel)"
-        plot_grid(images.numpy(), pool_y.numpy(), out / "hfmds_pool.png", title=title)
         syntheses = server["syntheses"]
         return {
             "syntheses": syntheses,
@@ -359,6 +350,17 @@ class HFMDs(Method):
             "pool_numbers_sent": int(sum(r["numbers_sent"] for r in syntheses)),
             "seconds_synthesis": float(sum(r["seconds"] for r in syntheses)),
         }
+
+    def pictures(self, state: dict) -> list[Picture]:
+        server = state.get("server", {})
+        if "pool_x" not in server:
+            return []
+        pool_x, pool_y = server["pool_x"].cpu(), server["pool_y"].cpu()
+        values = pool_x.transpose(0, 1).flatten(1)[:, :1_000_000]  # per channel (torch.quantile's size limit)
+        low, high = (values.quantile(q, dim=1).view(1, -1, 1, 1) for q in (0.01, 0.99))
+        images = ((pool_x - low) / (high - low).clamp_min(1e-12)).clamp(0, 1).mul(255).round().to(torch.uint8)
+        title = f"{self.name}: pool after round {server['syntheses'][-1]['round']} (1-99% range per channel)"
+        return [Picture("hfmds_pool.png", images.numpy(), pool_y.numpy(), title)]
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from tqdm import tqdm
 
 from sims.mnist.experiment import Config, config_dict, quick, run, summarise
 from sims.mnist.problem import DATASETS, PARTITIONS
-from sims.output import to_json, write_csv
 from theory.cli import ArgumentParser, format_table, guarded, make_dir
+from theory.output import to_json, write_csv
 
 TABLE_KEYS = (
     "scheme",
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     )
     if not args.no_plot:
-        from figures.mnist import plot_dissimilarity, plot_fig_b2
+        from plots.mnist import plot_dissimilarity, plot_fig_b2
 
         plot_fig_b2(result, args.out / "fig_b2.png")
         plot_dissimilarity(result, args.out / "fig_b2_dissimilarity.png")

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from sims.output import to_json, write_csv
 from sims.quadratic.experiment import (
     AUTHORS_DIAGNOSTICS,
     LOCAL_SOLVERS,
@@ -29,6 +28,7 @@ from sims.quadratic.experiment import (
 )
 from sims.quadratic.problem import MEAN_SCALES
 from theory.cli import ArgumentParser, format_table, guarded, make_dir
+from theory.output import to_json, write_csv
 
 MATCH_P_MAX = 0.6  # the paper says the fitted ratio matches the theory ratio for p <= 0.6 (Fig. 2c)
 
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdict_ = verdict(panels)
     summary = write_outputs(args.out, config, panel_a, panels, rows, verdict_, timings)
     if not args.no_plot:
-        from figures.quadratic import plot_fig2
+        from plots.quadratic import plot_fig2
 
         plot_fig2(panel_a, panels, args.out / "fig2.png")
     print(

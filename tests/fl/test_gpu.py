@@ -18,8 +18,9 @@ import torch
 from torch import nn
 
 import fl.run as run_module
+from fl.clients import ClientSet, LocalConfig
 from fl.config import build_algorithm
-from fl.engine import ClientSet, LocalConfig, init_state, run_round
+from fl.engine import init_state, run_round
 from fl.estimators import measure
 from fl.flat import FlatModel
 

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import fl.engine
-from fl.engine import ClientSet, LocalConfig, init_state, run_round
+from fl.clients import ClientSet, LocalConfig
+from fl.engine import init_state, run_round
 from fl.flat import FlatModel
 
 D, H, K = 4, 4, 3  # features, hidden width of the optional linear body, classes

@@ -13,8 +13,9 @@ from torch import nn
 
 from fl.algorithms import ALGORITHMS
 from fl.batched import plan, unbatchable
+from fl.clients import LocalConfig, batches
 from fl.config import build_algorithm
-from fl.engine import LocalConfig, batches, client_seed, init_state, run_round
+from fl.engine import client_seed, init_state, run_round
 
 SIZES = (5, 8, 7, 11)
 PARAMS = {"fedprox": {"mu": 0.1}, "feddyn": {"alpha": 0.1}, "fedavgm": {"beta": 0.9}}

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fl.engine import ClientSet
+from fl.clients import ClientSet
 from fl.estimators import measure
 
 

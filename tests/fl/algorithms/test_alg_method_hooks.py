@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 import fl.engine
 from fl.algorithms import FedAvg, Scaffold
-from fl.engine import LocalConfig, init_state, local_train, run_round
+from fl.clients import LocalConfig
+from fl.engine import init_state, local_train, run_round
 from fl.methods import Method
 
 LR, SEED = 0.3, 0

@@ -13,7 +13,8 @@ from torch import nn
 
 import fl.run as run_module
 from fl.algorithms import FedAvg
-from fl.engine import LocalConfig, init_state, run_round
+from fl.clients import LocalConfig
+from fl.engine import init_state, run_round
 from fl.flat import FlatModel
 from fl.methods.dynafed import DynaFed, distance, match_loss
 from fl.run import main
@@ -107,7 +108,7 @@ class Recording(DynaFed):
 
 
 def test_fine_tuning_runs_only_after_round_l():
-    from fl.engine import ClientSet
+    from fl.clients import ClientSet
 
     generator = torch.Generator().manual_seed(3)
     x = torch.randn(30, D, generator=generator, dtype=torch.float64)

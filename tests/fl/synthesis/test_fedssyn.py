@@ -262,8 +262,9 @@ def test_fedssyn_methods_give_the_runs_of_before_the_move(fake_generator, tmp_pa
     generators, assemble with mode "shuffle" for fedssyn and "own" otherwise, one client holding the union for the
     centralised baselines) and the round loop without a method."""
     import fl.run as run_module
+    from fl.clients import LocalConfig
     from fl.config import load_config
-    from fl.engine import LocalConfig, init_state, run_round
+    from fl.engine import init_state, run_round
     from fl.federation import assemble, split_clients
     from fl.flat import FlatModel
     from fl.models import build_model

@@ -1,4 +1,4 @@
-"""Writing simulator outputs: JSON that survives numpy types and NaN, and CSV tables."""
+"""Writing results (the simulators' and the FL sweeps'): JSON that survives numpy types and NaN, and CSV tables."""
 
 from __future__ import annotations
 

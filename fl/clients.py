@@ -1,0 +1,81 @@
+"""What the engine, the batched backend, the methods and the federation builder share: the client set, the
+local-training settings and the mini-batch order. It imports nothing of ours, so each of them can stand on it
+without importing the others."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class ClientSet:
+    """Every client's training, validation and original (unshuffled) samples as index tensors into one pool of
+    preprocessed float features ``x`` and labels ``y``; ``received`` is the shuffled-in or synthetic part of each
+    training set (empty without shuffling)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    train: list[torch.Tensor]
+    val: list[torch.Tensor]
+    original: list[torch.Tensor]
+    received: list[torch.Tensor]
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    n_classes: int
+
+    @property
+    def n_clients(self) -> int:
+        return len(self.train)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([len(t) for t in self.train])
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """epochs: local epochs E; batch_size: B; K = E·⌈n_i/B⌉ local steps, or K = τ = ``steps`` when steps > 0
+    (FedCOG counts iterations: τ = 400; the batches then run through fresh permutations until τ are taken).
+    participation: C, the fraction of the N clients sampled each round (⌈C·N⌉ of them, without replacement).
+    weighting: "size" (n_i/Σn_j) or "uniform". momentum: heavy-ball momentum β of the client's SGD
+    (v <- βv + g, w <- w - ηv, v = 0 at the start of every round; 0: plain SGD). optimizer: "sgd", or "adam"
+    (``torch.optim.Adam`` at step size η on the corrected gradient, its moments fresh every round: DynaFed's
+    clients). weight_decay: λ of the coupled L2 term added to every gradient (g <- g + λw, after the algorithm's
+    correction; torch.optim's ``weight_decay``). backend: "sequential" (one client after another), "batched" (all
+    participants at once through ``torch.func``, :mod:`fl.batched`), or "auto" (batched on CUDA); chunk: clients
+    per batched call (0: all). client_state: where the (N, P) per-client states live, "device" or "host"
+    (:func:`init_state`)."""
+
+    epochs: int = 1
+    batch_size: int = 64
+    participation: float = 1.0
+    weighting: str = "size"
+    steps: int = 0
+    momentum: float = 0.0
+    optimizer: str = "sgd"
+    weight_decay: float = 0.0
+    backend: str = "sequential"
+    chunk: int = 0
+    client_state: str = "device"
+
+
+def batches(
+    index: torch.Tensor, batch_size: int, generator: torch.Generator, epochs: int, steps: int = 0
+) -> Iterator[torch.Tensor]:
+    """Mini-batches of ``index``: each pass a fresh permutation cut into batches of B (the last one smaller);
+    ``epochs`` passes, or exactly ``steps`` batches when steps > 0."""
+    if not len(index):
+        return
+    taken = 0
+    for _ in itertools.count() if steps else range(epochs):
+        order = index[torch.randperm(len(index), generator=generator).to(index.device)]
+        for start in range(0, len(order), batch_size):
+            yield order[start : start + batch_size]
+            taken += 1
+            if taken == steps:
+                return

@@ -1,0 +1,98 @@
+"""The house's rooms import one way: no loop between packages, drawing and the math at the floor, the artefact
+pipeline on top. Every import counts, also those inside functions and under TYPE_CHECKING.
+
+A room is a top-level package (theory, sims, plots, figures, benchmarks), a sub-package of fl (fl/methods, ...)
+or a module directly in fl/ (fl/engine, fl/run, ...): the rooms of ../shared/tools/rooms.py, plus plots.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("theory", "sims", "fl", "plots", "figures", "benchmarks")
+
+
+def room_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return "/".join(parts[:2]) if parts[0] == "fl" else parts[0]
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def imports() -> dict[tuple[str, str], list[str]]:
+    """(room, room) -> ["file:line module", ...] for every import of one room by another."""
+    files, edges = modules(), defaultdict(list)
+    for path in files.values():
+        src = room_of(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                owner = next(
+                    (".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in files), None
+                )
+                if owner is not None and (dst := room_of(files[owner])) != src:
+                    edges[src, dst].append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    return edges
+
+
+def loops(edges) -> list[list[str]]:
+    """The rooms that reach themselves through imports, grouped by the loop they sit on."""
+    graph = defaultdict(set)
+    for a, b in edges:
+        graph[a].add(b)
+    reach = {}
+    for start in list(graph):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        reach[start] = seen
+    cyclic = sorted(r for r in reach if r in reach[r])
+    groups = {frozenset(r2 for r2 in cyclic if r2 in reach[r] and r in reach[r2]) for r in cyclic}
+    return sorted(sorted(g) for g in groups)
+
+
+def test_no_import_loop_between_rooms():
+    edges = imports()
+    found = loops(edges)
+    detail = [
+        f"{a} -> {b}: {where[0]}" for a, b in edges for g in found if a in g and b in g for where in [edges[a, b]]
+    ]
+    assert not found, f"import loop(s) {found}:\n" + "\n".join(detail)
+
+
+def test_the_loop_finder_finds_a_loop():
+    assert loops({("a", "b"): [], ("b", "c"): [], ("c", "a"): [], ("c", "d"): []}) == [["a", "b", "c"]]
+    assert loops({("a", "b"): [], ("b", "c"): []}) == []
+
+
+def test_floors_import_nothing_of_ours():
+    """Drawing (plots) and the math (theory) stand on nothing of ours."""
+    for (src, dst), where in imports().items():
+        assert src not in ("plots", "theory"), f"{src} imports {dst}: {where}"
+
+
+def test_only_the_top_imports_the_entry_points():
+    """fl.run, fl.sweep and the simulators' CLIs are imported only from above them: the artefact pipeline, the
+    benchmarks, fl's own CLIs (fl.sweep and the Flower app drive fl.run)."""
+    top = {"figures", "benchmarks", "fl/sweep", "fl/flower"}
+    for (src, dst), where in imports().items():
+        entry = dst in ("fl/run", "fl/sweep") or any(".__main__" in w.split()[1] for w in where)
+        assert not entry or src in top, f"{src} imports the entry point {dst}: {where}"
