@@ -4,6 +4,12 @@
     python -m figures fig2 lemma1 --scale cpu  # build what is missing (reusing finished runs), redraw, report
     python -m figures all --scale quick
     python -m figures fig3 table1 --scale cpu --jobs 2   # independent FL runs two at a time, one thread each
+    python -m figures status --scale paper     # one line per run: done / round r of R (s per round, ETA) / not started
+    SHUFFLEFL_RUNS=~/.cache/shufflefl nohup python -m figures all --scale cpu --jobs 2 &   # runs outside the tree
+
+The FL runs live in a run store (``--runs DIR`` or ``$SHUFFLEFL_RUNS``; default beside the results): keep it outside
+a work tree that may be laid anew. Stopping a build at any moment (Ctrl-C, SIGTERM, a lost machine) loses at most
+the round in flight; the same command resumes every run where it stopped.
 
 Results go to ``results/figures/NAME/SCALE/`` (``--root``); results/REPORT.md's generated section is rewritten
 from every saved result after a build (``--report``; ``--no-report`` to leave it).
@@ -17,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from figures.artefacts import ROOT, SCALES, find
-from figures.catalogue import ARTEFACTS
-from figures.flruns import set_jobs
+from figures.catalogue import ARTEFACTS, FL_ARTEFACTS
+from figures.flruns import plan, progress, set_jobs, set_store
 from figures.report import regenerate
 from theory.cli import ArgumentParser, format_table, guarded
 
@@ -40,6 +46,48 @@ def listing(root: Path) -> str:
     return format_table(["artefact", *SCALES, "reproduces"], rows)
 
 
+def status(names: list[str], scale: str, root: Path) -> str:
+    """One line per run of the named artefacts at ``scale`` and the CPU-hours left (one thread per run)."""
+    chosen = [find(name, ARTEFACTS) for name in (names or list(ARTEFACTS))]
+    lines, seen, measured, left, unknown = [], set(), [], 0.0, 0
+    for artefact in chosen:
+        if scale not in artefact.scales:
+            continue
+        if artefact.name not in FL_ARTEFACTS:
+            lines.append(f"{artefact.name}: {artefact.state(scale, root)} (a simulator: built in one go)")
+            continue
+        tasks = plan(lambda artefact=artefact: artefact.build(scale, artefact.folder(scale, root)))
+        rows = []
+        for name, label, seed, config, folder in tasks:
+            state = progress(config, folder)
+            rows.append((name, label, seed, folder, state))
+            if "seconds_per_round" in state:
+                measured.append(state["seconds_per_round"])
+        for name, label, seed, folder, state in rows:
+            if folder in seen:
+                lines.append(f"{name} | {label}, seed {seed}: shared with a run above ({folder.name})")
+                continue
+            seen.add(folder)
+            text = f"{name} | {label}, seed {seed}: {state['state']}"
+            if state["state"] == "partial":
+                eta = (state["rounds"] - state["round"]) * state["seconds_per_round"]
+                left += eta
+                text = (
+                    f"{name} | {label}, seed {seed}: round {state['round']} of {state['rounds']} "
+                    f"({state['seconds_per_round']:.1f} s per round, ETA {eta / 3600:.2f} h)"
+                )
+            elif state["state"] == "not started":
+                if measured:  # estimated from the artefact's runs measured so far
+                    left += state["rounds"] * sum(measured) / len(measured)
+                else:
+                    unknown += 1
+            lines.append(f"{text} [{folder}]")
+    estimate = f"{left / 3600:.1f} CPU-hours left (one thread per run)"
+    if unknown:
+        estimate += f", plus {unknown} not-started run(s) with no measured speed yet"
+    return "\n".join([*lines, estimate])
+
+
 @guarded("figures")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m figures", description="Build the paper's figures and tables.")
@@ -50,10 +98,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-report", action="store_true", help="do not rewrite the report")
     parser.add_argument("--force", action="store_true", help="rebuild even what is done (finished runs are reused)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="FL runs at a time, one torch thread each")
+    parser.add_argument("--runs", type=Path, help="the FL run store (default $SHUFFLEFL_RUNS, else under --root)")
     args = parser.parse_args(argv)
     set_jobs(args.jobs)
+    set_store(args.runs)
     if not args.names:
         print(listing(args.root))
+        return 0
+    if args.names[0] == "status":
+        print(status(args.names[1:], args.scale, args.root))
         return 0
     names = list(ARTEFACTS) if args.names == ["all"] else args.names
     chosen = [find(name, ARTEFACTS) for name in names]

@@ -233,10 +233,11 @@ SIMULATORS = (
 )
 
 
-def _registry() -> dict[str, Artefact]:
+def _registry() -> tuple[dict[str, Artefact], frozenset[str]]:
     from figures import fedssyn_fl, methods_fl
 
-    return {a.name: a for a in (*SIMULATORS, *fedssyn_fl.ARTEFACTS, methods_fl.ARTEFACT)}
+    fl_artefacts = (*fedssyn_fl.ARTEFACTS, methods_fl.ARTEFACT)
+    return {a.name: a for a in (*SIMULATORS, *fl_artefacts)}, frozenset(a.name for a in fl_artefacts)
 
 
-ARTEFACTS = _registry()
+ARTEFACTS, FL_ARTEFACTS = _registry()  # FL_ARTEFACTS: those built from fl.run runs (the run store)

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,10 +46,27 @@ from theory.errors import InputError
 
 RUNS, SYNTHETIC = "_runs", "_synthetic"
 JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
+STORE: dict[str, Path | None] = {"path": None}  # python -m figures --runs sets it (set_store)
+PLAN: dict[str, list | None] = {"tasks": None}  # python -m figures status lists the runs instead of running them
+
+
+class Planned(Exception):
+    """Raised by :func:`run_arms` in planning mode, after it recorded the runs an artefact needs."""
 
 
 def set_jobs(jobs: int) -> None:
     JOBS["default"] = jobs
+
+
+def set_store(path: Path | None) -> None:
+    STORE["path"] = path
+
+
+def store(root: Path) -> Path:
+    """Where the run store (``_runs``, ``_synthetic``) lives: ``--runs`` or ``$SHUFFLEFL_RUNS`` where given (keep
+    long runs outside a work tree that may be laid anew), else beside the artefacts under ``root``."""
+    chosen = STORE["path"] or os.environ.get("SHUFFLEFL_RUNS")
+    return Path(chosen).expanduser() if chosen else root
 
 
 @dataclass(frozen=True)
@@ -161,9 +178,13 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
     """Every (arm, seed) run, reused, resumed or started (``jobs`` at a time, default :func:`set_jobs`'s), one
     progress line each; the results in ``arms``' order."""
     jobs = jobs or JOBS["default"]
+    root = store(root)
     configs = [[config_of(protocol, arm, seed, root) for seed in protocol.seeds] for arm in arms]  # all checked first
     tasks = [(arm, seed, config, run_folder(config, root)) for arm, per_seed in zip(arms, configs)
              for seed, config in zip(protocol.seeds, per_seed)]  # fmt: skip
+    if PLAN["tasks"] is not None:
+        PLAN["tasks"].extend((name, arm.label, seed, config, folder) for arm, seed, config, folder in tasks)
+        raise Planned
     for k, (arm, seed, _, folder) in enumerate(tasks, 1):
         state = "reused" if (folder / "summary.json").exists() else "to run"
         print(f"  {name} [{k}/{len(tasks)}] {arm.label}, seed {seed}: {state} ({folder})", flush=True)
@@ -179,6 +200,30 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
         summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
         results.append(Result(arm, summaries, [read_metrics(f / "metrics.jsonl") for f in folders]))
     return results
+
+
+def plan(build: Callable[[], object]) -> list[tuple[str, str, int, RunConfig, Path]]:
+    """The (artefact, arm, seed, config, folder) of every run ``build`` would use, without running any."""
+    PLAN["tasks"] = []
+    try:
+        build()
+    except Planned:
+        pass
+    finally:
+        tasks, PLAN["tasks"] = PLAN["tasks"], None
+    return tasks
+
+
+def progress(config: RunConfig, folder: Path) -> dict:
+    """A run folder's state: done, partial (rounds done, measured seconds per round) or not started."""
+    rounds = config.train.rounds
+    if (folder / "summary.json").exists():
+        return {"state": "done", "round": rounds, "rounds": rounds}
+    rows = read_metrics(folder / "metrics.jsonl") if (folder / "metrics.jsonl").exists() else []
+    if not rows:
+        return {"state": "not started", "round": 0, "rounds": rounds}
+    per_round = rows[-1]["seconds"] / len(rows)
+    return {"state": "partial", "round": rows[-1]["round"], "rounds": rounds, "seconds_per_round": per_round}
 
 
 def show(values: Sequence[float | None], digits: int = 3) -> str:

@@ -114,15 +114,30 @@ def local_train(
 
 
 @torch.no_grad()
+def batch_sums(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, starts, batch: int = 2000) -> list[tuple[float, int]]:
+    """Summed cross-entropy and correct predictions of the loaded parameters on the batches x[start : start + batch]
+    (``fl.workers`` evaluates batches in parallel with this; :func:`evaluate` adds them up in batch order)."""
+    flat.model.eval()
+    sums = []
+    for start in starts:
+        logits = flat.model(x[start : start + batch])
+        loss = F.cross_entropy(logits, y[start : start + batch], reduction="sum").item()
+        sums.append((loss, (logits.argmax(1) == y[start : start + batch]).sum().item()))
+    return sums
+
+
+def combine_sums(sums: list[tuple[float, int]], n: int) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy from per-batch sums, added in batch order (the same floats everywhere)."""
+    loss, correct = 0.0, 0
+    for batch_loss, batch_correct in sums:
+        loss += batch_loss
+        correct += batch_correct
+    return loss / n, correct / n
+
+
 def evaluate(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, batch: int = 2000) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of the currently loaded parameters."""
-    flat.model.eval()
-    loss, correct = 0.0, 0
-    for start in range(0, len(y), batch):
-        logits = flat.model(x[start : start + batch])
-        loss += F.cross_entropy(logits, y[start : start + batch], reduction="sum").item()
-        correct += (logits.argmax(1) == y[start : start + batch]).sum().item()
-    return loss / len(y), correct / len(y)
+    return combine_sums(batch_sums(flat, x, y, range(0, len(y), batch), batch), len(y))
 
 
 def init_state(

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fl import provenance
 from fl.atomic import write_atomically
 from fl.clients import LocalConfig
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
@@ -128,6 +129,13 @@ class Experiment:
     def fresh_state(self, lr: float) -> EngineState:
         self.flat.load(self.x0)
         return init_state(self.flat, self.algorithm, self.data.n_clients, lr, self.local.client_state)
+
+    def evaluate(self, x: torch.Tensor) -> tuple[float, float]:
+        """Test loss and accuracy of the server model x (its batches spread over the workers, where started)."""
+        if self.pool is not None:
+            return self.pool.evaluate(x)
+        self.flat.load(x)
+        return evaluate(self.flat, self.data.test_x, self.data.test_y)
 
     def validation_accuracy(self, x: torch.Tensor) -> float:
         val = torch.cat(self.data.val)
@@ -294,8 +302,7 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
         k: record[k] for k in ("seconds_local", "seconds_method", "backend", "backend_note", "method") if k in record
     }
     if t % train.eval_every == 0 or t == train.rounds:
-        exp.flat.load(state.x)
-        row["test_loss"], row["test_accuracy"] = evaluate(exp.flat, exp.data.test_x, exp.data.test_y)
+        row["test_loss"], row["test_accuracy"] = exp.evaluate(state.x)
     if not bool(torch.isfinite(state.x).all()):  # a NaN/inf server model: record it and stop
         row["diverged"] = True
     elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
@@ -311,10 +318,13 @@ def execute(
     quiet: bool = False,
     start_from: Path | None = None,
     exp: Experiment | None = None,
+    accept_code_change: bool = False,
 ) -> dict:
     """Run (or continue) the experiment in ``out`` (from round 1, or from another run's checkpoint
     ``start_from``); returns the summary. Ctrl-C saves a checkpoint first. ``exp``: the experiment to run (default
-    ``Experiment(config)``; the Flower server passes one whose rounds go through Flower)."""
+    ``Experiment(config)``; the Flower server passes one whose rounds go through Flower). A resume checks the
+    folder's ``provenance.json`` (:mod:`fl.provenance`): other code stops it in one line unless
+    ``accept_code_change``."""
     exp = exp or Experiment(config)
     if exp.synthetic:
         x_syn = np.concatenate([s[0] for s in exp.synthetic])
@@ -330,8 +340,14 @@ def execute(
         resume = False
     elif start_from is not None:
         origin.write_text(str(start_from))
+    synthetic = provenance.synthetic_hash(exp.synthetic)
+    if not resume:
+        provenance.record(out, synthetic)
     if resume:
         state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
+        note = provenance.check_resume(out, synthetic, state.round, accept_code_change)
+        if note:
+            print(note, file=sys.stderr)
         rows = read_metrics(metrics_path, before_round=state.round)
         metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     elif start_from is not None:
@@ -432,6 +448,10 @@ def build_parser() -> ArgumentParser:
     )  # fmt: skip
     add("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="rounds to target and speed-up")
     add("--quiet", action="store_true", help="no progress bar")
+    add(
+        "--accept-code-change", action="store_true",
+        help="with --resume: continue a run that other code started (the change is recorded in provenance.json)",
+    )  # fmt: skip
     return parser
 
 
@@ -465,7 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     if args.init_from and args.resume:
         raise InputError("--init-from starts a new run; --resume continues one: use one of them")
-    summary = execute(config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from)
+    summary = execute(
+        config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from,
+        accept_code_change=args.accept_code_change,
+    )  # fmt: skip
     acc = summary["final_test_accuracy"]
     print(
         f"{out}: {summary['rounds']} rounds, final test accuracy {acc if acc is None else round(acc, 4)}, "

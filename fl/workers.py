@@ -35,7 +35,7 @@ import torch.multiprocessing as mp
 
 from fl.algorithms import Algorithm, Context
 from fl.clients import ClientSet, LocalConfig
-from fl.engine import EngineState, client_seed, client_work
+from fl.engine import EngineState, batch_sums, client_seed, client_work, combine_sums
 from fl.flat import FlatModel
 from fl.methods.base import ClientRound, Method
 from fl.models import build_model
@@ -145,7 +145,7 @@ class Workers:
         """Hand every worker the run (once per run; the client set's tensors move to shared memory)."""
         if self.run is run:
             return
-        for tensor in (run.data.x, run.data.y, *run.data.train):
+        for tensor in (run.data.x, run.data.y, run.data.test_x, run.data.test_y, *run.data.train):
             tensor.share_memory_()
         for k in range(self.size):
             self.send(k, ("setup", run), "setting up")
@@ -230,6 +230,23 @@ class Workers:
             seconds_method += seconds
         return trained, logs, seconds_method
 
+    def evaluate(self, x: torch.Tensor, batch: int = 2000) -> tuple[float, float]:
+        """:func:`fl.engine.evaluate` of the server model ``x`` on the test set, its batches spread over the workers
+        and added up in batch order: the same numbers as in one process."""
+        assert self.run is not None, "Workers.setup first"
+        starts = list(range(0, len(self.run.data.test_y), batch))
+        shares = [starts[k :: self.size] for k in range(self.size)]
+        try:
+            for k, share in enumerate(shares):
+                self.send(k, ("evaluate", to_wire((x, share, batch))), "evaluating")
+            sums = {}
+            for k in range(self.size):
+                sums.update(zip(shares[k], self.receive(k, "evaluating")[0]))
+        except BaseException:
+            self.close()
+            raise
+        return combine_sums([sums[start] for start in starts], len(self.run.data.test_y))
+
     def close(self) -> None:
         """Stop every worker (at once: a worker mid-round has nothing to keep)."""
         self.broken = True
@@ -282,6 +299,10 @@ def serve(conn: Connection, parent: int) -> None:
                 conn.send(("ok",))
             elif kind == "round":
                 header = from_wire(payload)
+            elif kind == "evaluate":
+                x, starts, batch = from_wire(payload)
+                flat.load(x)
+                conn.send(("done", batch_sums(flat, run.data.test_x, run.data.test_y, starts, batch)))
             elif kind == "client":
                 conn.send(("done", to_wire(train_one(run, flat, header, *from_wire(payload)))))
         except BaseException as error:  # a worker's failure is the parent's to report
