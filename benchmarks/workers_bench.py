@@ -27,7 +27,7 @@ from fl.workers import available_cores  # noqa: E402
 
 # one round of configs/paper/dynafed_fmnist_a001.toml; its Dirichlet(0.01) split over 80 clients cannot give every
 # client 10 samples (NIID-Bench scheme), so the timing uses the equal-size Hsu et al. scheme at the same alpha
-DYNAFED = ["train.rounds=1", "train.target_accuracy=0.99", "data.partition=\"dirichlet-hsu\""]
+DYNAFED = ["train.rounds=1", "train.target_accuracy=0.99", 'data.partition="dirichlet-hsu"']
 
 
 def main() -> int:

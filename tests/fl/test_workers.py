@@ -2,10 +2,10 @@
 
 - engine level, float64, tiny data: two rounds of each of the 6 algorithms, with no method and with FedCOG (its
   per-client hooks run in the worker that trains the client, its state comes back), full and partial participation;
-- fl.run level (tiny CIFAR copy): Fedssyn (data dealt before training, reaching the workers through shared memory)
-  and FedCOG, metrics and server model equal;
+- fl.run level (tiny CIFAR copy): Fedssyn with each algorithm (data dealt before training, reaching the workers
+  through shared memory), FedCOG, and no method; metrics, server model and client states equal;
 - a worker killed with SIGKILL stops the run with one line and a folder whose resume equals an uninterrupted run;
-- SIGTERM to a workers run: the same.
+- SIGTERM or SIGINT to a workers run: the same.
 """
 
 from __future__ import annotations
@@ -149,8 +149,10 @@ FEDCOG = ("--set", "method.name='fedcog'", "--set", "method.start_round=2", "--s
           "--set", "method.generate_steps=2", "--set", "method.kd_batch_size=4")  # fmt: skip
 
 
-@pytest.mark.parametrize("method", ["fedssyn", "fedcog"])
-def test_fl_run_with_workers_equals_one_process(cifar_root, tmp_path, monkeypatch, method):
+@pytest.mark.parametrize(
+    ("method", "algorithm"), [*(("fedssyn", name) for name in ALGORITHMS), ("fedcog", "scaffold"), ("none", "feddyn")]
+)
+def test_fl_run_with_workers_equals_one_process(cifar_root, tmp_path, monkeypatch, method, algorithm):
     from fl.synthesis import fedssyn
     from tests.fl.synthesis.conftest import MeanImage
 
@@ -160,6 +162,9 @@ def test_fl_run_with_workers_equals_one_process(cifar_root, tmp_path, monkeypatc
         if method == "fedcog"
         else ("--set", "method.name='fedssyn'", "--set", "method.n_tilde=20", "--set", f"method.cache_dir='{tmp_path}'")
     )
+    if method == "none":
+        extra = ()
+    extra = (*extra, "--set", f"algorithm.name='{algorithm}'")
     one, two = tmp_path / "one", tmp_path / "two"
     assert main(run_args(cifar_root, one, "--workers", "1", *extra)) == 0
     assert main(run_args(cifar_root, two, "--workers", "2", *extra)) == 0
@@ -204,22 +209,22 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["kill -9 a worker", "SIGTERM"])
+@pytest.mark.parametrize("how", ["kill -9 a worker", "SIGTERM", "SIGINT"])
 def test_a_stopped_workers_run_resumes_to_the_uninterrupted_one(cifar_root, tmp_path, how):
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     process = start(cifar_root, broken)
     wait_for_rounds(broken, process, 2)
     workers = [pid for pid in children(process.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
     assert len(workers) == 2
-    if how == "SIGTERM":
-        process.send_signal(signal.SIGTERM)
+    if how in ("SIGTERM", "SIGINT"):
+        process.send_signal(getattr(signal, how))
     else:
         os.kill(workers[0], signal.SIGKILL)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 2, err
     lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "--resume" in lines[0], err
-    if how != "SIGTERM":
+    if how.startswith("kill"):
         assert "died" in lines[0]
     assert main(["--resume", str(broken), "--quiet", "--workers", "2"]) == 0
     assert main([*run_args(cifar_root, straight, "--workers", "1"), "--set", "train.rounds=40"]) == 0
