@@ -59,8 +59,13 @@ def aggregation_weights(data: ClientSet, selected, weighting: str, like: torch.T
     return sizes / sizes.sum() if weighting == "size" else torch.full_like(sizes, 1 / len(selected))
 
 
+def n_participants(n_clients: int, participation: float) -> int:
+    """⌈C·N⌉ clients a round (at least one)."""
+    return max(1, int(np.ceil(participation * n_clients - 1e-9)))
+
+
 def select_clients(seed: int, t: int, n_clients: int, participation: float) -> np.ndarray:
-    m = max(1, int(np.ceil(participation * n_clients - 1e-9)))
+    m = n_participants(n_clients, participation)
     if m >= n_clients:
         return np.arange(n_clients)
     return np.sort(np.random.default_rng([seed, t]).choice(n_clients, m, replace=False))

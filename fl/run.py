@@ -32,6 +32,7 @@ from fl.engine import (
     compute_round,
     evaluate,
     init_state,
+    n_participants,
     place_clients,
     run_round,
 )
@@ -39,7 +40,6 @@ from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
 from fl.methods import Picture, Setup, Split, new_state
-from fl.models import build_model
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
@@ -79,9 +79,10 @@ class Experiment:
         empty = [i for i, t in enumerate(self.data.train) if len(t) == 0]
         if empty:
             raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
+        self.model_spec = ModelSpec(config.model.name, tuple(dataset.shape), dataset.n_classes)
         with torch.random.fork_rng(devices=[]):  # the initial model depends on the seed only
             torch.manual_seed(seed)
-            model = build_model(config.model.name, dataset.shape, dataset.n_classes)
+            model = self.model_spec()
         self.flat = FlatModel(model.to(self.device))
         self.algorithm = build_algorithm(config.algorithm)
         train = config.train
@@ -91,9 +92,8 @@ class Experiment:
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
-        participants = max(1, int(np.ceil(train.participation * self.data.n_clients - 1e-9)))
+        participants = n_participants(self.data.n_clients, train.participation)
         self.n_workers = resolve_workers(train.workers, participants, self.device.type)
-        self.model_spec = ModelSpec(config.model.name, tuple(dataset.shape), dataset.n_classes)
         self.pool: Workers | None = None
 
     def start_workers(self) -> None:
@@ -393,16 +393,12 @@ def execute(
                     break
                 if stop_requested():
                     raise KeyboardInterrupt
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, WorkerLost) as stop:  # the round in flight is lost, the state before it is whole
         with held():
             save_checkpoint(checkpoint, state)
         bar.close()
-        raise InputError(f"interrupted after round {state.round - 1}; continue with --resume {out}") from None
-    except WorkerLost as lost:
-        with held():
-            save_checkpoint(checkpoint, state)
-        bar.close()
-        raise InputError(f"{lost}; saved after round {state.round - 1}: continue with --resume {out}") from None
+        why = f"{stop}; saved" if isinstance(stop, WorkerLost) else "interrupted"
+        raise InputError(f"{why} after round {state.round - 1}; continue with --resume {out}") from None
     bar.close()
     summary = summarise(config, rows, state, exp, time.perf_counter() - start)
     for picture in exp.method.pictures(state.method):

@@ -9,11 +9,11 @@ algorithm's math is written here:
   state the algorithm's correction reads, round and step size) as a Flower message, and aggregates the replies
   with the algorithm's own :meth:`~fl.algorithms.Algorithm.server_update`; evaluation, metrics, checkpoints and
   the summary are ``fl.run``'s (:func:`fl.run.execute`);
-- the client (:func:`train`) runs :func:`fl.engine.train_client` (local training with the algorithm's correction,
-  the same seeded batch order) and :meth:`~fl.algorithms.Algorithm.client_update` on its partition of the same
-  federation (node config ``partition-id`` = client index of :mod:`fl.federation`), keeps its algorithm state
-  (SCAFFOLD's c_i, FedDyn's g_i) in the node's ``Context.state``, as a real device would, and replies with its local
-  model y_i and the change of its state (the server's update reads client states only as new − old).
+- the client (:func:`train`) runs :func:`fl.engine.client_work` (the method's client hooks around local training
+  with the algorithm's correction, the same seeded batch order) and :meth:`~fl.algorithms.Algorithm.client_update`
+  on its partition of the same federation (node config ``partition-id`` = client index of :mod:`fl.federation`),
+  keeps its algorithm state (SCAFFOLD's c_i, FedDyn's g_i) in the node's ``Context.state``, as a real device
+  would, and replies with its local model y_i and the change of its state (the server's update reads client states only as new − old).
 
 What travels per client and round is counted from the messages' arrays and checked against
 :meth:`~fl.algorithms.Algorithm.communication` (x and the broadcast server state down, y_i and Δ state up;
@@ -55,9 +55,10 @@ from fl.engine import (
     EngineState,
     aggregation_weights,
     client_seed,
+    client_work,
+    merge_log,
     select_clients,
     server_seed,
-    train_client,
 )
 from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split
 from fl.run import Experiment
@@ -224,8 +225,7 @@ class FlowerExperiment(Experiment):
         clock["seconds_local"] += time.perf_counter() - tick
         for i in selected:  # the clients' method logs, in participant order (lists extend, other values replace)
             clock["seconds_method"] += float(replies[i]["metrics"]["seconds_method"])
-            for key, value in json.loads(str(replies[i]["log"]["log"])).items():
-                log[key] = log.get(key, []) + value if isinstance(value, list) else value
+            merge_log(log, json.loads(str(replies[i]["log"]["log"])))
         ys = torch.stack([unpack(replies[i]["y"], state.x, None)["y"] for i in selected])
         shared = broadcast_keys(self.algorithm)  # the client states the server's update reads (as new - old)
         deltas = {
@@ -343,14 +343,9 @@ def train(msg: Message, context: Context) -> Message:
     ctx = AlgorithmContext(x, server, own, exp.flat.head_mask)
     entries = load_entries(context)
     method_state = {"server": {}, "clients": {} if entries is None else {i: entries}}
-    tick, log = time.perf_counter(), {}
+    log: dict = {}
     hook = ClientRound(t, i, x, exp.flat, data, exp.local, method_state, client_seed(seed, t, i, 1), log)
-    task = exp.method.before_client(hook)
-    seconds_method = time.perf_counter() - tick
-    y, steps = train_client(exp.flat, exp.algorithm, data, exp.local, x, lr, seed, t, i, ctx, task)
-    tick, hook.task = time.perf_counter(), task
-    exp.method.after_client(hook, y)
-    seconds_method += time.perf_counter() - tick
+    y, steps, seconds_method = client_work(exp.flat, exp.algorithm, data, exp.local, exp.method, hook, ctx, lr, seed)
     if i in method_state["clients"]:
         save_entries(context, method_state["clients"][i])
     new = exp.algorithm.client_update(y, ctx, steps, lr)

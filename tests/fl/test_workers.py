@@ -99,15 +99,12 @@ def test_wire_keeps_dtypes_and_structure():
     assert back["n"] is None
 
 
-def test_worker_count():
+def test_worker_count(monkeypatch):
     assert resolve_workers(4, 3, "cpu") == 3  # capped by the participants
     assert resolve_workers(1, 10, "cpu") == 1
     assert resolve_workers(8, 10, "cuda") == 1  # on CUDA the batched backend is the parallelism
-    os.environ["SHUFFLEFL_WORKERS"] = "2"
-    try:
-        assert resolve_workers(0, 10, "cpu") == 2
-    finally:
-        del os.environ["SHUFFLEFL_WORKERS"]
+    monkeypatch.setenv("SHUFFLEFL_WORKERS", "2")
+    assert resolve_workers(0, 10, "cpu") == 2
 
 
 def test_a_dead_worker_is_one_line_and_the_set_is_replaced():
