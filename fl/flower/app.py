@@ -13,7 +13,8 @@ algorithm's math is written here:
   with the algorithm's correction, the same seeded batch order) and :meth:`~fl.algorithms.Algorithm.client_update`
   on its partition of the same federation (node config ``partition-id`` = client index of :mod:`fl.federation`),
   keeps its algorithm state (SCAFFOLD's c_i, FedDyn's g_i) in the node's ``Context.state``, as a real device
-  would, and replies with its local model y_i and the change of its state (the server's update reads client states only as new − old).
+  would, and replies with its local model y_i and the change of its state (the server's update reads client
+  states only as new − old).
 
 What travels per client and round is counted from the messages' arrays and checked against
 :meth:`~fl.algorithms.Algorithm.communication` (x and the broadcast server state down, y_i and Δ state up;
