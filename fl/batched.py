@@ -25,22 +25,22 @@ partial participation); in float32 to rounding.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from fl.algorithms import Algorithm, Context
-from fl.clients import batches
+from fl.clients import STEP_KEY, batches, carried_rows
 from fl.flat import FlatModel
 
 BACKENDS = ("auto", "sequential", "batched")
 
 
-def unbatchable(model: nn.Module, tasks: list, explicit: bool) -> str | None:
+def unbatchable(model: nn.Module, tasks: list, explicit: bool, augment: str = "none") -> str | None:
     """Why these clients cannot be trained batched (one line), or None when they can."""
+    if augment != "none":
+        return f"train.augment = {augment!r} transforms each client's batches in the sequential backend"
     if any(task is not None for task in tasks):
         return "the method gives each client its own objective (a LocalTask)"
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
@@ -116,10 +116,18 @@ def _train_chunk(flat, x, y, indices, generators, algorithm, contexts, lr, local
 
     gradients = vmap(grad(loss), randomness=randomness)
     corrections = vmap(correction) if probe is not None else None
+    carried = carried_rows(local)  # kept optimiser state: start from each client's rows
     velocity = torch.zeros_like(W) if local.momentum else None
+    if velocity is not None and carried:
+        velocity = torch.stack([c.client["momentum"] for c in contexts])
     adam = local.optimizer == "adam"
     if adam:
         first, second = torch.zeros_like(W), torch.zeros_like(W)
+        done = torch.zeros(m, 1, dtype=W.dtype, device=W.device)  # steps taken before this round
+        if carried:
+            first = torch.stack([c.client["adam_m"] for c in contexts])
+            second = torch.stack([c.client["adam_v"] for c in contexts])
+            done = torch.stack([c.client[STEP_KEY] for c in contexts])
     for s in range(index.shape[0]):
         active = (counts > s).to(W.device)[:, None]
         g = gradients(W, x[index[s]], y[index[s]], weight[s])
@@ -127,11 +135,12 @@ def _train_chunk(flat, x, y, indices, generators, algorithm, contexts, lr, local
             g = g + corrections(W, clients)
         if local.weight_decay:
             g = g + local.weight_decay * W
-        if adam:  # torch.optim.Adam (β = 0.9, 0.999, ε = 1e-8), step t = s + 1 for every active client
+        if adam:  # torch.optim.Adam (β = 0.9, 0.999, ε = 1e-8), step t = (steps before) + s + 1 per active client
             first = torch.where(active, first.lerp(g, 0.1), first)
             second = torch.where(active, second.mul(0.999).addcmul(g, g, value=0.001), second)
-            step_size = lr / (1 - 0.9 ** (s + 1))
-            denom = second.sqrt() / math.sqrt(1 - 0.999 ** (s + 1)) + 1e-8
+            t = done + (s + 1)
+            step_size = lr / (1 - 0.9**t)
+            denom = second.sqrt() / (1 - 0.999**t).sqrt() + 1e-8
             update = step_size * first / denom
         elif velocity is not None:
             velocity = torch.where(active, velocity * local.momentum + g, velocity)
@@ -139,4 +148,9 @@ def _train_chunk(flat, x, y, indices, generators, algorithm, contexts, lr, local
         else:
             update = lr * g
         W = torch.where(active, W - update, W)
+    for j, c in enumerate(contexts):  # the new kept state, as the sequential backend leaves it
+        if adam and carried:
+            c.client.update(adam_m=first[j], adam_v=second[j], **{STEP_KEY: done[j] + counts[j].item()})
+        elif carried:
+            c.client.update(momentum=velocity[j])
     return W, counts.tolist()

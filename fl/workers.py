@@ -34,7 +34,7 @@ import torch
 import torch.multiprocessing as mp
 
 from fl.algorithms import Algorithm, Context
-from fl.clients import ClientSet, LocalConfig
+from fl.clients import ClientSet, LocalConfig, carried_rows
 from fl.engine import EngineState, batch_sums, client_seed, client_work, combine_sums
 from fl.flat import FlatModel
 from fl.methods.base import ClientRound, Method
@@ -189,7 +189,8 @@ class Workers:
     ) -> tuple[list[tuple[torch.Tensor, int]], list[dict], float]:
         """Round t's participants, each with its algorithm state ``rows[j]`` and its method entries: [(y_i, K_i)]
         and the clients' logs in participant order, and the seconds spent in the method's hooks (summed). The
-        clients' new method entries are written into ``method_state["clients"]``."""
+        clients' new method entries are written into ``method_state["clients"]``, their kept optimiser rows into
+        ``rows[j]``."""
         assert self.run is not None, "Workers.setup first"
         try:
             header = (t, state.x, float(state.lr), state.server, method_state.get("server", {}))
@@ -212,7 +213,8 @@ class Workers:
             while busy:
                 ready = wait([self.connections[k] for k in busy] + [self.processes[k].sentinel for k in busy])
                 for k in [k for k in busy if self.connections[k] in ready or self.processes[k].sentinel in ready]:
-                    (j, y, steps, entries, log, seconds) = from_wire(self.receive(k, f"training round {t}")[0])
+                    (j, y, steps, entries, log, seconds, kept) = from_wire(self.receive(k, f"training round {t}")[0])
+                    rows[j].update({key: v.to(state.x.device) for key, v in kept.items()})  # kept optimiser state
                     results[j] = (y.to(state.x.device), steps, entries, log, seconds)
                     del busy[k]
                     if queue:
@@ -310,11 +312,13 @@ def serve(conn: Connection, parent: int) -> None:
 
 
 def train_one(run: RunSpec, flat: FlatModel, header: tuple, j: int, i: int, rows: dict, entries: dict | None):
-    """Client i's round in this worker: (j, y_i, K_i, its method entries, its log, seconds in the method's hooks)."""
+    """Client i's round in this worker: (j, y_i, K_i, its method entries, its log, seconds in the method's hooks,
+    its kept optimiser rows)."""
     t, x, lr, server, method_server = header
     method_state = {"server": method_server, "clients": {} if entries is None else {i: entries}}
     ctx = Context(x, server, rows, flat.head_mask)
     log: dict = {}
     hook = ClientRound(t, i, x, flat, run.data, run.local, method_state, client_seed(run.seed, t, i, 1), log)
     y, steps, seconds = client_work(flat, run.algorithm, run.data, run.local, run.method, hook, ctx, lr, run.seed)
-    return j, y, steps, method_state["clients"].get(i), log, seconds
+    kept = {k: rows[k] for k in carried_rows(run.local)}
+    return j, y, steps, method_state["clients"].get(i), log, seconds, kept

@@ -10,9 +10,15 @@ function of its arguments (same ``rng`` state -> same partition) and never loops
   c; client sizes vary (a client can be empty at small α), with an optional minimum client size enforced by a
   bounded number of redraws. This is the scheme of Yurochkin et al. 2019 ("Bayesian nonparametric federated
   learning of neural networks") and Wang et al. 2020 (FedMA), benchmarked in NIID-Bench (Li, Diao, Chen and He
-  2022, "Federated learning on non-IID data silos: an experimental study") and used by MOON (Li, He and Song
-  2021) and the FedCOG code (NIID-1). Fedssyn's partition (after FedDF, Lin et al. 2020) splits per class too,
-  but caps a client at the average size and redraws until every client has half of it (not implemented here).
+  2022, "Federated learning on non-IID data silos: an experimental study"), without the cap at n/N samples that
+  NIID-Bench's code (used by MOON and FedCOG's code) adds: that one is "dirichlet-capped". Fedssyn's partition
+  (after FedDF, Lin et al. 2020) splits per class too, but caps a client at the average size and redraws until
+  every client has half of it (not implemented here).
+- :func:`dirichlet_capped` ("dirichlet-capped"): NIID-Bench's loop as its code runs it (FedCOG's NIID-1): as
+  "dirichlet", but class by class, and a client that already holds n/N samples gets no share of later classes.
+- :func:`dirichlet_balanced` ("dirichlet-balanced"): DynaFed's code: the per-class Dirichlet matrix balanced by
+  Sinkhorn's iteration, so clients hold about n/N samples each.
+- :func:`label_groups` ("label-groups"): FedCOG's code's k-label skew (its NIID-2): fixed groups of k labels.
 - :func:`dirichlet_hsu` ("dirichlet-hsu"): label skew by drawing each client's class mix, q_i ~ Dir_K(α·prior)
   with the prior the global class frequencies, for clients of equal size n/N (Hsu, Qi and Brown 2019,
   "Measuring the effects of non-identical data distribution for federated visual classification", the FedAvgM
@@ -196,18 +202,122 @@ def dirichlet_hsu(labels: ArrayLike, n_clients: int, rng: np.random.Generator, a
     return parts
 
 
+def dirichlet_capped(
+    labels: ArrayLike, n_clients: int, rng: np.random.Generator, alpha: float = 0.5, min_size: int = 0,
+    max_draws: int = 1000,
+) -> Partition:  # fmt: skip
+    """NIID-Bench's own loop (Li et al. 2022; MOON's and FedCOG's code): class by class, q_c ~ Dirichlet(α·1_N),
+    but a client that already holds n/N samples or more gets no share of the classes that follow (q_{c,i} := 0,
+    renormalised; the cap :func:`dirichlet` omits); each class is cut at floor(cumsum(q_c)·n_c). Redraws the whole
+    partition until every client has ``min_size`` samples (at most ``max_draws`` times; InputError after).
+
+    >>> parts = dirichlet_capped(np.repeat(np.arange(3), 10), 3, np.random.default_rng(0), alpha=0.1)
+    >>> sorted(np.concatenate(parts).tolist()) == list(range(30))
+    True
+    """
+    labels, n_clients = _labels(labels, n_clients)
+    alpha = float(_validate.positive("alpha", alpha))
+    min_size = _validate.count("min_size", min_size, minimum=0)
+    max_draws = _validate.count("max_draws", max_draws)
+    if min_size * n_clients > labels.size:
+        raise InputError(f"min_size {min_size} x {n_clients} clients exceeds the {labels.size} samples")
+    members = [np.flatnonzero(labels == cls) for cls in np.unique(labels)]
+    for _ in range(max_draws):
+        parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+        sizes = np.zeros(n_clients, dtype=np.int64)
+        for idx in members:
+            shuffled = rng.permutation(idx)
+            q = np.nan_to_num(rng.dirichlet(np.full(n_clients, alpha)))
+            capped = q * (sizes < labels.size / n_clients)
+            q = capped if capped.sum() > 0 else q  # every client with mass is full: keep the draw as it is
+            if q.sum() <= 0:  # numpy's sampler can return a NaN row for tiny α: one owner
+                q = np.eye(n_clients)[rng.integers(n_clients)]
+            cuts = (np.cumsum(q / q.sum()) * idx.size).astype(np.int64)[:-1]
+            for i, piece in enumerate(np.split(shuffled, cuts)):
+                parts[i].append(piece)
+                sizes[i] += piece.size
+        if sizes.min() >= min_size:
+            return [np.sort(np.concatenate(p)) for p in parts]
+    raise InputError(
+        f"no capped Dirichlet(alpha={alpha:g}) draw in {max_draws} gave every one of {n_clients} clients at least "
+        f"{min_size} samples; lower min_size or raise alpha"
+    )
+
+
+def dirichlet_balanced(
+    labels: ArrayLike, n_clients: int, rng: np.random.Generator, alpha: float = 0.5, iterations: int = 1000
+) -> Partition:
+    """DynaFed's code (``split_dirichlet`` with ``make_double_stochstic``): the C × N matrix of q_c ~
+    Dirichlet(α·1_N) is balanced by Sinkhorn's iteration (columns, then rows, normalised to sum 1, up to
+    ``iterations`` times or until both are exactly 1), so every class is split whole and every client holds
+    about n/N samples; class c is cut at floor(cumsum(q_c)·n_c). A client whose column is all zero (possible at
+    tiny α) stays empty, which a run refuses.
+
+    >>> parts = dirichlet_balanced(np.repeat(np.arange(4), 20), 4, np.random.default_rng(0), alpha=0.1)
+    >>> sorted(np.concatenate(parts).tolist()) == list(range(80))
+    True
+    """
+    labels, n_clients = _labels(labels, n_clients)
+    alpha = float(_validate.positive("alpha", alpha))
+    iterations = _validate.count("iterations", iterations)
+    members = [np.flatnonzero(labels == cls) for cls in np.unique(labels)]
+    q = np.nan_to_num(rng.dirichlet(np.full(n_clients, alpha), size=len(members)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for _ in range(iterations):
+            q = np.nan_to_num(q / q.sum(0))
+            q = np.nan_to_num(q / q.sum(1)[:, None])
+            if np.all(q.sum(1) == 1) and np.all(q.sum(0) == 1):
+                break
+    parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+    for idx, q_c in zip(members, q):
+        if q_c.sum() <= 0:  # a class with no mass anywhere: one owner
+            q_c = np.eye(n_clients)[rng.integers(n_clients)]
+        cuts = (np.cumsum(q_c / q_c.sum()) * idx.size).astype(np.int64)[:-1]
+        for i, piece in enumerate(np.split(rng.permutation(idx), cuts)):
+            parts[i].append(piece)
+    return [np.sort(np.concatenate(p)) for p in parts]
+
+
+def label_groups(labels: ArrayLike, n_clients: int, rng: np.random.Generator, classes_per_client: int = 2) -> Partition:
+    """FedCOG's code ``noniid-skew-k`` (its NIID-2 with k = 2): the C classes form C/k groups of k consecutive
+    labels; client i holds group i mod (C/k), and each class is cut into equal blocks, one per client that holds
+    it (so with 10 clients and k = 2, clients i and i + 5 share the same two classes, 3,000 images of each on
+    FMNIST). Deterministic apart from the order inside a class (``rng``). Needs C divisible by k and N ≥ C/k.
+
+    >>> [len(c) for c in label_groups(np.repeat(np.arange(4), 4), 4, np.random.default_rng(0))]
+    [4, 4, 4, 4]
+    """
+    labels, n_clients = _labels(labels, n_clients)
+    k = _validate.count("classes_per_client", classes_per_client)
+    classes = np.unique(labels)
+    if classes.size % k:
+        raise InputError(f"label-groups: {classes.size} classes do not form groups of {k}")
+    n_groups = classes.size // k
+    if n_clients < n_groups:
+        raise InputError(f"label-groups: {n_clients} clients cannot hold all {n_groups} groups of {k} classes")
+    group = np.arange(n_clients) % n_groups
+    parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+    for c, cls in enumerate(classes):
+        holders = np.flatnonzero(group == c // k)
+        for i, piece in zip(holders, np.array_split(rng.permutation(np.flatnonzero(labels == cls)), holders.size)):
+            parts[i].append(piece)
+    return [np.sort(np.concatenate(p)) for p in parts]
+
+
 PARTITIONERS: dict[str, Callable[..., Partition]] = {
     "iid": iid,
     "split-by-class": split_by_class,
     "shards": shards,
     "dirichlet": dirichlet,
     "dirichlet-hsu": dirichlet_hsu,
+    "dirichlet-capped": dirichlet_capped,
+    "dirichlet-balanced": dirichlet_balanced,
+    "label-groups": label_groups,
 }
 
 
 def partition(name: str, labels: ArrayLike, n_clients: int, rng: np.random.Generator, **params) -> Partition:
-    """Dispatch by name (``iid``, ``split-by-class``, ``shards``, ``dirichlet``, ``dirichlet-hsu``) with keyword
-    parameters."""
+    """Dispatch by name (a key of :data:`PARTITIONERS`) with keyword parameters."""
     if name not in PARTITIONERS:
         raise InputError(f"unknown partition {name!r}; known: {', '.join(PARTITIONERS)}")
     try:

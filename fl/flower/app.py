@@ -50,11 +50,13 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fl.algorithms import Context as AlgorithmContext
+from fl.clients import carried_rows
 from fl.config import RunConfig, build_method, from_dict
 from fl.engine import (
     ClientSet,
     EngineState,
     aggregation_weights,
+    carried_zeros,
     client_seed,
     client_work,
     merge_log,
@@ -339,7 +341,8 @@ def train(msg: Message, context: Context) -> Message:
     x = unpack(msg.content["x"], exp.flat.params, None)["x"]
     server = {k: torch.zeros_like(x) for k in exp.algorithm.server_keys}
     server |= unpack(msg.content["server"], x, mask)
-    zeros = {k: torch.zeros_like(x) for k in exp.algorithm.client_keys}
+    zeros = {k: torch.zeros_like(x) for k in exp.algorithm.client_keys} | carried_zeros(carried_rows(exp.local), 1, x)
+    zeros = {k: v.reshape(-1) for k, v in zeros.items()}  # one client's rows
     own = unpack(context.state["client"], x, None) if "client" in context.state else zeros
     ctx = AlgorithmContext(x, server, own, exp.flat.head_mask)
     entries = load_entries(context)
@@ -349,7 +352,7 @@ def train(msg: Message, context: Context) -> Message:
     y, steps, seconds_method = client_work(exp.flat, exp.algorithm, data, exp.local, exp.method, hook, ctx, lr, seed)
     if i in method_state["clients"]:
         save_entries(context, method_state["clients"][i])
-    new = exp.algorithm.client_update(y, ctx, steps, lr)
+    new = exp.algorithm.client_update(y, ctx, steps, lr) | {k: ctx.client[k] for k in carried_rows(exp.local)}
     if new:
         context.state["client"] = pack(new, None)
     content = RecordDict(
