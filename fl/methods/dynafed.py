@@ -33,6 +33,7 @@ probability). The estimators' δ² compares ∇f of the real clients with ∇ of
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -41,11 +42,15 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad
 
+from fl.augment import DSA_STRATEGY, dsa, strategy_groups
 from fl.estimators import soft_cross_entropy
 from fl.methods.base import Method, Picture, ServerRound, require
+from theory.errors import InputError
 
 DISTANCES = ("cosine", "euclidean")
 OPTIMISERS = ("sgd", "adam")
+AUGMENTS = ("dsa", "none")
+TARGET_DRAWS = ("paper", "code")
 
 
 def distance(w: torch.Tensor, start: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
@@ -55,23 +60,45 @@ def distance(w: torch.Tensor, start: torch.Tensor, target: torch.Tensor, kind: s
     return (w - target).pow(2).sum() / (start - target).pow(2).sum().clamp_min(torch.finfo(w.dtype).tiny)
 
 
-def unroll(model, named, w, inputs, label_logits, steps: int, lr: torch.Tensor) -> torch.Tensor:
-    """A(X, y, w, s'): ``steps`` full-batch SGD steps on CE(w; X, softmax(y)), differentiable in X, y and α."""
+def label_loss(logits: torch.Tensor, probabilities: torch.Tensor, class_mean: bool) -> torch.Tensor:
+    """CE(w; X, softmax(y)) with soft labels; ``class_mean``: also averaged over the C classes (÷ C), as the
+    authors' code's ``kd_loss`` (a mean over batch and classes) computes it."""
+    loss = soft_cross_entropy(logits, probabilities)
+    return loss / logits.shape[1] if class_mean else loss
 
-    def loss(vector):
-        return soft_cross_entropy(functional_call(model, named(vector), (inputs,)), F.softmax(label_logits, 1))
+
+def unroll(
+    model, named, w, inputs, label_logits, steps: int, lr: torch.Tensor, augment: Callable | None = None,
+    class_mean: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """A(X, y, w, s'): ``steps`` full-batch SGD steps on CE(w; X, softmax(y)), differentiable in X, y and α; with
+    ``augment`` each step sees its own augmentation of X (DSA, differentiable in X)."""
+
+    def loss(vector, batch):
+        logits = functional_call(model, named(vector), (batch,))
+        return label_loss(logits, F.softmax(label_logits, 1), class_mean)
 
     step = grad(loss)
     for _ in range(steps):
-        w = w - lr * step(w)
+        w = w - lr * step(w, inputs if augment is None else augment(inputs))
     return w
 
 
-def match_loss(model, named, trajectory, inputs, label_logits, lr, t: int, segment: int, middle, steps: int, kind):
-    """The matching loss of one segment: start w^t, target the mean of w^{t+s} and w^{t+m} for m in ``middle``."""
+def match_target(trajectory: torch.Tensor, t: int, middle) -> torch.Tensor:
+    """w* of a segment from w^t: the mean of w^{t+m} for m in ``middle`` ("paper": w^{t+s} and 2 between;
+    "code": 2 to s draws with replacement from t+1..t+s)."""
+    return torch.stack([trajectory[t + m] for m in middle]).mean(0)
+
+
+def match_loss(
+    model, named, trajectory, inputs, label_logits, lr, t: int, middle, steps: int, kind: str,
+    augment: Callable | None = None, class_mean: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """The matching loss of one segment: start w^t, target the mean of w^{t+m} for m in ``middle``."""
     start = trajectory[t]
-    target = torch.stack([trajectory[t + segment], *(trajectory[t + m] for m in middle)]).mean(0)
-    return distance(unroll(model, named, start, inputs, label_logits, steps, lr), start, target, kind)
+    target = match_target(trajectory, t, middle)
+    end = unroll(model, named, start, inputs, label_logits, steps, lr, augment, class_mean)
+    return distance(end, start, target, kind)
 
 
 @dataclass(frozen=True)
@@ -101,6 +128,11 @@ class DynaFed(Method):
     finetune_lr: float = 1e-4
     finetune_optimizer: str = "adam"
     log_every: int = 10
+    augment: str = "dsa"
+    dsa_strategy: str = DSA_STRATEGY
+    target_draw: str = "paper"
+    initial_checkpoint: bool = False
+    class_mean: bool = False
 
     def check(self) -> DynaFed:
         require(self.segment >= 1, "segment", "must be >= 1")
@@ -121,16 +153,51 @@ class DynaFed(Method):
         require(self.finetune_lr > 0, "finetune_lr", "must be > 0")
         require(self.finetune_optimizer in OPTIMISERS, "finetune_optimizer", f"must be one of {', '.join(OPTIMISERS)}")
         require(self.log_every >= 1, "log_every", "must be >= 1")
+        require(self.augment in AUGMENTS, "augment", f"must be one of {', '.join(AUGMENTS)}")
+        try:
+            strategy_groups(self.dsa_strategy)
+        except ValueError as error:
+            require(False, "dsa_strategy", str(error))
+        require(self.target_draw in TARGET_DRAWS, "target_draw", f"must be one of {', '.join(TARGET_DRAWS)}")
+        require(self.target_draw == "paper" or self.segment >= 2, "segment", "must be >= 2 with target_draw 'code'")
         return self
 
     def first_stateful_round(self) -> int:
         return 1  # the trajectory starts with round 1
 
-    def after_aggregate(self, s: ServerRound) -> torch.Tensor:
+    def before_round(self, s: ServerRound) -> None:
+        if s.t == 1 and self.initial_checkpoint:  # the code's trajectory starts with the initial model w^0
+            self.record(s)
+
+    def record(self, s: ServerRound) -> None:
+        """Append s.x to the trajectory (replacing the entry: the previous state stays whole)."""
         server = s.state["server"]
-        if s.t <= self.trajectory_rounds:  # record w^t (replacing the entry: the previous state stays whole)
-            previous = server.get("trajectory", torch.empty(0, s.x.numel(), dtype=s.x.dtype))
-            server["trajectory"] = torch.cat([previous, s.x.detach().cpu()[None]])
+        previous = server.get("trajectory", torch.empty(0, s.x.numel(), dtype=s.x.dtype))
+        server["trajectory"] = torch.cat([previous, s.x.detach().cpu()[None]])
+
+    def augmenter(self, generator: torch.Generator, shape: tuple[int, ...]) -> Callable | None:
+        """DSA with the method's strategy and draws from ``generator`` (None with ``augment = "none"``), for
+        images of ``shape`` (C, H, W)."""
+        if self.augment == "none":
+            return None
+        if len(shape) != 3:
+            raise InputError(f"method.augment = 'dsa' needs images (C, H, W), not samples of shape {shape}; "
+                             "set method.augment = 'none'")  # fmt: skip
+        groups = strategy_groups(self.dsa_strategy)
+        return lambda batch: dsa(batch, groups, generator)
+
+    def draw_segment(self, draws: np.random.Generator, n_checkpoints: int) -> tuple[int, list[int]]:
+        """A start t, uniform over the segments that fit, and the offsets m of the checkpoints averaged into w*."""
+        t = int(draws.integers(0, n_checkpoints - self.segment))
+        if self.target_draw == "code":  # 2..s checkpoints, with replacement, from w^{t+1..t+s}
+            count = int(draws.integers(2, self.segment + 1))
+            return t, [int(m) for m in draws.integers(1, self.segment + 1, count)]
+        middle = draws.integers(1, self.segment, self.target_average) if self.segment > 1 else []
+        return t, [self.segment, *(int(m) for m in middle)]
+
+    def after_aggregate(self, s: ServerRound) -> torch.Tensor:
+        if s.t <= self.trajectory_rounds:  # record w^t
+            self.record(s)
         if s.t == self.trajectory_rounds:
             self.synthesize(s)
         if s.t > self.trajectory_rounds:
@@ -151,17 +218,17 @@ class DynaFed(Method):
         optimiser = torch.optim.Adam(groups)
         lr_optimiser = torch.optim.Adam([lr], lr=self.inner_lr_lr) if self.inner_lr_lr > 0 else None
         draws = np.random.default_rng(s.seed)
+        augment = self.augmenter(s.generator, shape)
         flat.model.eval()
         start, losses = time.perf_counter(), []
         for n_iter in range(self.iterations):
-            t = int(draws.integers(0, self.trajectory_rounds - self.segment))  # w^t, t+s <= L (0-based)
-            middle = draws.integers(1, self.segment, self.target_average) if self.segment > 1 else []
+            t, middle = self.draw_segment(draws, len(trajectory))  # w^t, t+s within the trajectory (0-based)
             optimiser.zero_grad()
             if lr_optimiser is not None:
                 lr_optimiser.zero_grad()
             loss = match_loss(
-                flat.model, flat.named, trajectory, inputs, label_logits, lr, t, self.segment,
-                [int(m) for m in middle], self.inner_steps, self.distance,
+                flat.model, flat.named, trajectory, inputs, label_logits, lr, t, middle, self.inner_steps,
+                self.distance, augment, self.class_mean,
             )  # fmt: skip
             loss.backward()
             optimiser.step()
@@ -183,10 +250,12 @@ class DynaFed(Method):
         w = s.x.detach().clone().requires_grad_(True)
         optimiser_class = torch.optim.SGD if self.finetune_optimizer == "sgd" else torch.optim.Adam
         optimiser = optimiser_class([w], lr=self.finetune_lr)
+        augment = self.augmenter(s.generator, tuple(inputs.shape[1:]))
         flat.model.eval()
         for _ in range(self.finetune_steps):
             optimiser.zero_grad()
-            soft_cross_entropy(functional_call(flat.model, flat.named(w), (inputs,)), probabilities).backward()
+            batch = inputs if augment is None else augment(inputs)
+            label_loss(functional_call(flat.model, flat.named(w), (batch,)), probabilities, self.class_mean).backward()
             optimiser.step()
         return w.detach()
 
