@@ -36,14 +36,19 @@ Choices the paper leaves open, with what we chose (../shared/notes/hfmds.md):
 - Synthesis by the round's participants (the paper has all K clients active; with partial participation the
   others cannot compute). "replace" by default: Algorithm 1 line 5 overwrites D̂_{k,syn}.
 - The privacy metric (Table 3): PSNR = 10 log10(MAX²/MSE) per synthetic sample against its paired real one,
-  in pixel units: differences divided by each channel's data range (max − min of the real data), so MAX = 1,
-  x̂ unclipped; identical images give +inf (reported as such; the mean is then inf).
+  in pixel units: both images in the standardised domain the model sees, differences divided by each channel's
+  data range (max − min of the real data: white − black), so MAX = 1 is one full pixel range; x̂ unclipped
+  (``psnr_mean``), and x̂ clipped to the real data's [black, white] per channel, the image one can display
+  (``psnr_clamped_mean``); identical images give +inf (reported as such; the mean is then inf). Also logged: the
+  share of x̂'s values outside [black, white] and x̂'s 1/50/99% quantiles in pixel units (0 black, 1 white).
 
-Reported: per synthesis, in the round's log and ``summary.json``: seconds, the objective's first and last value,
-PSNR (mean, min, max), the pool's size, the numbers it costs (uploads B_g·d per synthesising client, every one of
-the N clients downloads the pool; also added to the run's communication), and FLOPs from
-``torch.utils.flop_counter`` (one inversion step × T_g per client; one mixed local step × steps against one
-real-only step). The run folder gets ``hfmds_pool.png`` (the last pool, a row per class).
+Reported, every round with a pool: each participant's share of its first mixed step's gradient that comes
+from the pool, ‖g_p‖ / (‖g_r‖ + ‖g_p‖) with g_r = ∇α·CE(real), g_p = ∇(1 − α)·CE(pool), and the cosine of the two
+(``pool_share``, ``pool_cosine`` in the round's log). Per synthesis, in the round's log and ``summary.json``:
+seconds, the objective's first and last value, PSNR (mean, min, max), the pool's size, the numbers it costs (uploads
+B_g·d per synthesising client, every one of the N clients downloads the pool; also added to the run's
+communication), and FLOPs from ``torch.utils.flop_counter`` (one inversion step × T_g per client; one mixed local
+step × steps against one real-only step). The run folder gets ``hfmds_pool.png`` (the last pool, a row per class).
 """
 
 from __future__ import annotations
@@ -104,6 +109,12 @@ def psnr(a: torch.Tensor, b: torch.Tensor, data_range: torch.Tensor | float) -> 
     return 10 * torch.log10(1 / mse)  # mse = 0 gives +inf
 
 
+def clamp(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """x clipped to [low, high] per channel (the displayable pixel range of the real data)."""
+    shape = (1, -1, *([1] * (x.ndim - 2)))
+    return torch.maximum(torch.minimum(x, high.view(shape)), low.view(shape))
+
+
 def invert(
     model, x_real: torch.Tensor, y_real: torch.Tensor, prototypes: torch.Tensor, mu: float, steps: int, lr: float,
     generator: torch.Generator, cam_relu: bool = True,
@@ -146,6 +157,7 @@ class Mixed:
     prototypes: bool = False
     sums: torch.Tensor | None = field(default=None, repr=False)
     counts: torch.Tensor | None = field(default=None, repr=False)
+    share: dict | None = None
 
     def loss(self, model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.pool is None:
@@ -157,6 +169,8 @@ class Mixed:
         self.accumulate(z[: len(y)].detach(), y)
         logits = model.classifier(z)
         real, synthetic = F.cross_entropy(logits[: len(y)], y), F.cross_entropy(logits[len(y) :], self.pool[1][batch])
+        if self.share is None:  # the round's first step: how much of the mixed gradient the pool contributes
+            self.share = gradient_share(model, self.alpha * real, (1 - self.alpha) * synthetic)
         return self.alpha * real + (1 - self.alpha) * synthetic
 
     def accumulate(self, z: torch.Tensor, y: torch.Tensor) -> None:
@@ -167,6 +181,16 @@ class Mixed:
             self.counts = torch.zeros(self.n_classes, dtype=z.dtype, device=z.device)
         self.sums.index_add_(0, y, z)
         self.counts.index_add_(0, y, torch.ones_like(y, dtype=z.dtype))
+
+
+def gradient_share(model, real: torch.Tensor, pool: torch.Tensor) -> dict:
+    """The two terms of the mixed step's gradient (eq. 6), g_r = ∇α·CE(real) and g_p = ∇(1 − α)·CE(pool):
+    ``pool_share`` = ‖g_p‖ / (‖g_r‖ + ‖g_p‖) and their cosine (the graph is kept for the step's own backward)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    g_r = torch.cat([g.reshape(-1) for g in torch.autograd.grad(real, params, retain_graph=True)])
+    g_p = torch.cat([g.reshape(-1) for g in torch.autograd.grad(pool, params, retain_graph=True)])
+    n_r, n_p = float(g_r.norm()), float(g_p.norm())
+    return {"pool_share": n_p / max(n_r + n_p, 1e-300), "cosine": float(F.cosine_similarity(g_r, g_p, dim=0))}
 
 
 def count_flops(fn) -> int:
@@ -226,8 +250,9 @@ class HFMDs(Method):
         start, sets, logs = time.perf_counter(), [], []
         flat.load(s.x)
         flat.model.eval()
-        data_range = data.x.transpose(0, 1).flatten(1)
-        data_range = data_range.max(1).values - data_range.min(1).values
+        channels = data.x.transpose(0, 1).flatten(1)
+        low, high = channels.min(1).values, channels.max(1).values  # black and white of each channel
+        data_range, spread = high - low, []
         for k in s.clients:  # client k's own draws: seeded by (round seed, k)
             generator = torch.Generator().manual_seed(int(np.random.SeedSequence([s.seed, k]).generate_state(1)[0]))
             train = data.train[k]
@@ -241,7 +266,8 @@ class HFMDs(Method):
                 flat.model, x_real, y_real, prototypes, self.mu, self.steps, self.lr, generator, self.cam_relu
             )
             sets.append((x_hat, y_real))
-            logs.append((losses, psnr(x_hat, x_real, data_range)))
+            logs.append((losses, psnr(x_hat, x_real, data_range), psnr(clamp(x_hat, low, high), x_real, data_range)))
+            spread.append(((x_hat - low.view(1, -1, 1, 1)) / data_range.view(1, -1, 1, 1)).flatten())
         pool_x = torch.cat([x for x, _ in sets])
         pool_y = torch.cat([y for _, y in sets])
         if self.pool == "accumulate" and "pool_x" in server:
@@ -249,15 +275,26 @@ class HFMDs(Method):
         server["pool_x"], server["pool_y"], server["n_classes"] = pool_x, pool_y, data.n_classes
         d = int(np.prod(data.x.shape[1:]))
         numbers = sum(len(y) for _, y in sets) * d + data.n_clients * len(pool_y) * d
-        values = torch.cat([v for _, v in logs])
+        values = torch.cat([v for _, v, _ in logs])
+        clamped = torch.cat([v for _, _, v in logs])
+        pixels = torch.cat(spread)  # x̂ in pixel units: 0 = black, 1 = white
         record = {
             "round": s.t,
             "seconds": time.perf_counter() - start,
-            "loss_first": float(np.mean([losses[0] for losses, _ in logs if losses] or [np.nan])),
-            "loss_last": float(np.mean([losses[-1] for losses, _ in logs if losses] or [np.nan])),
+            "loss_first": float(np.mean([losses[0] for losses, *_ in logs if losses] or [np.nan])),
+            "loss_last": float(np.mean([losses[-1] for losses, *_ in logs if losses] or [np.nan])),
             "psnr_mean": float(values.mean()),
             "psnr_min": float(values.min()),
             "psnr_max": float(values.max()),
+            "psnr_clamped_mean": float(clamped.mean()),
+            "pixels_outside": float(((pixels < 0) | (pixels > 1)).double().mean()),
+            "pixels_quantiles": [
+                float(q)
+                for q in torch.quantile(
+                    pixels.double()[:: max(1, len(pixels) // 100_000)],
+                    torch.tensor([0.01, 0.5, 0.99], dtype=torch.float64),
+                )
+            ],
             "pool_size": len(pool_y),
             "numbers_sent": numbers,
             **self.flops(flat.model, sets[0], data, pool_x, pool_y),
@@ -319,6 +356,9 @@ class HFMDs(Method):
 
     def after_client(self, c: ClientRound, y: torch.Tensor) -> None:
         task = c.task
+        if task is not None and task.share is not None:  # per participant, at its first local step
+            c.log["pool_share"] = [*c.log.get("pool_share", []), task.share["pool_share"]]
+            c.log["pool_cosine"] = [*c.log.get("pool_cosine", []), task.share["cosine"]]
         if not self.uses_prototypes or task is None or task.sums is None:
             return
         old = c.state["clients"].get(c.i, {})

@@ -197,7 +197,10 @@ def test_fmds_starts_from_a_fedavg_state_and_accumulates_its_pool(cifar_root, tm
     init = ("--init-from", str(fedavg / "checkpoint_round2.pt"), "--set", "method.pool='accumulate'")
     assert main(hfmds_args(cifar_root, fmds, "fedavg", "fmds", *keep, *init)) == 0
     rows = metrics(fmds)
-    assert [r["method"]["synthesis"]["pool_size"] for r in rows if "method" in r] == [20, 40]  # rounds 3, 6
+    assert [r["method"]["synthesis"]["pool_size"] for r in rows if "synthesis" in r.get("method", {})] == [
+        20,
+        40,
+    ]  # rounds 3, 6
     saved = torch.load(fmds / "checkpoint.pt", weights_only=True)
     assert saved["method"]["clients"] == {}  # FMDS keeps no prototypes
     # HFMDs keeps prototypes from round 1: it cannot start from a state the FedAvg run left without them
