@@ -179,8 +179,7 @@ def init_state(
     (:func:`fl.clients.carried_rows`), zero (a fresh optimiser) at the start."""
     x = flat.params.detach().clone()
     zeros = torch.zeros_like(x)
-    clients = {k: torch.zeros(n_clients, x.numel(), dtype=x.dtype, device=x.device) for k in algorithm.client_keys}
-    clients |= carried_zeros(carried, n_clients, x)
+    clients = client_zeros(algorithm.client_keys + carried, n_clients, x)
     return EngineState(
         round=1,
         x=x,
@@ -190,10 +189,11 @@ def init_state(
     )
 
 
-def carried_zeros(carried: tuple[str, ...], n_clients: int, x: torch.Tensor) -> State:
-    """Zero optimiser rows for ``n_clients`` (width P, the step count width 1), like ``x``."""
+def client_zeros(keys: tuple[str, ...], n_clients: int, x: torch.Tensor) -> State:
+    """Zero client-state rows for ``n_clients`` like ``x``: P numbers each (the algorithm's states and the kept
+    optimiser's moments), one for Adam's step count."""
     width = {STEP_KEY: 1}
-    return {k: torch.zeros(n_clients, width.get(k, x.numel()), dtype=x.dtype, device=x.device) for k in carried}
+    return {k: torch.zeros(n_clients, width.get(k, x.numel()), dtype=x.dtype, device=x.device) for k in keys}
 
 
 def place_clients(clients: State, where: str) -> State:

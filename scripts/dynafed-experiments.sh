@@ -20,12 +20,7 @@ case $SETTING in
   *) echo "SETTING must be code or paper" >&2; exit 2 ;;
 esac
 
-run() {  # run OUT ARGS...: finished -> skip, started -> resume, else start
-  local out=$1; shift
-  if [ -f "$out/summary.json" ]; then echo "$out: done"; return; fi
-  if [ -f "$out/config.json" ]; then "$PYTHON" -m fl.run --resume "$out" --quiet; return; fi
-  "$PYTHON" -m fl.run "$@" --out "$out" --quiet
-}
+source scripts/resumable.sh  # run OUT ARGS...: skip if done, resume if started, else start
 
 D=$RUNS/dynafed_fmnist_a001_${SETTING}_n${N}_${AUGMENT}
 run "$D" --config $CONFIG --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$L &

@@ -10,12 +10,7 @@ PYTHON=${PYTHON:-python}
 RUNS=${SHUFFLEFL_RUNS:-results}/runs  # keep long runs outside the work tree: SHUFFLEFL_RUNS=~/.cache/shufflefl
 SEEDS=${*:-0}
 
-run() {  # run OUT ARGS...: finished -> skip, checkpoint -> resume, else start
-  local out=$1; shift
-  if [ -f "$out/summary.json" ]; then echo "$out: done"; return; fi
-  if [ -f "$out/config.json" ]; then "$PYTHON" -m fl.run --resume "$out" --quiet; return; fi
-  "$PYTHON" -m fl.run "$@" --out "$out" --overwrite --quiet
-}
+source scripts/resumable.sh  # run OUT ARGS...: skip if done, resume if started, else start
 
 for seed in $SEEDS; do
   for part in niid1 niid2; do

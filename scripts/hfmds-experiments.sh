@@ -14,12 +14,7 @@ EXTRA=()
 [ "$PART" = shards ] && EXTRA=(--set 'data.partition="shards"')
 R=$RUNS/hfmds_fmnist_${PART}
 
-run() {  # run OUT ARGS...: finished -> skip, started -> resume, else start
-  local out=$1; shift
-  if [ -f "$out/summary.json" ]; then echo "$out: done"; return; fi
-  if [ -f "$out/config.json" ]; then "$PYTHON" -m fl.run --resume "$out" --quiet; return; fi
-  "$PYTHON" -m fl.run "$@" --out "$out" --quiet
-}
+source scripts/resumable.sh  # run OUT ARGS...: skip if done, resume if started, else start
 
 run ${R}_hfmds --config configs/hfmds_fmnist_dir001_hfmds.toml "${EXTRA[@]}" &
 while [ ! -f ${R}_hfmds/checkpoint_round19.pt ]; do sleep 30; done

@@ -108,6 +108,17 @@ def shards(labels: ArrayLike, n_clients: int, rng: np.random.Generator, classes_
     return [np.sort(np.concatenate([pieces[s] for s in row])) for row in dealt]
 
 
+def _dirichlet_args(labels, n_clients, alpha, min_size, max_draws) -> tuple[np.ndarray, int, float, int, int]:
+    """The checked arguments of the Dirichlet splits that redraw for a minimum size."""
+    labels, n_clients = _labels(labels, n_clients)
+    alpha = float(_validate.positive("alpha", alpha))
+    min_size = _validate.count("min_size", min_size, minimum=0)
+    max_draws = _validate.count("max_draws", max_draws)
+    if min_size * n_clients > labels.size:
+        raise InputError(f"min_size {min_size} x {n_clients} clients exceeds the {labels.size} samples")
+    return labels, n_clients, alpha, min_size, max_draws
+
+
 def dirichlet(
     labels: ArrayLike,
     n_clients: int,
@@ -129,12 +140,7 @@ def dirichlet(
     >>> sorted(np.concatenate(parts).tolist()) == list(range(30))
     True
     """
-    labels, n_clients = _labels(labels, n_clients)
-    alpha = float(_validate.positive("alpha", alpha))
-    min_size = _validate.count("min_size", min_size, minimum=0)
-    max_draws = _validate.count("max_draws", max_draws)
-    if min_size * n_clients > labels.size:
-        raise InputError(f"min_size {min_size} x {n_clients} clients exceeds the {labels.size} samples")
+    labels, n_clients, alpha, min_size, max_draws = _dirichlet_args(labels, n_clients, alpha, min_size, max_draws)
     classes = np.unique(labels)
     members = [np.flatnonzero(labels == cls) for cls in classes]
     for _ in range(max_draws):
@@ -215,12 +221,7 @@ def dirichlet_capped(
     >>> sorted(np.concatenate(parts).tolist()) == list(range(30))
     True
     """
-    labels, n_clients = _labels(labels, n_clients)
-    alpha = float(_validate.positive("alpha", alpha))
-    min_size = _validate.count("min_size", min_size, minimum=0)
-    max_draws = _validate.count("max_draws", max_draws)
-    if min_size * n_clients > labels.size:
-        raise InputError(f"min_size {min_size} x {n_clients} clients exceeds the {labels.size} samples")
+    labels, n_clients, alpha, min_size, max_draws = _dirichlet_args(labels, n_clients, alpha, min_size, max_draws)
     members = [np.flatnonzero(labels == cls) for cls in np.unique(labels)]
     for _ in range(max_draws):
         parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]

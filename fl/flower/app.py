@@ -56,9 +56,9 @@ from fl.engine import (
     ClientSet,
     EngineState,
     aggregation_weights,
-    carried_zeros,
     client_seed,
     client_work,
+    client_zeros,
     merge_log,
     select_clients,
     server_seed,
@@ -341,8 +341,8 @@ def train(msg: Message, context: Context) -> Message:
     x = unpack(msg.content["x"], exp.flat.params, None)["x"]
     server = {k: torch.zeros_like(x) for k in exp.algorithm.server_keys}
     server |= unpack(msg.content["server"], x, mask)
-    zeros = {k: torch.zeros_like(x) for k in exp.algorithm.client_keys} | carried_zeros(carried_rows(exp.local), 1, x)
-    zeros = {k: v.reshape(-1) for k, v in zeros.items()}  # one client's rows
+    keys = exp.algorithm.client_keys + carried_rows(exp.local)
+    zeros = {k: v[0] for k, v in client_zeros(keys, 1, x).items()}  # this client's rows
     own = unpack(context.state["client"], x, None) if "client" in context.state else zeros
     ctx = AlgorithmContext(x, server, own, exp.flat.head_mask)
     entries = load_entries(context)

@@ -23,6 +23,7 @@ from fl.config import build_algorithm
 from fl.engine import init_state, run_round
 from fl.estimators import measure
 from fl.flat import FlatModel
+from tests.fl.conftest import interrupt_at
 
 pytestmark = [
     pytest.mark.gpu,
@@ -111,16 +112,9 @@ def test_a_cuda_run_resumes(cifar_root, tmp_path, monkeypatch):
 
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     assert run_module.main(args(straight)) == 0
-    real_round = run_module.compute_round
-
-    def interrupt(state, *a, **k):
-        if state.round == 3:
-            raise KeyboardInterrupt
-        return real_round(state, *a, **k)
-
-    monkeypatch.setattr(run_module, "compute_round", interrupt)
+    resume = interrupt_at(monkeypatch, 3)
     assert run_module.main(args(broken)) == 2
-    monkeypatch.setattr(run_module, "compute_round", real_round)
+    resume()
     assert run_module.main(["--resume", str(broken), "--quiet"]) == 0
     rows = [[json.loads(r) for r in (d / "metrics.jsonl").read_text().splitlines()] for d in (straight, broken)]
     assert [r["round"] for r in rows[1]] == [1, 2, 3, 4]

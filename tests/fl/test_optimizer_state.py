@@ -11,13 +11,12 @@ import pytest
 import torch
 from torch import nn
 
-import fl.run as run_module
 from fl.algorithms import FedAvg, Scaffold
 from fl.clients import STEP_KEY, ClientSet, LocalConfig, carried_rows
 from fl.engine import init_state, local_train, run_round
 from fl.flat import FlatModel
 from fl.run import main
-from tests.fl.conftest import assert_one_line_config_error
+from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 
 D, K = 4, 3
 
@@ -125,18 +124,11 @@ def test_kept_adam_state_survives_checkpoint_and_resume_bit_for_bit(cifar_root, 
     monkeypatch.setenv("SHUFFLEFL_WORKERS", workers)
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     assert main(run_args(cifar_root, straight)) == 0
-    real_round = run_module.compute_round
-
-    def interrupt_at_round_3(state, *args, **kwargs):
-        if state.round == 3:
-            raise KeyboardInterrupt
-        return real_round(state, *args, **kwargs)
-
-    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_3)
+    resume = interrupt_at(monkeypatch, 3)
     assert main(run_args(cifar_root, broken)) == 2
     saved = torch.load(broken / "checkpoint.pt", weights_only=True)
     assert saved["round"] == 3 and saved["clients"][STEP_KEY].sum() > 0  # rounds 1-2 left Adam state behind
-    monkeypatch.setattr(run_module, "compute_round", real_round)
+    resume()
     assert main(["--resume", str(broken), "--quiet"]) == 0
     assert rows(broken) == rows(straight)
     a = torch.load(straight / "checkpoint.pt", weights_only=True)

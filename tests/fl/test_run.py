@@ -8,10 +8,9 @@ import json
 import pytest
 import torch
 
-import fl.run as run_module
 from fl.config import load_config
 from fl.run import main
-from tests.fl.conftest import assert_one_line_config_error
+from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 
 
 def base_args(root, out, *extra):
@@ -52,17 +51,10 @@ def test_resume_is_bit_identical(cifar_root, tmp_path, monkeypatch, algorithm):
     extra = ("--set", f"algorithm.name='{algorithm}'", "--set", "train.participation=0.5")
     assert main(base_args(cifar_root, straight, *extra)) == 0
 
-    real_round = run_module.compute_round
-
-    def interrupt_at_round_3(state, *args, **kwargs):
-        if state.round == 3:
-            raise KeyboardInterrupt
-        return real_round(state, *args, **kwargs)
-
-    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_3)
+    resume = interrupt_at(monkeypatch, 3)
     assert main(base_args(cifar_root, broken, *extra)) == 2  # Ctrl-C: checkpoint saved, one-line message
     assert [r["round"] for r in metrics(broken)] == [1, 2]
-    monkeypatch.setattr(run_module, "compute_round", real_round)
+    resume()
     assert main(["--resume", str(broken), "--quiet"]) == 0
     assert metrics(broken) == metrics(straight)
     a = torch.load(straight / "checkpoint.pt", weights_only=True)

@@ -11,14 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import fl.run as run_module
 from fl.algorithms import FedAvg
 from fl.clients import LocalConfig
 from fl.engine import init_state, run_round
 from fl.flat import FlatModel
 from fl.methods.dynafed import DynaFed, distance, match_loss
 from fl.run import main
-from tests.fl.conftest import assert_one_line_config_error
+from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 
 D, K = 5, 3
 
@@ -165,17 +164,10 @@ def test_dynafed_with_each_algorithm_resumes_across_round_l(cifar_root, tmp_path
     assert [("synthesis" in r.get("method", {})) for r in rows] == [False, False, True, False, False]
     assert "delta2" in rows[3]["estimates"]  # round 4: D_syn against the real clients at the server model
     assert (straight / "dynafed_dsyn.png").stat().st_size > 0
-    real_round = run_module.compute_round
-
-    def interrupt_at_round_4(state, *args, **kwargs):
-        if state.round == 4:
-            raise KeyboardInterrupt
-        return real_round(state, *args, **kwargs)
-
-    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_4)
+    resume = interrupt_at(monkeypatch, 4)
     assert main(dynafed_args(cifar_root, broken, algorithm)) == 2
     assert "x_syn" in torch.load(broken / "checkpoint.pt", weights_only=True)["method"]["server"]
-    monkeypatch.setattr(run_module, "compute_round", real_round)
+    resume()
     assert main(["--resume", str(broken), "--quiet"]) == 0
     assert metrics(broken) == metrics(straight)
     a = torch.load(straight / "checkpoint.pt", weights_only=True)

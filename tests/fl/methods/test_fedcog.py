@@ -16,7 +16,7 @@ import fl.run as run_module
 from fl.config import load_config
 from fl.methods.fedcog import Distillation, FedCOG, disagreement_loss, generate, js_divergence, target_labels
 from fl.run import main
-from tests.fl.conftest import assert_one_line_config_error
+from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 from theory.errors import InputError
 
 
@@ -128,18 +128,11 @@ def test_fedcog_with_each_algorithm_resumes_bit_identically(cifar_root, tmp_path
     assert rows[-1]["communication"] == 4 * 2 * run_module.build_algorithm({"name": algorithm}).communication(
         json.loads((straight / "summary.json").read_text())["n_params"], 850
     )  # FedCOG sends nothing beyond the algorithm
-    real_round = run_module.compute_round
-
-    def interrupt_at_round_4(state, *args, **kwargs):
-        if state.round == 4:
-            raise KeyboardInterrupt
-        return real_round(state, *args, **kwargs)
-
-    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_4)
+    resume = interrupt_at(monkeypatch, 4)
     assert main(fedcog_args(cifar_root, broken, algorithm)) == 2  # checkpoint after round 3: holds local models
     saved = torch.load(broken / "checkpoint.pt", weights_only=True)
     assert saved["round"] == 4 and len(saved["method"]["clients"]) >= 2
-    monkeypatch.setattr(run_module, "compute_round", real_round)
+    resume()
     assert main(["--resume", str(broken), "--quiet"]) == 0
     assert metrics(broken) == metrics(straight)
     a = torch.load(straight / "checkpoint.pt", weights_only=True)

@@ -17,7 +17,7 @@ import fl.run as run_module
 from fl.methods.base import CyclicBatches
 from fl.methods.hfmds import FMDS, HFMDs, Mixed, cam, hard_features, invert, psnr, update_prototypes
 from fl.run import main
-from tests.fl.conftest import assert_one_line_config_error
+from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 
 
 class Tiny(nn.Module):
@@ -170,19 +170,12 @@ def test_hfmds_synthesis_round_end_to_end_and_resume_bit_identical(cifar_root, t
     assert main(hfmds_args(cifar_root, plain, algorithm, "none")) == 0
     assert [strip(r) for r in metrics(plain)[:2]] == [strip(r) for r in rows[:2]]
     # interrupted in round 4 (checkpoint after round 3 holds the pool and the prototypes), resumed
-    real_round = run_module.compute_round
-
-    def interrupt_at_round_4(state, *args, **kwargs):
-        if state.round == 4:
-            raise KeyboardInterrupt
-        return real_round(state, *args, **kwargs)
-
-    monkeypatch.setattr(run_module, "compute_round", interrupt_at_round_4)
+    resume = interrupt_at(monkeypatch, 4)
     assert main(hfmds_args(cifar_root, broken, algorithm)) == 2
     saved = torch.load(broken / "checkpoint.pt", weights_only=True)
     assert saved["round"] == 4 and saved["method"]["server"]["pool_x"].shape[0] == 10
     assert all("prototypes" in c for c in saved["method"]["clients"].values())
-    monkeypatch.setattr(run_module, "compute_round", real_round)
+    resume()
     assert main(["--resume", str(broken), "--quiet"]) == 0
     assert metrics(broken) == metrics(straight)
     a = torch.load(straight / "checkpoint.pt", weights_only=True)

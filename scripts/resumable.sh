@@ -1,0 +1,9 @@
+# Sourced by the experiment scripts: run OUT ARGS... starts `python -m fl.run ARGS --out OUT`, resumes OUT when it
+# has started (config.json) and skips it when it has finished (summary.json), so a script run again after an
+# interruption continues where it stopped. Uses $PYTHON (default: python).
+run() {
+  local out=$1; shift
+  if [ -f "$out/summary.json" ]; then echo "$out: done"; return; fi
+  if [ -f "$out/config.json" ]; then "${PYTHON:-python}" -m fl.run --resume "$out" --quiet; return; fi
+  "${PYTHON:-python}" -m fl.run "$@" --out "$out" --overwrite --quiet
+}
