@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from figures.artefacts import ROOT, SCALES, find
-from figures.catalogue import ARTEFACTS, FL_ARTEFACTS
+from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED
 from figures.flruns import plan, progress, set_jobs, set_store
 from figures.report import regenerate
 from theory.cli import ArgumentParser, format_table, guarded
@@ -52,6 +52,9 @@ def status(names: list[str], scale: str, root: Path) -> str:
     lines, seen, measured, left, unknown = [], set(), [], 0.0, 0
     for artefact in chosen:
         if scale not in artefact.scales:
+            continue
+        if artefact.name in SCRIPTED:
+            lines.append(f"{artefact.name}: {artefact.state(scale, root)} ({artefact.scales[scale]})")
             continue
         if artefact.name not in FL_ARTEFACTS:
             lines.append(f"{artefact.name}: {artefact.state(scale, root)} (a simulator: built in one go)")
@@ -108,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.names[0] == "status":
         print(status(args.names[1:], args.scale, args.root))
         return 0
-    names = list(ARTEFACTS) if args.names == ["all"] else args.names
+    names = [n for n, a in ARTEFACTS.items() if args.scale in a.scales] if args.names == ["all"] else args.names
     chosen = [find(name, ARTEFACTS) for name in names]
     for artefact in chosen:
         result, built = artefact.make(args.scale, args.root, args.force)

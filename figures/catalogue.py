@@ -1,7 +1,9 @@
 """The artefacts ``python -m figures`` builds (see :mod:`figures.artefacts`), each from the simulator or the FL runs
 that make its numbers: Fedssyn Fig. 2 (least squares, :mod:`sims.quadratic`), Lemma 1 against the same runs'
 measurements, Fig. B.2 (softmax regression on digits, :mod:`sims.mnist`); Table 1, Fig. 3-5, the DP generators and
-the FL theory-vs-measurement table (:mod:`figures.fedssyn_fl`); the method comparison (:mod:`figures.methods_fl`)."""
+the FL theory-vs-measurement table (:mod:`figures.fedssyn_fl`); the method comparison (:mod:`figures.methods_fl`);
+FedCOG Table 1, DynaFed Table 1 and HFMDs on FMNIST from the experiment scripts' runs (:mod:`figures.fedcog`,
+:mod:`figures.dynafed`, :mod:`figures.hfmds`)."""
 
 from __future__ import annotations
 
@@ -233,11 +235,14 @@ SIMULATORS = (
 )
 
 
-def _registry() -> tuple[dict[str, Artefact], frozenset[str]]:
-    from figures import fedssyn_fl, methods_fl
+def _registry() -> tuple[dict[str, Artefact], frozenset[str], frozenset[str]]:
+    from figures import dynafed, fedcog, fedssyn_fl, hfmds, methods_fl
 
     fl_artefacts = (*fedssyn_fl.ARTEFACTS, methods_fl.ARTEFACT)
-    return {a.name: a for a in (*SIMULATORS, *fl_artefacts)}, frozenset(a.name for a in fl_artefacts)
+    scripted = (fedcog.ARTEFACT, dynafed.ARTEFACT, hfmds.ARTEFACT)
+    names = {a.name: a for a in (*SIMULATORS, *fl_artefacts, *scripted)}
+    return names, frozenset(a.name for a in fl_artefacts), frozenset(a.name for a in scripted)
 
 
-ARTEFACTS, FL_ARTEFACTS = _registry()  # FL_ARTEFACTS: those built from fl.run runs (the run store)
+# FL_ARTEFACTS: those that run fl.run in the run store; SCRIPTED: those that read what an experiment script runs there.
+ARTEFACTS, FL_ARTEFACTS, SCRIPTED = _registry()

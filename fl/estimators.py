@@ -59,6 +59,28 @@ def mean_sq_norm(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, index: torch
     return float(sum(g.pow(2).flatten(1).sum(1) for g in grads.values()).mean())
 
 
+def synthetic_gradient(
+    flat: FlatModel, x_params: torch.Tensor, synthetic: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """∇f̃ at ``x_params``: the gradient of the soft-label cross-entropy on a synthetic set (inputs, probabilities)."""
+    flat.load(x_params)
+    flat.model.eval()
+    flat.grads.zero_()
+    inputs, probabilities = synthetic
+    soft_cross_entropy(flat.model(inputs), probabilities).backward()
+    return flat.grads.clone()
+
+
+def delta2(flat: FlatModel, x_params: torch.Tensor, data, synthetic: tuple[torch.Tensor, torch.Tensor]) -> float:
+    """δ² = ||∇f - ∇f̃||² alone (as :func:`measure` reports it): f the uniform mean of the clients' full-data losses
+    on their original sets D_i, f̃ the soft-label loss on ``synthetic``."""
+    flat.load(x_params)
+    flat.model.eval()
+    g_real = torch.stack([mean_gradient(flat, data.x, data.y, index) for index in data.original]).double().mean(0)
+    g_tilde = synthetic_gradient(flat, x_params, synthetic).double()
+    return float((g_real - g_tilde).pow(2).sum())
+
+
 def moments(
     flat: FlatModel,
     x_params: torch.Tensor,
@@ -115,13 +137,10 @@ def measure(
         g_tilde = mean_gradient(flat, data.x, data.y, pool).double().cpu().numpy()
         out["delta2"] = float(np.sum((g_real - g_tilde) ** 2))
     elif synthetic is not None:  # a set the server holds (DynaFed's D_syn): soft labels
-        flat.load(x_params)
-        flat.grads.zero_()
-        inputs, probabilities = synthetic
-        soft_cross_entropy(flat.model(inputs), probabilities).backward()
-        g_tilde = flat.grads.clone()
+        g_tilde = synthetic_gradient(flat, x_params, synthetic)
         out["delta2"] = float(np.sum((g_real - g_tilde.double().cpu().numpy()) ** 2))
         if synthetic_weight:
+            inputs, probabilities = synthetic
             sub = torch.randperm(len(inputs), generator=generator)[:samples].to(inputs.device)
             out["sigma2_synthetic"] = mean_sq_norm(flat, inputs, probabilities, sub) - float(g_tilde.pow(2).sum())
             out["sigma2_hat"] += synthetic_weight**2 * out["sigma2_synthetic"]

@@ -265,7 +265,8 @@ SHARED_TRAIN_KEYS = (
 def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[EngineState, list[dict]]:
     """The state in ``checkpoint`` (of another run, e.g. ``checkpoint_round49.pt``) and that run's metrics rows
     before it, for a run of ``config`` that continues from there; the method state starts empty when the method
-    differs. Refuses a run whose data, model, algorithm or local training differ from the source's."""
+    differs (unless it declares the other's state its own: DynaFed before its synthesis). Refuses a run whose data,
+    model, algorithm or local training differ from the source's."""
     source = checkpoint.parent
     try:
         other = from_dict(json.loads((source / "config.json").read_text()))
@@ -281,7 +282,9 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
     if state.round > config.train.rounds:
         raise InputError(f"--init-from {checkpoint}: it is after round {state.round - 1} >= train.rounds")
-    if mine["method"] != theirs["method"]:
+    if mine["method"] != theirs["method"] and not exp.method.shares_state_with(
+        build_method(theirs["method"]), state.round
+    ):
         needs = exp.method.first_stateful_round()
         if needs is not None and state.round > needs:
             raise InputError(

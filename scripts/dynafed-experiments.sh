@@ -23,7 +23,14 @@ esac
 source scripts/resumable.sh  # run OUT ARGS...: skip if done, resume if started, else start
 
 D=$RUNS/dynafed_fmnist_a001_${SETTING}_n${N}_${AUGMENT}
-run "$D" --config $CONFIG --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$L &
+# Another synthesis arm (other N or DSA) starts from the state a DSA arm kept after round L-1 where there is one
+# (`method.shares_state_with`: the trajectory does not depend on the synthesis settings), else from round 1.
+FROM=()
+for kept in "$RUNS"/dynafed_fmnist_a001_${SETTING}_n*_dsa/checkpoint_round$((L - 1)).pt; do
+  [ -f "$kept" ] && [ "$(dirname "$kept")" != "$D" ] && FROM=(--init-from "$kept") && break
+done
+run "$D" --config $CONFIG --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$L \
+  "${FROM[@]}" &
 while [ ! -f "$D/checkpoint_round$L.pt" ]; do sleep 30; jobs %1 >/dev/null 2>&1 || exit 1; done
 run "$RUNS/dynafed_fmnist_a001_fedavg_from$L" --config configs/paper/dynafed_fmnist_a001.toml \
   --init-from "$D/checkpoint_round$L.pt"

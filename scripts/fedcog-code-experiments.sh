@@ -19,4 +19,7 @@ for seed in $SEEDS; do
     run "$RUNS/fedcog_fmnist_${part}_code_noaug_seed${seed}" --config configs/paper/fedcog_fmnist_${part}_code.toml \
       --set train.seed=$seed --set 'train.augment="none"'
   done
+  # NIID-2's split alone: the code's settings without crop + flip on our McMahan shards instead of its label groups
+  run "$RUNS/fedcog_fmnist_niid2_code_noaug_shards_seed${seed}" --config configs/paper/fedcog_fmnist_niid2_code.toml \
+    --set train.seed=$seed --set 'train.augment="none"' --set 'data.partition="shards"'
 done

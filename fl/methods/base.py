@@ -224,6 +224,11 @@ class Method:
         another run's state only up to that round (``fl.run --init-from``): the other run stored none."""
         return None
 
+    def shares_state_with(self, other: Method, next_round: int) -> bool:
+        """Whether the state ``other`` (the same method with other settings) kept before ``next_round`` is the state
+        this one would have kept (``fl.run --init-from`` then keeps it). Default: never."""
+        return False
+
     def synthetic_set(self, state: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
         """A synthetic set held outside the clients' data (inputs, label probabilities), for the estimators' δ²."""
         return None

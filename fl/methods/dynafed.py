@@ -165,6 +165,15 @@ class DynaFed(Method):
     def first_stateful_round(self) -> int:
         return 1  # the trajectory starts with round 1
 
+    def shares_state_with(self, other: Method, next_round: int) -> bool:
+        """Before the synthesis the state is the trajectory alone, which the synthesis settings (N, DSA, the target
+        draw, ...) do not touch: another DynaFed's with the same trajectory settings is this one's."""
+        return (
+            isinstance(other, DynaFed)
+            and (other.trajectory_rounds, other.initial_checkpoint) == (self.trajectory_rounds, self.initial_checkpoint)
+            and next_round <= self.trajectory_rounds
+        )
+
     def before_round(self, s: ServerRound) -> None:
         if s.t == 1 and self.initial_checkpoint:  # the code's trajectory starts with the initial model w^0
             self.record(s)

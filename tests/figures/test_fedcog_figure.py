@@ -1,10 +1,14 @@
-"""figures.fedcog on run folders the test writes: the table has a row per method, the gain sentence the sign."""
+"""The fedcog-table1 artefact on run folders the test writes: a row per run kind, paired gains and the verdict."""
 
 from __future__ import annotations
 
 import json
 
-from figures.fedcog import main
+import pytest
+
+from figures import fedcog
+from figures.flruns import set_store
+from theory.errors import InputError
 
 
 def write_run(folder, accuracies, generation=0.0):
@@ -17,14 +21,53 @@ def write_run(folder, accuracies, generation=0.0):
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_table_and_gain(tmp_path, capsys):
-    runs = tmp_path / "runs"
-    write_run(runs / "fedcog_fmnist_niid1_seed0", [0.5] * 60 + [0.70] * 10)
-    write_run(runs / "fedcog_fmnist_niid1_seed0_fedcog", [0.5] * 60 + [0.75] * 10, generation=4.0)
-    assert main(["--runs", str(runs), "--out", str(tmp_path / "out"), "--seeds", "0"]) == 0
-    text = (tmp_path / "out" / "table.md").read_text()
-    assert "| NIID-1 (Dir 0.1) | fedavg | 1 | 70 | 70.00 (73.07)" in text
-    assert "| NIID-1 (Dir 0.1) | fedcog | 1 | 70 | 75.00 (77.34)" in text and "| 4.0 |" in text
-    assert "+5.00 points final" in text and "NIID-2" not in text
-    assert (tmp_path / "out" / "fedcog_table1.png").stat().st_size > 0
-    assert "fedavg" in capsys.readouterr().out
+@pytest.fixture
+def store(tmp_path):
+    set_store(tmp_path / "store")
+    yield tmp_path / "store" / "runs"
+    set_store(None)
+
+
+def build(tmp_path):
+    return fedcog.build("paper", tmp_path / "figs" / "fedcog-table1" / "paper")
+
+
+def test_table_gain_and_verdict(tmp_path, store):
+    (tmp_path / "figs" / "fedcog-table1" / "paper").mkdir(parents=True)
+    for seed, (avg, cog) in enumerate([(0.70, 0.75), (0.71, 0.77), (0.72, 0.76)]):
+        write_run(store / f"fedcog_fmnist_niid1_seed{seed}", [0.5] * 60 + [avg] * 10)
+        write_run(store / f"fedcog_fmnist_niid1_seed{seed}_fedcog", [0.5] * 60 + [cog] * 10, generation=4.0)
+    write_run(store / "fedcog_fmnist_niid1_code_seed0", [0.5] * 60 + [0.6] * 10)
+    built = build(tmp_path)
+    rows = {(r[0], r[1]): r for r in built.rows}
+    assert rows["NIID-1 (Dir 0.1)", "fedavg"][2:5] == [3, 70, "71.00 ± 1.00 (73.07)"]
+    assert (
+        rows["NIID-1 (Dir 0.1)", "fedcog"][4] == "76.00 ± 1.00 (77.34)"
+        and rows["NIID-1 (Dir 0.1)", "fedcog"][-1] == "4.0 ± 0.0"
+    )
+    assert rows["NIID-1 (Dir 0.1)", "fedavg, code settings (crop + flip)"][4] == "60.00"
+    assert rows["NIID-1 (Dir 0.1)", "fedavg"][7] == "61.0 ± 0.0"
+    gain = built.numbers["gains"]["niid1"]
+    assert gain["last5"] == pytest.approx([0.05, 0.06, 0.04])
+    # mean gain 5 points against the spread sqrt(1² + 1²) = 1.41 points: beyond it
+    assert gain["verdict"].startswith("beyond the seed spread (+5.00 points against ±1.41)")
+    assert built.claim.held and "NIID-2 (2 labels)" not in built.claim.text
+    assert (tmp_path / "figs" / "fedcog-table1" / "paper" / "fedcog_table1.png").stat().st_size > 0
+
+
+def test_within_spread_and_one_seed(tmp_path, store):
+    (tmp_path / "figs" / "fedcog-table1" / "paper").mkdir(parents=True)
+    for seed, (avg, cog) in enumerate([(0.70, 0.74), (0.78, 0.74)]):
+        write_run(store / f"fedcog_fmnist_niid2_seed{seed}", [0.5] * 60 + [avg] * 10)
+        write_run(store / f"fedcog_fmnist_niid2_seed{seed}_fedcog", [0.5] * 60 + [cog] * 10)
+    write_run(store / "fedcog_fmnist_niid1_seed0", [0.5] * 70)
+    write_run(store / "fedcog_fmnist_niid1_seed0_fedcog", [0.5] * 60 + [0.6] * 5)  # unfinished: round 65
+    built = build(tmp_path)
+    assert built.numbers["gains"]["niid2"]["verdict"].startswith("within")
+    assert built.numbers["gains"]["niid1"]["verdict"] == "one seed: no spread to judge by"
+    assert built.numbers["gains"]["niid1"]["rounds"] == 65 and not built.claim.held
+
+
+def test_no_runs(tmp_path, store):
+    with pytest.raises(InputError, match=r"fedcog-experiments\.sh"):
+        build(tmp_path)

@@ -187,3 +187,27 @@ def test_dynafed_with_each_algorithm_resumes_across_round_l(cifar_root, tmp_path
 def test_bad_dynafed_config_is_one_line_exit_2(override, key, tmp_path, capsys):
     args = ["--set", "method.name='dynafed'", "--set", override, "--out", str(tmp_path / "run"), "--quiet"]
     assert_one_line_config_error(args, key, capsys)
+
+
+def test_a_synthesis_arm_starts_from_another_arms_trajectory(cifar_root, tmp_path, capsys):
+    """DSA off from the DSA arm's state after round 2 (L = 3) equals DSA off from round 1; after the synthesis
+    the state is the other arm's D_syn, and the start is refused."""
+    dsa, none, both = tmp_path / "dsa", tmp_path / "none", tmp_path / "from_dsa"
+    assert main(dynafed_args(cifar_root, dsa, "fedavg", "--set", "train.keep_round=2")) == 0
+    off = ("--set", "method.augment='none'")
+    assert main(dynafed_args(cifar_root, none, "fedavg", *off)) == 0
+    assert main(dynafed_args(cifar_root, both, "fedavg", *off, "--init-from", str(dsa / "checkpoint_round2.pt"))) == 0
+    assert metrics(both) == metrics(none) != metrics(dsa)
+    a = torch.load(none / "checkpoint.pt", weights_only=True)
+    b = torch.load(both / "checkpoint.pt", weights_only=True)
+    assert torch.equal(a["x"], b["x"]) and torch.equal(a["method"]["server"]["x_syn"], b["method"]["server"]["x_syn"])
+    late = tmp_path / "late"
+    assert main(dynafed_args(cifar_root, late, "fedavg", "--set", "train.keep_round=3")) == 0
+    capsys.readouterr()
+    assert (
+        main(
+            dynafed_args(cifar_root, tmp_path / "x", "fedavg", *off, "--init-from", str(late / "checkpoint_round3.pt"))
+        )
+        == 2
+    )
+    assert "keeps state from round 1" in capsys.readouterr().err

@@ -1,0 +1,128 @@
+"""ζ², σ², δ² after the fact, at the server models a run saved (:mod:`fl.estimators`, the same estimates a run
+logs every ``train.estimate_every`` rounds).
+
+    python -m fl.remeasure RUN_DIR [--only delta2] [--every 5] [--samples 64]
+
+A long run that logged no estimates (``estimate_every = 0``: at paper scale one estimate costs minutes) can be
+measured afterwards at every model it kept: ``checkpoint_round*.pt``, ``checkpoint.pt`` and ``snapshots/round*.pt``
+(files holding ``round`` (the next round to run), ``x`` and ``method``, the method's state: DynaFed's D_syn). The
+run's own config rebuilds its data and model; the estimates at the model after round t use the generator seed a run
+would have used at round t, so a round the run measured itself gives the same numbers. One line per model goes to
+``RUN_DIR/estimates_posthoc.jsonl``; models measured before are skipped, so an interrupted call resumes.
+``--only delta2`` measures δ² alone (the clients' full-data gradients and the synthetic set's: no per-sample
+gradients, no second pass over the shuffled sets).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from fl.config import from_dict
+from fl.estimators import delta2
+from fl.run import Experiment
+from theory.cli import ArgumentParser, guarded
+from theory.errors import InputError
+
+OUT = "estimates_posthoc.jsonl"
+
+
+def saved_models(run: Path) -> dict[int, Path]:
+    """Round t (the model after round t) -> the file that holds it, over every checkpoint and snapshot of ``run``."""
+    found: dict[int, Path] = {}
+    for path in [
+        run / "checkpoint.pt",
+        *sorted(run.glob("checkpoint_round*.pt")),
+        *sorted(run.glob("snapshots/round*.pt")),
+    ]:
+        if path.exists():
+            found.setdefault(int(load(path)["round"]) - 1, path)
+    return dict(sorted(found.items()))
+
+
+def load(path: Path) -> dict:
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise InputError(f"{path}: unreadable ({type(error).__name__}: {error})") from None
+    if not {"round", "x"} <= set(payload):
+        raise InputError(f"{path}: not a checkpoint or snapshot (no round / x)")
+    return payload
+
+
+def measured(path: Path) -> set[int]:
+    if not path.exists():
+        return set()
+    return {json.loads(line)["round"] for line in path.read_text().splitlines() if line.strip()}
+
+
+def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int | None = None, quiet: bool = False):
+    """Estimates at each saved model of ``run`` (rounds divisible by ``every``, and the last); appends to its
+    ``estimates_posthoc.jsonl`` and returns the new lines."""
+    try:
+        tree = json.loads((run / "config.json").read_text())
+    except FileNotFoundError:
+        raise InputError(f"{run}: not a run directory (no config.json)") from None
+    if samples is not None:
+        tree["train"]["estimate_samples"] = samples
+    tree["train"]["device"] = "cpu"
+    models = saved_models(run)
+    if not models:
+        raise InputError(f"{run}: no saved model (checkpoint*.pt or snapshots/round*.pt)")
+    last = max(models)
+    todo = [t for t in models if (t % every == 0 or t == last) and t not in measured(run / OUT)]
+    if not todo:
+        return []
+    exp = Experiment(from_dict(tree))
+    lines = []
+    for t in tqdm(todo, desc="models", unit="model", disable=quiet or None):
+        payload = load(models[t])
+        x, method_state = payload["x"].to(exp.device), payload.get("method", {})
+        if only == "delta2":
+            synthetic = exp.method.synthetic_set(method_state)
+            if synthetic is None:
+                continue  # nothing synthetic yet (before DynaFed's synthesis)
+            estimates = {"delta2": delta2(exp.flat, x, exp.data, synthetic)}
+        else:
+            estimates = exp.measure(x, t, method_state)
+        line = {
+            "round": t,
+            "file": models[t].name,
+            "estimates": estimates,
+            "samples": exp.config.train.estimate_samples,
+        }
+        with (run / OUT).open("a") as out:
+            out.write(json.dumps(line) + "\n")
+        lines.append(line)
+    return lines
+
+
+@guarded("fl.remeasure")
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m fl.remeasure", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--only", choices=("delta2",), help="measure δ² alone (cheaper)")
+    parser.add_argument(
+        "--every", type=int, default=1, help="only models after rounds divisible by this (and the last)"
+    )
+    parser.add_argument("--samples", type=int, help="per-client samples for σ² (default: the run's estimate_samples)")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if args.every < 1:
+        raise InputError(f"--every must be >= 1, got {args.every}")
+    lines = remeasure(args.run, args.only, args.every, args.samples, args.quiet)
+    for line in lines:
+        shown = [f"{k} {v:.4g}" for k, v in line["estimates"].items() if isinstance(v, float) and np.isfinite(v)]
+        print(f"round {line['round']} ({line['file']}): " + ", ".join(shown))
+    print(f"{len(lines)} model(s) measured -> {args.run / OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The dynafed-table1 artefact on run folders the test writes: arms, the comparison at the common round, the
+synthesis columns, δ² from the post-hoc file, the D_syn grid from the checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from figures import dynafed
+from figures.flruns import set_store
+from theory.errors import InputError
+
+
+def write_run(folder, accuracies, method=None, synthesis_round=None):
+    folder.mkdir(parents=True)
+    config = {"train": {"rounds": 200, "target_accuracy": 0.7}, "method": method or {"name": "none"}}
+    (folder / "config.json").write_text(json.dumps(config))
+    rows = []
+    for t, a in enumerate(accuracies, start=1):
+        row = {"round": t, "test_accuracy": a, "seconds_local": 2.0}
+        if t == synthesis_round:
+            row["method"] = {"synthesis": {"seconds": 30.0, "loss": [[0, 0.9], [299, 0.4]], "alpha": 0.01}}
+        rows.append(row)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture
+def store(tmp_path):
+    set_store(tmp_path / "store")
+    yield tmp_path / "store" / "runs"
+    set_store(None)
+
+
+def test_arms_compared_at_the_common_round(tmp_path, store):
+    folder = tmp_path / "figs" / "dynafed-table1" / "paper"
+    folder.mkdir(parents=True)
+    wobble = [0.60, 0.62] * 20  # FedAvg alternates 60/62%: sd over 10 rounds 1.05 points
+    write_run(store / "dynafed_fmnist_a001_fedavg_from24", [0.5] * 24 + wobble)  # 64 rounds
+    dsa = store / "dynafed_fmnist_a001_code_n300_dsa"
+    method = {"name": "dynafed", "iterations": 300, "augment": "dsa"}
+    write_run(dsa, [0.5] * 24 + [0.7] * 36, method, synthesis_round=24)  # 60 rounds
+    (dsa / "estimates_posthoc.jsonl").write_text(json.dumps({"round": 30, "estimates": {"delta2": 1.5}}) + "\n")
+    torch.save({"round": 61, "x": torch.zeros(3), "method": {"server": {
+        "x_syn": torch.randn(20, 1, 4, 4), "y_syn": torch.randn(20, 10)}}}, dsa / "checkpoint.pt")  # fmt: skip
+    built = dynafed.build("paper", folder)
+    assert built.numbers["common"] == 60
+    fedavg, arm = built.rows
+    assert fedavg[0] == "FedAvg (from round 24)" and fedavg[1] == "64 of 200" and fedavg[6] == "61.20"
+    assert arm[0] == "DynaFed code settings, N = 300, dsa" and arm[3] == "70.00 (87.52)" and arm[5] == 25
+    assert arm[8] == "30 (after round 24)" and arm[9] == "0.900 → 0.400"
+    assert built.numbers["arms"][arm[0]]["delta2"] == [(30, 1.5)]
+    assert built.claim.held and "+8.80 points over FedAvg on the mean of rounds 56-60" in built.claim.text
+    assert "round 60 of 200" in built.claim.text
+    assert "dsyn_code_n300_dsa.png" in built.figures and (folder / "dsyn_code_n300_dsa.png").stat().st_size > 0
+
+
+def test_no_fedavg_arm_and_no_runs(tmp_path, store):
+    folder = tmp_path / "figs" / "dynafed-table1" / "paper"
+    folder.mkdir(parents=True)
+    with pytest.raises(InputError, match=r"dynafed-experiments\.sh"):
+        dynafed.build("paper", folder)
+    method = {"name": "dynafed", "iterations": 300, "augment": "none"}
+    write_run(store / "dynafed_fmnist_a001_code_n300_none", [0.5] * 30, method, synthesis_round=24)
+    built = dynafed.build("paper", folder)
+    assert not built.claim.held and "no FedAvg arm" in built.claim.text
