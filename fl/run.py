@@ -40,6 +40,7 @@ from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
 from fl.methods import Picture, Setup, Split, new_state
+from fl.methods.base import WORK_FOLDER
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
@@ -331,6 +332,17 @@ def execute(
     folder's ``provenance.json`` (:mod:`fl.provenance`): other code stops it in one line unless
     ``accept_code_change``."""
     exp = exp or Experiment(config)
+    token = WORK_FOLDER.set(out)  # long method work (DynaFed's synthesis) keeps its progress in the run folder
+    try:
+        return _execute(config, out, resume, quiet, start_from, exp, accept_code_change)
+    finally:
+        WORK_FOLDER.reset(token)
+
+
+def _execute(
+    config: RunConfig, out: Path, resume: bool, quiet: bool, start_from: Path | None, exp: Experiment,
+    accept_code_change: bool,
+) -> dict:  # fmt: skip
     if exp.synthetic:
         x_syn = np.concatenate([s[0] for s in exp.synthetic])
         y_syn = np.concatenate([s[1] for s in exp.synthetic])

@@ -34,10 +34,12 @@ per-client storage and no extra work in the local step.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
@@ -112,6 +114,12 @@ class ClientRound:
     def generator(self) -> torch.Generator:
         """Made on first use: a method that draws nothing pays nothing."""
         return torch.Generator().manual_seed(self.seed)
+
+
+# The folder a server hook may keep the progress of long work in (DynaFed's synthesis), so that an interrupted run
+# continues it instead of starting over: ``fl.run`` sets it to the run folder; None (the default: tests, Flower)
+# keeps nothing.
+WORK_FOLDER: contextvars.ContextVar[Path | None] = contextvars.ContextVar("work_folder", default=None)
 
 
 @dataclass

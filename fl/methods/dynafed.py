@@ -32,9 +32,12 @@ probability). The estimators' δ² compares ∇f of the real clients with ∇ of
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -42,9 +45,10 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad
 
+from fl.atomic import write_atomically
 from fl.augment import DSA_STRATEGY, dsa, strategy_groups
 from fl.estimators import soft_cross_entropy
-from fl.methods.base import Method, Picture, ServerRound, require
+from fl.methods.base import WORK_FOLDER, Method, Picture, ServerRound, require
 from theory.errors import InputError
 
 DISTANCES = ("cosine", "euclidean")
@@ -101,6 +105,52 @@ def match_loss(
     return distance(end, start, target, kind)
 
 
+class Progress:
+    """The synthesis in progress, kept in ``folder/dynafed_synthesis.pt`` (the run folder, :data:`WORK_FOLDER`)
+    every ``save_every`` iterations: D_syn, the label logits, α, both Adam states, the segment draws' and DSA's
+    generator states, the losses and the seconds so far. An interrupted run recomputes the round and continues the
+    synthesis from there, bit for bit as without the interruption; the file only counts for the same trajectory,
+    settings and seed (its ``key``). No folder (tests, Flower): nothing is kept."""
+
+    FILE = "dynafed_synthesis.pt"
+
+    def __init__(self, folder: Path | None, method: DynaFed, trajectory: torch.Tensor, seed: int) -> None:
+        self.path = None if folder is None else folder / self.FILE
+        digest = hashlib.sha256(trajectory.detach().cpu().double().numpy().tobytes())
+        digest.update(repr((dataclasses.replace(method, save_every=1), seed)).encode())  # what shapes the numbers
+        self.key = digest.hexdigest()
+
+    def restore(self, inputs, label_logits, lr, optimiser, lr_optimiser, draws, generator) -> tuple[int, list, float]:
+        """Load a matching saved synthesis into the given tensors, optimisers and generators; (the next iteration,
+        the losses, the seconds so far): (0, [], 0.0) when there is none."""
+        if self.path is None or not self.path.exists():
+            return 0, [], 0.0
+        saved = torch.load(self.path, map_location=inputs.device, weights_only=True)
+        if saved["key"] != self.key:
+            return 0, [], 0.0
+        with torch.no_grad():
+            for tensor, name in ((inputs, "inputs"), (label_logits, "label_logits"), (lr, "lr")):
+                tensor.copy_(saved[name])
+        optimiser.load_state_dict(saved["optimiser"])
+        if lr_optimiser is not None:
+            lr_optimiser.load_state_dict(saved["lr_optimiser"])
+        draws.bit_generator.state = saved["draws"]
+        generator.set_state(saved["generator"])
+        return saved["iteration"], saved["losses"], saved["seconds"]
+
+    def save(self, iteration, inputs, label_logits, lr, optimiser, lr_optimiser, draws, generator, losses, seconds):
+        if self.path is None:
+            return
+        payload = {
+            "key": self.key, "iteration": iteration, "inputs": inputs.detach().cpu(),
+            "label_logits": label_logits.detach().cpu(), "lr": lr.detach().cpu(), "optimiser": optimiser.state_dict(),
+            "lr_optimiser": None if lr_optimiser is None else lr_optimiser.state_dict(),
+            "draws": draws.bit_generator.state, "generator": generator.get_state(), "losses": losses,
+            "seconds": seconds,
+        }  # fmt: skip
+        write_atomically(self.path, lambda tmp: torch.save(payload, tmp))
+
+
 @dataclass(frozen=True)
 class DynaFed(Method):
     """trajectory_rounds: L (20). segment: s (5). inner_steps: s' (not given; 20). per_class: D_syn images per
@@ -110,7 +160,8 @@ class DynaFed(Method):
     target_average: checkpoints between w^t and w^{t+s} averaged into the target (2). finetune_steps /
     finetune_lr / finetune_optimizer: the server's fine-tuning after each aggregation from round L+1 (20 / 1e-4 /
     "adam", the authors' code; the paper leaves them open). log_every: iterations between logged matching
-    losses."""
+    losses. save_every: iterations between saves of the synthesis in progress (:class:`Progress`; the numbers do not
+    depend on it)."""
 
     name: ClassVar[str] = "dynafed"
     trajectory_rounds: int = 20
@@ -128,6 +179,7 @@ class DynaFed(Method):
     finetune_lr: float = 1e-4
     finetune_optimizer: str = "adam"
     log_every: int = 10
+    save_every: int = 5
     augment: str = "dsa"
     dsa_strategy: str = DSA_STRATEGY
     target_draw: str = "paper"
@@ -153,6 +205,7 @@ class DynaFed(Method):
         require(self.finetune_lr > 0, "finetune_lr", "must be > 0")
         require(self.finetune_optimizer in OPTIMISERS, "finetune_optimizer", f"must be one of {', '.join(OPTIMISERS)}")
         require(self.log_every >= 1, "log_every", "must be >= 1")
+        require(self.save_every >= 1, "save_every", "must be >= 1")
         require(self.augment in AUGMENTS, "augment", f"must be one of {', '.join(AUGMENTS)}")
         try:
             strategy_groups(self.dsa_strategy)
@@ -229,8 +282,10 @@ class DynaFed(Method):
         draws = np.random.default_rng(s.seed)
         augment = self.augmenter(s.generator, shape)
         flat.model.eval()
-        start, losses = time.perf_counter(), []
-        for n_iter in range(self.iterations):
+        progress = Progress(WORK_FOLDER.get(), self, trajectory, s.seed)
+        first, losses, earlier = progress.restore(inputs, label_logits, lr, optimiser, lr_optimiser, draws, s.generator)
+        start = time.perf_counter() - earlier
+        for n_iter in range(first, self.iterations):
             t, middle = self.draw_segment(draws, len(trajectory))  # w^t, t+s within the trajectory (0-based)
             optimiser.zero_grad()
             if lr_optimiser is not None:
@@ -247,6 +302,9 @@ class DynaFed(Method):
                     lr.clamp_(min=1e-8)
             if n_iter % self.log_every == 0 or n_iter == self.iterations - 1:
                 losses.append([n_iter, float(loss.detach())])
+            if (n_iter + 1) % self.save_every == 0 or n_iter + 1 == self.iterations:
+                state = (inputs, label_logits, lr, optimiser, lr_optimiser, draws, s.generator)
+                progress.save(n_iter + 1, *state, losses, time.perf_counter() - start)
         server["x_syn"] = inputs.detach()
         server["y_syn"] = label_logits.detach()
         server["alpha"] = lr.detach().clone()

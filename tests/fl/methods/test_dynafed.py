@@ -211,3 +211,34 @@ def test_a_synthesis_arm_starts_from_another_arms_trajectory(cifar_root, tmp_pat
         == 2
     )
     assert "keeps state from round 1" in capsys.readouterr().err
+
+
+def test_an_interrupted_synthesis_continues_where_it_stopped(cifar_root, tmp_path, monkeypatch):
+    """Stopped at its 5th matching iteration (saves every 2), the resumed run computes round L again, continues the
+    synthesis from iteration 4 (2 more iterations, not 6) and ends bit for bit as the straight run."""
+    import fl.methods.dynafed as dynafed
+
+    extra = ("--set", "method.iterations=6", "--set", "method.save_every=2")
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    assert main(dynafed_args(cifar_root, straight, "fedavg", *extra)) == 0
+    real, calls = dynafed.match_loss, []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5 and stop:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    stop = True
+    monkeypatch.setattr(dynafed, "match_loss", counting)
+    assert main(dynafed_args(cifar_root, broken, "fedavg", *extra)) == 2
+    saved = torch.load(broken / dynafed.Progress.FILE, weights_only=True)
+    assert saved["iteration"] == 4 and len(calls) == 5
+    stop, calls[:] = False, []
+    assert main(["--resume", str(broken), "--quiet"]) == 0
+    assert len(calls) == 2  # iterations 4 and 5 only
+    assert metrics(broken) == metrics(straight)
+    a = torch.load(straight / "checkpoint.pt", weights_only=True)
+    b = torch.load(broken / "checkpoint.pt", weights_only=True)
+    assert torch.equal(a["x"], b["x"]) and torch.equal(a["method"]["server"]["x_syn"], b["method"]["server"]["x_syn"])
+    assert torch.equal(a["method"]["server"]["alpha"], b["method"]["server"]["alpha"])
