@@ -91,8 +91,8 @@ def test_floors_import_nothing_of_ours():
 
 def test_only_the_top_imports_the_entry_points():
     """fl.run, fl.sweep and the simulators' CLIs are imported only from above them: the artefact pipeline, the
-    benchmarks, fl's own CLIs (fl.sweep and the Flower app drive fl.run)."""
-    top = {"figures", "benchmarks", "fl/sweep", "fl/flower"}
+    benchmarks, fl's own CLIs (fl.sweep, fl.remeasure and the Flower app drive fl.run)."""
+    top = {"figures", "benchmarks", "fl/sweep", "fl/remeasure", "fl/flower"}
     for (src, dst), where in imports().items():
         entry = dst in ("fl/run", "fl/sweep") or any(".__main__" in w.split()[1] for w in where)
         assert not entry or src in top, f"{src} imports the entry point {dst}: {where}"
