@@ -6,10 +6,11 @@
 For every partition and seed it reads ``fedcog_fmnist_{part}_seed{s}`` (FedAvg, 70 rounds) and ``..._fedcog``
 (FedCOG from round 51, started from the FedAvg run's state after round 49), and the FedAvg runs at the authors'
 code settings ``fedcog_fmnist_{part}_code[_noaug]_seed{s}`` (τ = 100, weight decay 1e-5, crop + flip or none, the
-code's split, no validation split). Per run: final accuracy (round 70), best (what the code's log prints), the mean
+code's split, no validation split) with FedCOG at the same settings ``fedcog_fmnist_{part}_code_seed{s}_fedcog``. Per run: final accuracy (round 70), best (what the code's log prints), the mean
 of the last 5 rounds, rounds to 70%, ζ̂²/σ̂² (mean over the estimates of rounds 50-70, the same server-model
 convention for both), seconds per round (local training and FedCOG's generation, rounds 51-70). The gain FedCOG −
-FedAvg is paired by seed; the verdict compares its mean with the seed spread. Missing runs are skipped; an
+FedAvg is paired by seed, in the paper setting and at the code's settings; the verdict compares its mean with the
+seed spread. Missing runs are skipped; an
 unfinished run is reported at the round it has reached.
 """
 
@@ -33,6 +34,7 @@ RUNS = (
     ("", "fedavg"),
     ("_fedcog", "fedcog"),
     ("code", "fedavg, code settings (crop + flip)"),
+    ("code_fedcog", "fedcog, code settings (crop + flip)"),
     ("code_noaug", "fedavg, code settings, no crop + flip"),
     ("code_noaug_shards", "fedavg, code settings, no crop + flip, our shards"),
 )
@@ -41,6 +43,8 @@ RUNS = (
 def run_folder(runs: Path, part: str, seed: int, suffix: str) -> Path:
     if suffix in ("", "_fedcog"):
         return runs / f"fedcog_fmnist_{part}_seed{seed}{suffix}"
+    if suffix == "code_fedcog":
+        return runs / f"fedcog_fmnist_{part}_code_seed{seed}_fedcog"
     return runs / f"fedcog_fmnist_{part}_{suffix}_seed{seed}"
 
 
@@ -96,17 +100,22 @@ HEADERS = [
 ]  # fmt: skip
 
 
+# Where the gain is measured: the paper setting (key: the partition) and the authors' code's settings (key:
+# "{partition}/code"), each pairing a FedCOG arm with the FedAvg run it started from.
+PAIRS = {"": ("fedavg", "fedcog"), "/code": (RUNS[2][1], RUNS[3][1])}
+
+
 def gains(numbers: dict) -> dict:
-    """Per partition: the seeds with both arms, FedCOG − FedAvg per seed (final, mean of the last 5), the verdict
-    on the last-5 gain, the paper's gain."""
+    """Per partition and setting: the seeds with both arms, FedCOG − FedAvg per seed (final, mean of the last 5),
+    the verdict on the last-5 gain, the paper's gain."""
     out = {}
-    for part in PARTS:
-        seeds = [s for (p, m, s) in sorted(numbers) if p == part and m == "fedcog" and (part, "fedavg", s) in numbers]
+    for part, (setting, (base, arm)) in ((p, s) for p in PARTS for s in PAIRS.items()):
+        seeds = [s for (p, m, s) in sorted(numbers) if p == part and m == arm and (part, base, s) in numbers]
         if not seeds:
             continue
-        avg, cog = ([numbers[part, m, s] for s in seeds] for m in ("fedavg", "fedcog"))
+        avg, cog = ([numbers[part, m, s] for s in seeds] for m in (base, arm))
         last5 = [c["last5"] - a["last5"] for a, c in zip(avg, cog)]
-        out[part] = {
+        out[part + setting] = {
             "seeds": seeds,
             "final": [c["final"] - a["final"] for a, c in zip(avg, cog)],
             "last5": last5,
@@ -117,9 +126,10 @@ def gains(numbers: dict) -> dict:
     return out
 
 
-def gain_text(part: str, gain: dict) -> str:
+def gain_text(key: str, gain: dict) -> str:
+    part, _, code = key.partition("/")
     return (
-        f"{PARTS[part]}, seeds {', '.join(map(str, gain['seeds']))} (FedCOG at round {gain['rounds']}): FedCOG − "
+        f"{PARTS[part]}{', the code settings' if code else ''}, seeds {', '.join(map(str, gain['seeds']))} (FedCOG at round {gain['rounds']}): FedCOG − "
         f"FedAvg {plain([100 * g for g in gain['final']], 2)} points final, "
         f"{plain([100 * g for g in gain['last5']], 2)} on the mean of the last 5, {gain['verdict']} "
         f"(paper {gain['paper']:+.2f})"

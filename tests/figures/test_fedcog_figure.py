@@ -38,6 +38,7 @@ def test_table_gain_and_verdict(tmp_path, store):
         write_run(store / f"fedcog_fmnist_niid1_seed{seed}", [0.5] * 60 + [avg] * 10)
         write_run(store / f"fedcog_fmnist_niid1_seed{seed}_fedcog", [0.5] * 60 + [cog] * 10, generation=4.0)
     write_run(store / "fedcog_fmnist_niid1_code_seed0", [0.5] * 60 + [0.6] * 10)
+    write_run(store / "fedcog_fmnist_niid1_code_seed0_fedcog", [0.5] * 60 + [0.63] * 10, generation=3.0)
     built = build(tmp_path)
     rows = {(r[0], r[1]): r for r in built.rows}
     assert rows["NIID-1 (Dir 0.1)", "fedavg"][2:5] == [3, 70, "71.00 ± 1.00 (73.07)"]
@@ -51,7 +52,12 @@ def test_table_gain_and_verdict(tmp_path, store):
     assert gain["last5"] == pytest.approx([0.05, 0.06, 0.04])
     # mean gain 5 points against the spread sqrt(1² + 1²) = 1.41 points: beyond it
     assert gain["verdict"].startswith("beyond the seed spread (+5.00 points against ±1.41)")
-    assert built.claim.held and "NIID-2 (2 labels)" not in built.claim.text
+    code = built.numbers["gains"]["niid1/code"]  # FedCOG at the code's settings, paired with its own FedAvg run
+    assert code["seeds"] == [0] and code["last5"] == pytest.approx([0.03]) and code["verdict"].startswith("one seed")
+    assert rows["NIID-1 (Dir 0.1)", "fedcog, code settings (crop + flip)"][4] == "63.00"
+    assert "NIID-1 (Dir 0.1), the code settings, seeds 0" in built.claim.text
+    assert not built.claim.held  # one seed at the code's settings: no verdict there
+    assert "NIID-2 (2 labels)" not in built.claim.text
     assert (tmp_path / "figs" / "fedcog-table1" / "paper" / "fedcog_table1.png").stat().st_size > 0
 
 
