@@ -7,10 +7,10 @@ For every partition and seed it reads ``fedcog_fmnist_{part}_seed{s}`` (FedAvg, 
 (FedCOG from round 51, started from the FedAvg run's state after round 49), and the FedAvg runs at the authors'
 code settings ``fedcog_fmnist_{part}_code[_noaug]_seed{s}`` (τ = 100, weight decay 1e-5, crop + flip or none, the
 code's split, no validation split) with FedCOG at the same settings ``fedcog_fmnist_{part}_code_seed{s}_fedcog``.
-Per run: final accuracy (round 70), best (what the code's log prints), the mean of the last 5 rounds, rounds to 70%, ζ̂²/σ̂² (mean over the estimates of rounds 50-70, the same server-model
-convention for both), seconds per round (local training and FedCOG's generation, rounds 51-70). The gain FedCOG −
-FedAvg is paired by seed, in the paper setting and at the code's settings; the verdict compares its mean with the
-seed spread. Missing runs are skipped; an
+Per run: final accuracy (round 70), best (what the code's log prints), the mean of the last 5 rounds, rounds to
+70%, ζ̂²/σ̂² (mean over the estimates of rounds 50-70, the same server-model convention for both), seconds per round
+(local training and FedCOG's generation, rounds 51-70). The gain FedCOG − FedAvg is paired by seed, in the paper
+setting and at the code's settings; the verdict compares its mean with the seed spread. Missing runs are skipped; an
 unfinished run is reported at the round it has reached.
 """
 
