@@ -100,14 +100,18 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """name: mlp, fedcog-cnn, hfmds-cnn, convnet3, vgg11 (see fl.models)."""
+    """name: mlp, fedcog-cnn, hfmds-cnn, convnet3, vgg11 (see fl.models). width: the channel count of a model that
+    takes one (convnet3: 128 in DynaFed's paper); 0 keeps the model's default. A smaller width is a reduced
+    protocol for CPUs, and a report that uses one says so."""
 
     name: str = "fedcog-cnn"
+    width: int = 0
 
     def check(self) -> None:
         from fl.models import MODELS
 
         _require(self.name in MODELS, "model.name", f"must be one of {', '.join(MODELS)}")
+        _require(self.width >= 0, "model.width", "must be >= 0 (0: the model's default)")
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,9 @@ class Experiment:
         empty = [i for i, t in enumerate(self.data.train) if len(t) == 0]
         if empty:
             raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
-        self.model_spec = ModelSpec(config.model.name, tuple(dataset.shape), dataset.n_classes)
+        self.model_spec = ModelSpec(
+            config.model.name, tuple(dataset.shape), dataset.n_classes, width=config.model.width
+        )
         with torch.random.fork_rng(devices=[]):  # the initial model depends on the seed only
             torch.manual_seed(seed)
             model = self.model_spec()

@@ -55,9 +55,11 @@ class ModelSpec:
     shape: tuple[int, ...]
     n_classes: int
     dtype: str = "float32"
+    width: int = 0  # the model's channel count (ModelConfig.width); 0: its default
 
     def __call__(self) -> torch.nn.Module:
-        return build_model(self.name, self.shape, self.n_classes).to(getattr(torch, self.dtype))
+        kwargs = {"width": self.width} if self.width else {}
+        return build_model(self.name, self.shape, self.n_classes, **kwargs).to(getattr(torch, self.dtype))
 
 
 @dataclass
