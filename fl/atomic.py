@@ -9,6 +9,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from theory.errors import InputError
+
 
 def write_atomically(path: Path, write: Callable[[Path], object], suffix: str = ".tmp") -> None:
     """``write(tmp)`` with ``tmp`` beside ``path`` (its name + ``suffix``), then ``os.replace(tmp, path)``, atomic
@@ -25,4 +27,23 @@ def locked(lock_file: Path) -> Iterator[None]:
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def owned(lock_file: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_file`` without waiting (the OS releases it when the process dies): a
+    second process that tries while it is held gets an InputError naming ``what`` and the holder's pid, so two
+    processes never write one run folder at once."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            raise InputError(f"{what} is in use by another process (pid {holder}); wait for it or stop it") from None
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
         yield

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from fl import provenance
-from fl.atomic import write_atomically
+from fl.atomic import owned, write_atomically
 from fl.clients import LocalConfig, carried_rows
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
 from fl.data import load
@@ -470,6 +470,9 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+RUN_LOCK = ".running"  # the lock file fl.run holds in a run folder while it runs (it holds the runner's pid)
+
+
 @guarded("fl.run")
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -478,32 +481,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
     overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
+    if args.init_from and args.resume:
+        raise InputError("--init-from starts a new run; --resume continues one: use one of them")
     if args.resume:
         if args.config or args.set:
             raise InputError("--resume takes the run's own config; drop --config/--set")
         out = args.resume
-        try:
-            tree = json.loads((out / "config.json").read_text())
-        except FileNotFoundError:
-            raise InputError(f"{out}: not a run directory (no config.json)") from None
-        if args.device:  # what a resumed run may change: the device, the worker count
-            tree["train"]["device"] = args.device
-        if args.workers is not None:
-            tree["train"]["workers"] = args.workers
-        config = from_dict(tree)
+        if not (out / "config.json").is_file():
+            raise InputError(f"{out}: not a run directory (no config.json)")
     else:
         config = load_config(args.config, overrides)
         out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
-        if (out / "metrics.jsonl").exists() and not args.overwrite:
-            raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
         make_dir(out, "run directory")
-        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    if args.init_from and args.resume:
-        raise InputError("--init-from starts a new run; --resume continues one: use one of them")
-    summary = execute(
-        config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from,
-        accept_code_change=args.accept_code_change,
-    )  # fmt: skip
+    with owned(out / RUN_LOCK, f"run directory {out}"):  # one process per run folder: a second start or resume stops
+        if args.resume:
+            tree = json.loads((out / "config.json").read_text())
+            if args.device:  # what a resumed run may change: the device, the worker count
+                tree["train"]["device"] = args.device
+            if args.workers is not None:
+                tree["train"]["workers"] = args.workers
+            config = from_dict(tree)
+        else:
+            if (out / "metrics.jsonl").exists() and not args.overwrite:
+                raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
+            (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        summary = execute(
+            config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from,
+            accept_code_change=args.accept_code_change,
+        )  # fmt: skip
     acc = summary["final_test_accuracy"]
     print(
         f"{out}: {summary['rounds']} rounds, final test accuracy {acc if acc is None else round(acc, 4)}, "

@@ -43,3 +43,20 @@ def test_a_second_holder_waits_for_the_first(tmp_path):
         events.append("second")
     thread.join()
     assert events == ["first done", "second"]
+
+
+def test_an_owned_file_refuses_a_second_owner_at_once_and_names_the_first(tmp_path):
+    """owned() never waits: while one open holds the lock, another gets an InputError with the holder's pid; after
+    the first lets go, the next owner gets it."""
+    import os
+
+    from fl.atomic import owned
+    from theory.errors import InputError
+
+    lock = tmp_path / "run" / ".running"
+    with owned(lock, "run directory run"):
+        with pytest.raises(InputError, match=f"run directory run is in use by another process \\(pid {os.getpid()}\\)"):
+            with owned(lock, "run directory run"):
+                pass
+    with owned(lock, "run directory run"):
+        assert lock.read_text() == str(os.getpid())

@@ -154,3 +154,41 @@ def test_a_diverging_run_stops_and_says_so(cifar_root, tmp_path, capsys):
 @pytest.mark.parametrize("key", ["data.subsample", "data.test_subsample"])
 def test_negative_subsample_is_a_one_line_error(key, capsys):
     assert_one_line_config_error(["--set", f"{key}=-1", "--out", "unused"], key, capsys)
+
+
+def test_a_run_folder_in_use_is_refused_in_one_line(cifar_root, tmp_path, capsys):
+    """A second `fl.run` on a folder another process is running (a start with --overwrite or a --resume) stops
+    with one line and touches nothing: two writers would interleave the metrics and lose rounds."""
+    from fl.atomic import owned
+    from fl.run import RUN_LOCK
+
+    out = tmp_path / "run"
+    assert main(base_args(cifar_root, out, "--set", "train.rounds=2")) == 0
+    before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file() and f.name != RUN_LOCK}
+    capsys.readouterr()
+    with owned(out / RUN_LOCK, "the other process"):  # a second open of the lock file: as another process holds it
+        assert main(["--resume", str(out), "--quiet"]) == 2
+        assert main(base_args(cifar_root, out, "--set", "train.rounds=2", "--overwrite")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and err.count(f"run directory {out} is in use by another process") == 2
+    assert before == {f.name: f.read_bytes() for f in out.iterdir() if f.is_file() and f.name != RUN_LOCK}
+    assert main(["--resume", str(out), "--quiet"]) == 0  # free again: the finished run resumes to its summary
+
+
+def test_model_width_reaches_the_model_and_a_model_without_one_is_a_one_line_error(cifar_root, tmp_path, capsys):
+    """model.width = 8 builds ConvNet-3 with 8 channels (the server model's parameter count says so); a model
+    that takes no width stops in one line."""
+    from fl.models import ConvNet3, count_parameters
+
+    out = tmp_path / "run"
+    args = base_args(cifar_root, out, "--set", "train.rounds=1", "--set", "model.name='convnet3'")
+    assert main([*args, "--set", "model.width=8"]) == 0
+    n_params = json.loads((out / "summary.json").read_text())["n_params"]
+    assert (
+        n_params == count_parameters(ConvNet3((3, 32, 32), 10, width=8)) != count_parameters(ConvNet3((3, 32, 32), 10))
+    )
+    assert main(base_args(cifar_root, tmp_path / "mlp", "--set", "model.width=8")) == 2
+    assert "width" in capsys.readouterr().err.splitlines()[-1]
+    capsys.readouterr()
+    neg = base_args(cifar_root, tmp_path / "neg", "--set", "model.width=-1")
+    assert_one_line_config_error(neg, "model.width", capsys)

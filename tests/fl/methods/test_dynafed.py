@@ -22,6 +22,16 @@ from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 D, K = 5, 3
 
 
+@pytest.fixture(autouse=True)
+def one_process(monkeypatch):
+    """The end-to-end runs here train their clients in this process (no worker processes). With the default (one
+    spawned worker per core) a run's result does not depend on the machine's load either (tests/fl/test_workers.py),
+    but the spawned workers' start-up and the terminate-and-join on an interrupt are the only parts of these tests
+    whose course depends on timing, and a load-dependent failure of the resume-across-round-L cases was once seen
+    (not reproduced since, under two busy cores: 16 passed). What these tests check is DynaFed's resume."""
+    monkeypatch.setenv("SHUFFLEFL_WORKERS", "1")
+
+
 class Tiny(nn.Module):
     def __init__(self):
         super().__init__()
