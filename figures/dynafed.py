@@ -3,6 +3,10 @@ arm (``dynafed_fmnist_a001_{setting}_n{N}_{augment}``) beside FedAvg (``dynafed_
 started from the DynaFed arm's state after round L: rounds 1..L are FedAvg in both), ours beside the paper's.
 
     python -m figures dynafed-table1 --scale paper --runs ~/.cache/shufflefl --force
+    python -m figures dynafed-table1 --scale cpu --runs ~/.cache/shufflefl --force   # WIDTH=32 ROUNDS=50 runs
+
+The paper scale reads runs at the paper's ConvNet-3 (width 128, 200 rounds); the cpu scale reads the reduced CPU
+protocol's (width 32, 50 rounds: ``_w32_r50`` in the run names), each checked against the run's config.
 
 Per arm: rounds reached, final accuracy, the mean of the last 5 rounds (the paper's measure), best, rounds to 70%,
 seconds of local training per round; for DynaFed the synthesis (seconds, N, the matching loss at the first and the
@@ -28,7 +32,14 @@ from theory.errors import InputError
 
 # DynaFed Table 1, FMNIST, α = 0.01: mean test accuracy of the last 5 of 200 rounds (%).
 PAPER = {"fedavg": 74.50, "dynafed": 87.52}
-ROUNDS = 200
+# Per scale: ConvNet-3's width and the rounds of a run, and the tag in the run names (scripts/dynafed-experiments.sh:
+# WIDTH=32 ROUNDS=50 is the reduced CPU protocol; the paper's is width 128, 200 rounds).
+PROTOCOLS = {"paper": (128, 200, ""), "cpu": (32, 50, "_w32_r50")}
+
+
+def protocol(config: dict) -> tuple[int, int]:
+    """(ConvNet-3 width, rounds) of a run's config (width 0 is the model's default, 128)."""
+    return int(config.get("model", {}).get("width", 0) or 128), int(config["train"]["rounds"])
 
 
 def synthesis(rows: list[dict]) -> dict | None:
@@ -68,18 +79,30 @@ def arm_numbers(run: Path) -> dict | None:
     return numbers
 
 
-def collect(runs: Path) -> dict[str, dict]:
-    """Arm label -> numbers: FedAvg first, then the DynaFed arms."""
+def arm_runs(runs: Path, scale: str, pattern: str) -> list[Path]:
+    """The run folders named ``pattern`` (with the scale's tag) whose model width and rounds are the scale's."""
+    width, rounds, tag = PROTOCOLS[scale]
+    found = []
+    for run in sorted(runs.glob(pattern.format(tag=tag))):
+        config = run / "config.json"
+        if config.exists() and protocol(json.loads(config.read_text())) == (width, rounds):
+            found.append(run)
+    return found
+
+
+def collect(runs: Path, scale: str) -> dict[str, dict]:
+    """Arm label -> numbers at the scale's protocol: FedAvg first, then the DynaFed arms."""
     arms = {}
-    for run in sorted(runs.glob("dynafed_fmnist_a001_fedavg_from*")):
+    for run in arm_runs(runs, scale, "dynafed_fmnist_a001_fedavg{tag}_from*"):
         numbers = arm_numbers(run)
         if numbers:
             arms[f"FedAvg (from round {run.name.rsplit('from', 1)[1]})"] = numbers
-    for run in sorted(runs.glob("dynafed_fmnist_a001_*_n*_*")):
+    for run in arm_runs(runs, scale, "dynafed_fmnist_a001_*{tag}_n*_*"):
         numbers = arm_numbers(run)
         if numbers and "synthesis" in numbers:
-            setting = run.name.removeprefix("dynafed_fmnist_a001_").split("_n", 1)[0]
+            setting = run.name.removeprefix("dynafed_fmnist_a001_").split("_n", 1)[0].removesuffix(PROTOCOLS[scale][2])
             arms[f"DynaFed {setting} settings, N = {numbers['iterations']}, {numbers['augment']}"] = numbers
+            numbers["run"] = run.name
     return arms
 
 
@@ -105,12 +128,12 @@ HEADERS = [
 ]  # fmt: skip
 
 
-def draw_dsyn(runs: Path, folder: Path) -> list[str]:
+def draw_dsyn(runs: Path, names: list[str], folder: Path) -> list[str]:
     """D_syn of each finished synthesis, from the DynaFed runs' latest checkpoints, as image grids."""
     from plots.samples import plot_soft_grid  # matplotlib grids of learned images
 
     drawn = []
-    for run in sorted(runs.glob("dynafed_fmnist_a001_*_n*_*")):
+    for run in (runs / name for name in names):
         checkpoint = run / "checkpoint.pt"
         if not checkpoint.exists():
             continue
@@ -124,7 +147,7 @@ def draw_dsyn(runs: Path, folder: Path) -> list[str]:
     return drawn
 
 
-def plot(arms: dict[str, dict], path: Path) -> list[str]:
+def plot(arms: dict[str, dict], path: Path, title: str) -> list[str]:
     fig, (acc, loss, delta) = plt.subplots(1, 3, figsize=(14, 3.8))
     for label, v in arms.items():
         rounds, accuracy = zip(*v["curve"])
@@ -142,15 +165,20 @@ def plot(arms: dict[str, dict], path: Path) -> list[str]:
     for ax in (acc, loss, delta):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.suptitle("DynaFed Table 1, FMNIST, α = 0.01, 80 clients")
+    fig.suptitle(title)
     return save(fig, path)
 
 
 def build(scale: str, folder: Path) -> Built:
     runs = runs_root(folder.parent.parent)
-    arms = collect(runs)
+    arms = collect(runs, scale)
+    width, total, _ = PROTOCOLS[scale]
     if not arms:
-        raise InputError(f"no DynaFed runs past the synthesis under {runs}: bash scripts/dynafed-experiments.sh")
+        sizes = "" if scale == "paper" else f"WIDTH={width} ROUNDS={total} "
+        raise InputError(
+            f"no DynaFed runs past the synthesis at {scale} scale (ConvNet-3 width {width}, {total} rounds) under "
+            f"{runs}: {sizes}bash scripts/dynafed-experiments.sh"
+        )
     common = min(v["rounds"] for v in arms.values())
     fedavg = next((v for label, v in arms.items() if label.startswith("FedAvg")), None)
     lines, held = [], False
@@ -165,16 +193,21 @@ def build(scale: str, folder: Path) -> Built:
             f"{label}: {100 * gain:+.2f} points over FedAvg on the mean of rounds {common - 4}-{common} "
             f"({'more' if beats else 'not more'} than twice FedAvg's round-to-round sd there, {100 * wobble:.2f})"
         )
-    unfinished = common < ROUNDS
+    unfinished = common < total
+    reduced = (
+        "" if scale == "paper" else f" in the reduced CPU protocol (ConvNet-3 width {width}, not 128; {total} rounds)"
+    )
     text = (
         f"DynaFed's claim (Table 1: FedAvg {PAPER['fedavg']} → DynaFed {PAPER['dynafed']}, +13.02 points at 200 "
-        f"rounds) {'held' if held else 'did not hold'} at round {common}"
-        + (f" of {ROUNDS} (the runs have not finished; one seed)" if unfinished else " (one seed)")
+        f"rounds) {'held' if held else 'did not hold'}{reduced} at round {common}"
+        + (f" of {total} (the runs have not finished; one seed)" if unfinished else " (one seed)")
         + ": "
         + ("; ".join(lines) if lines else "no FedAvg arm to compare with yet")
         + "."
     )
-    figures = plot(arms, folder / "dynafed_table1") + draw_dsyn(runs, folder)
+    title = f"DynaFed Table 1, FMNIST, α = 0.01, 80 clients, ConvNet-3 width {width}"
+    dsyn = [v["run"] for v in arms.values() if "run" in v]
+    figures = plot(arms, folder / "dynafed_table1", title) + draw_dsyn(runs, dsyn, folder)
     return Built(HEADERS, table_rows(arms, common), Claim(held, text), figures, {"arms": arms, "common": common})
 
 
@@ -184,6 +217,9 @@ ARTEFACT = Artefact(
     {
         "paper": "reads the runs of `bash scripts/dynafed-experiments.sh` (ITERATIONS=N, AUGMENT=dsa|none) in "
         "$SHUFFLEFL_RUNS/runs; δ² from `python -m fl.remeasure RUN --only delta2`",
+        "cpu": "the reduced CPU protocol: the runs of `WIDTH=32 ROUNDS=50 ITERATIONS=300 bash "
+        "scripts/dynafed-experiments.sh` (and AUGMENT=none), ConvNet-3 of 32 channels instead of 128, 50 rounds "
+        "instead of 200 (~3 core-hours for FedAvg, DynaFed and DSA off)",
     },
     build,
 )

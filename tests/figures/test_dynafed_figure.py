@@ -13,9 +13,11 @@ from figures.flruns import set_store
 from theory.errors import InputError
 
 
-def write_run(folder, accuracies, method=None, synthesis_round=None):
+def write_run(folder, accuracies, method=None, synthesis_round=None, width=None, rounds=200):
     folder.mkdir(parents=True)
-    config = {"train": {"rounds": 200, "target_accuracy": 0.7}, "method": method or {"name": "none"}}
+    config = {"train": {"rounds": rounds, "target_accuracy": 0.7}, "method": method or {"name": "none"}}
+    if width is not None:
+        config["model"] = {"name": "convnet3", "width": width}
     (folder / "config.json").write_text(json.dumps(config))
     rows = []
     for t, a in enumerate(accuracies, start=1):
@@ -65,3 +67,23 @@ def test_no_fedavg_arm_and_no_runs(tmp_path, store):
     write_run(store / "dynafed_fmnist_a001_code_n300_none", [0.5] * 30, method, synthesis_round=24)
     built = dynafed.build("paper", folder)
     assert not built.claim.held and "no FedAvg arm" in built.claim.text
+
+
+def test_the_cpu_scale_reads_the_reduced_protocol_only(tmp_path, store):
+    """The cpu scale takes the runs of WIDTH=32 ROUNDS=50 (their names and their configs), the paper scale never
+    does, and the claim says the protocol is reduced."""
+    folder = tmp_path / "figs" / "dynafed-table1" / "cpu"
+    folder.mkdir(parents=True)
+    method = {"name": "dynafed", "iterations": 300, "augment": "dsa"}
+    write_run(store / "dynafed_fmnist_a001_fedavg_w32_r50_from23", [0.5] * 50, width=32, rounds=50)
+    write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa", [0.5] * 50, method, 24, width=32, rounds=50)
+    # the same names at another width are not this protocol's
+    write_run(store / "dynafed_fmnist_a001_code_w32_r50_n100_dsa", [0.9] * 50, method, 24, width=64, rounds=50)
+    built = dynafed.build("cpu", folder)
+    assert [row[0] for row in built.rows] == ["FedAvg (from round 23)", "DynaFed code settings, N = 300, dsa"]
+    assert "reduced CPU protocol (ConvNet-3 width 32, not 128; 50 rounds)" in built.claim.text
+    assert not built.claim.held and "round 50 (one seed)" in built.claim.text
+    paper = tmp_path / "figs" / "dynafed-table1" / "paper"
+    paper.mkdir(parents=True)
+    with pytest.raises(InputError, match="paper scale"):
+        dynafed.build("paper", paper)
