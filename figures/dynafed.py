@@ -99,7 +99,7 @@ def collect(runs: Path, scale: str) -> dict[str, dict]:
             arms[f"FedAvg (from round {run.name.rsplit('from', 1)[1]})"] = numbers
     for run in arm_runs(runs, scale, "dynafed_fmnist_a001_*{tag}_n*_*"):
         numbers = arm_numbers(run)
-        if numbers and "synthesis" in numbers:
+        if numbers and numbers.get("synthesis") is not None:  # an arm still before (or in) its synthesis waits
             setting = run.name.removeprefix("dynafed_fmnist_a001_").split("_n", 1)[0].removesuffix(PROTOCOLS[scale][2])
             arms[f"DynaFed {setting} settings, N = {numbers['iterations']}, {numbers['augment']}"] = numbers
             numbers["run"] = run.name

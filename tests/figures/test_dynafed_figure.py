@@ -77,6 +77,8 @@ def test_the_cpu_scale_reads_the_reduced_protocol_only(tmp_path, store):
     method = {"name": "dynafed", "iterations": 300, "augment": "dsa"}
     write_run(store / "dynafed_fmnist_a001_fedavg_w32_r50_from23", [0.5] * 50, width=32, rounds=50)
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa", [0.5] * 50, method, 24, width=32, rounds=50)
+    # an arm stopped in its synthesis (no synthesis row yet) is left out
+    write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_none", [0.5] * 23, method, width=32, rounds=50)
     # the same names at another width are not this protocol's
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n100_dsa", [0.9] * 50, method, 24, width=64, rounds=50)
     built = dynafed.build("cpu", folder)
