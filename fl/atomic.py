@@ -21,28 +21,19 @@ def write_atomically(path: Path, write: Callable[[Path], object], suffix: str = 
 
 
 @contextlib.contextmanager
-def locked(lock_file: Path) -> Iterator[None]:
+def locked(lock_file: Path, busy: str | None = None) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``lock_file`` (created with its folder; the OS releases it when the process
-    dies): a second process locking the same file waits, then finds the first's results."""
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-@contextlib.contextmanager
-def owned(lock_file: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_file`` without waiting (the OS releases it when the process dies): a
-    second process that tries while it is held gets an InputError naming ``what`` and the holder's pid, so two
+    dies). Without ``busy`` a second process locking the same file waits, then finds the first's results. With it
+    the second does not wait: it gets an InputError naming ``busy`` (what is locked) and the holder's pid, so two
     processes never write one run folder at once."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "a+") as lock:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_EX | (fcntl.LOCK_NB if busy else 0))
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "unknown"
-            raise InputError(f"{what} is in use by another process (pid {holder}); wait for it or stop it") from None
+            raise InputError(f"{busy} is in use by another process (pid {holder}); wait for it or stop it") from None
         lock.truncate(0)
         lock.write(str(os.getpid()))
         lock.flush()

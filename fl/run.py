@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from fl import provenance
-from fl.atomic import owned, write_atomically
+from fl.atomic import locked, write_atomically
 from fl.clients import LocalConfig, carried_rows
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
 from fl.data import load
@@ -493,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args.config, overrides)
         out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
         make_dir(out, "run directory")
-    with owned(out / RUN_LOCK, f"run directory {out}"):  # one process per run folder: a second start or resume stops
+    # one process per run folder: a second start or resume stops
+    with locked(out / RUN_LOCK, busy=f"run directory {out}"):
         if args.resume:
             tree = json.loads((out / "config.json").read_text())
             if args.device:  # what a resumed run may change: the device, the worker count

@@ -45,18 +45,18 @@ def test_a_second_holder_waits_for_the_first(tmp_path):
     assert events == ["first done", "second"]
 
 
-def test_an_owned_file_refuses_a_second_owner_at_once_and_names_the_first(tmp_path):
-    """owned() never waits: while one open holds the lock, another gets an InputError with the holder's pid; after
-    the first lets go, the next owner gets it."""
+def test_a_busy_lock_refuses_a_second_owner_at_once_and_names_the_first(tmp_path):
+    """locked(busy=...) never waits: while one open holds the lock, another gets an InputError with the holder's
+    pid; after the first lets go, the next owner gets it."""
     import os
 
-    from fl.atomic import owned
+    from fl.atomic import locked
     from theory.errors import InputError
 
     lock = tmp_path / "run" / ".running"
-    with owned(lock, "run directory run"):
+    with locked(lock, busy="run directory run"):
         with pytest.raises(InputError, match=f"run directory run is in use by another process \\(pid {os.getpid()}\\)"):
-            with owned(lock, "run directory run"):
+            with locked(lock, busy="run directory run"):
                 pass
-    with owned(lock, "run directory run"):
+    with locked(lock, busy="run directory run"):
         assert lock.read_text() == str(os.getpid())

@@ -159,14 +159,15 @@ def test_negative_subsample_is_a_one_line_error(key, capsys):
 def test_a_run_folder_in_use_is_refused_in_one_line(cifar_root, tmp_path, capsys):
     """A second `fl.run` on a folder another process is running (a start with --overwrite or a --resume) stops
     with one line and touches nothing: two writers would interleave the metrics and lose rounds."""
-    from fl.atomic import owned
+    from fl.atomic import locked
     from fl.run import RUN_LOCK
 
     out = tmp_path / "run"
     assert main(base_args(cifar_root, out, "--set", "train.rounds=2")) == 0
     before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file() and f.name != RUN_LOCK}
     capsys.readouterr()
-    with owned(out / RUN_LOCK, "the other process"):  # a second open of the lock file: as another process holds it
+    # a second open of the lock file: as another process holds it
+    with locked(out / RUN_LOCK, busy="the other process"):
         assert main(["--resume", str(out), "--quiet"]) == 2
         assert main(base_args(cifar_root, out, "--set", "train.rounds=2", "--overwrite")) == 2
     err = capsys.readouterr().err
