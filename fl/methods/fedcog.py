@@ -45,6 +45,7 @@ to compare with the real one at the server model, so it reports no δ².
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -61,15 +62,24 @@ KD_WEIGHTINGS = ("lambda", "balanced")
 
 
 def kl(p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
-    """KL(p ‖ q) per row, from probabilities p and log-probabilities log q (0·log 0 = 0)."""
+    """KL(p ‖ q) per row, from probabilities p and log-probabilities log q (0·log 0 = 0). For a constant p (a
+    teacher): where p is 0 the gradient of p·log p is infinite, so a p that needs a gradient goes to
+    :func:`kl_logs`."""
     return F.kl_div(log_q, p, reduction="none").sum(1)
 
 
+def kl_logs(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """KL(p ‖ q) per row from log-probabilities (log_softmax): Σ p·(log p − log q) with finite gradients where p
+    underflows to 0 (a confident softmax in float32; F.kl_div's gradient there is 0·∞ = NaN)."""
+    return (log_p.exp() * (log_p - log_q)).sum(1)
+
+
 def js_divergence(logits_a: torch.Tensor, logits_b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Mean over the batch of JS(p_a, p_b) = ½ KL(p_a ‖ p̄) + ½ KL(p_b ‖ p̄), p̄ = ½(p_a + p_b) (nats, ≤ log 2)."""
-    p_a, p_b = F.softmax(logits_a / temperature, 1), F.softmax(logits_b / temperature, 1)
-    log_mean = ((p_a + p_b) / 2).clamp_min(torch.finfo(p_a.dtype).tiny).log()
-    return (0.5 * (kl(p_a, log_mean) + kl(p_b, log_mean))).mean()
+    """Mean over the batch of JS(p_a, p_b) = ½ KL(p_a ‖ p̄) + ½ KL(p_b ‖ p̄), p̄ = ½(p_a + p_b) (nats, ≤ log 2),
+    in log space (log p̄ = logaddexp(log p_a, log p_b) − log 2), so its gradient stays finite for any logits."""
+    log_a, log_b = F.log_softmax(logits_a / temperature, 1), F.log_softmax(logits_b / temperature, 1)
+    log_mean = torch.logaddexp(log_a, log_b) - math.log(2)
+    return (0.5 * (kl_logs(log_a, log_mean) + kl_logs(log_b, log_mean))).mean()
 
 
 def disagreement_loss(logits_global: torch.Tensor, logits_local: torch.Tensor, temperature: float = 1.0):

@@ -65,7 +65,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from fl.methods.base import ClientRound, CyclicBatches, Method, Picture, ServerRound, require
-from fl.methods.fedcog import kl
+from fl.methods.fedcog import kl_logs
 from theory.errors import InputError
 
 POOLS = ("replace", "accumulate")
@@ -141,7 +141,7 @@ def invert(
 def objective(model, x_hat, y, weight, log_target) -> torch.Tensor:
     """CE(f(x̂), y) + KL(softmax(ẑ ⊙ m) ‖ target), means over the batch (eq. 12)."""
     z_hat = model.features(x_hat)
-    matching = kl(F.softmax(z_hat * weight, 1), log_target).mean()
+    matching = kl_logs(F.log_softmax(z_hat * weight, 1), log_target).mean()
     return F.cross_entropy(model.classifier(z_hat), y) + matching
 
 
