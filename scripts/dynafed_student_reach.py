@@ -21,8 +21,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fl.config import build_method
 from fl.flat import FlatModel
-from fl.methods.dynafed import match_target, unroll
+from fl.methods.dynafed import distance, match_target, unroll
 from fl.models import build_model
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
@@ -63,23 +64,22 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(config["model"]["name"], tuple(x_syn.shape[1:]), y_syn.shape[1], **sizes)
     flat = FlatModel(model)
     flat.model.eval()
-    segment = config["method"]["segment"]
+    drawer = build_method(dict(config["method"]))  # the synthesis's own draw of (t, the target's checkpoints)
     draws = np.random.default_rng(args.seed)
     print("t, |w* − w^t|, then per run: |move| / |w* − w^t|, cos(move, w* − w^t), loss")
     for _ in range(args.segments):
-        t = int(draws.integers(0, len(trajectory) - segment))
-        middle = [int(m) for m in draws.integers(1, segment + 1, int(draws.integers(2, segment + 1)))]
+        t, middle = drawer.draw_segment(draws, len(trajectory))
         start, target = trajectory[t], match_target(trajectory, t, middle)
         way = target - start
         row = [f"{t:3d}  {float(way.norm()):7.3f}"]
         for cfg, server in sets.values():
-            method = cfg["method"]
+            method = build_method(dict(cfg["method"]))
             end = unroll(
-                flat.model, flat.named, start, server["x_syn"], server["y_syn"], method["inner_steps"],
-                server["alpha"], None, method.get("class_mean", False),
+                flat.model, flat.named, start, server["x_syn"], server["y_syn"], method.inner_steps,
+                server["alpha"], None, method.class_mean,
             ).detach()  # fmt: skip
             move = end - start
-            loss = (end - target).pow(2).sum() / way.pow(2).sum()
+            loss = distance(end, start, target, "euclidean")
             cos = F.cosine_similarity(move, way, dim=0)
             row.append(f"{float(move.norm() / way.norm()):.3f} {float(cos):+.3f} {float(loss):.3f}")
         print("  |  ".join(row), flush=True)
