@@ -386,13 +386,15 @@ def _execute(
     try:
         with metrics_path.open("a") as log:
             while state.round <= train.rounds:
-                # Ctrl-C / SIGTERM while the round computes: `state` is untouched, its rows are all written, and
-                # it is what the checkpoint keeps. From here to the checkpoint, a signal waits (held).
+                # Ctrl-C / SIGTERM, or a worker lost, while the round computes or is evaluated: `state` is
+                # untouched, its rows are all written, and it is what the checkpoint keeps. The row is made before
+                # anything is committed (its test batches go to the workers); from there to the checkpoint, a signal
+                # waits (held).
                 new, record, updates = exp.compute_round(state)
+                row = round_row(exp, new, record, communication, time.perf_counter() - start)
                 with held():
                     apply_round(new, updates)
                     state = new
-                    row = round_row(exp, state, record, communication, time.perf_counter() - start)
                     communication = row["communication"]
                     rows.append(row)
                     log.write(json.dumps(row) + "\n")
