@@ -165,21 +165,21 @@ def test_dirichlet(labels, n_clients, alpha, min_size, seed):
 def test_dirichlet_tiny_alpha_is_valid_and_fast():
     """numpy's Dirichlet sampler can return NaN rows for tiny alpha; each such class goes to one client."""
     labels = np.repeat(np.arange(10), 100)
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other work on the machine does not count
     for seed in range(20):
         parts = dirichlet(labels, 50, np.random.default_rng(seed), alpha=1e-4, min_size=0)
         check_partition(parts, labels.size)
         assert len(parts) == 50
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
 
 
 def test_dirichlet_impossible_min_size_gives_up():
     """2 classes and alpha = 1e-4: each class lands on ~one client, so 10 clients never all get 5 samples."""
     labels = np.repeat(np.arange(2), 50)
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(InputError, match=r"no Dirichlet.* in 20 .* at least 5 samples"):
         dirichlet(labels, 10, np.random.default_rng(0), alpha=1e-4, min_size=5, max_draws=20)
-    assert time.perf_counter() - start < 2
+    assert time.process_time() - start < 2
 
 
 def test_dirichlet_min_size_beyond_the_samples():
@@ -245,11 +245,12 @@ def test_dirichlet_hsu(labels, n_clients, alpha, seed):
 def test_dirichlet_hsu_thousand_clients_tiny_alpha_is_fast_and_never_empty():
     """N = 1,000, alpha = 0.01 on 60,000 labels (MNIST-sized, 10 classes): 60 samples each, no client empty,
     well under a second (about 0.07 s measured on 2 busy cores). The class-split scheme leaves ~half of these
-    clients empty (505 at seed 0, checked below), so its min_size = 1 runs out of redraws (~16-22 s)."""
+    clients empty (505 at seed 0, checked below), so its min_size = 1 runs out of redraws (~16-22 s). Timed in this
+    process's CPU time: a run of the suite on an overloaded machine once measured 5.8 s of wall time here."""
     labels = np.random.default_rng(0).permutation(np.repeat(np.arange(10), 6000))
-    start = time.perf_counter()
+    start = time.process_time()
     parts = dirichlet_hsu(labels, 1000, np.random.default_rng(0), alpha=0.01)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     check_partition(parts, labels.size)
     assert [len(part) for part in parts] == [60] * 1000
     assert elapsed < 1.5, elapsed
