@@ -240,6 +240,7 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
         "communication_total": rows[-1]["communication"] if rows else 0,
         "lr": state.lr,
         "lr_tuning": state.extra.get("lr_tuning", []),
+        **({"init_from_changes": state.extra["init_from_changes"]} if "init_from_changes" in state.extra else {}),
         "n_params": exp.flat.n_params,
         "n_head_params": exp.n_head,
         "client_sizes": exp.data.sizes.tolist(),
@@ -258,11 +259,31 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
     }
 
 
-# What a run started from another run's checkpoint must share with it: everything that shaped that state.
+# What a run started from another run's checkpoint must share with it: everything that shaped that state but the
+# local step (step size and weight decay), which may change at the branching round like a schedule; the change is
+# said on stderr and kept in the summary (``init_from_changes``).
 SHARED_TRAIN_KEYS = (
     "participation", "local_epochs", "local_steps", "momentum", "optimizer", "batch_size", "weighting", "seed",
-    "weight_decay", "optimizer_state", "augment",
+    "optimizer_state", "augment",
 )  # fmt: skip
+
+
+def step_from_here(config: RunConfig, theirs: dict, state: EngineState, checkpoint: Path) -> dict:
+    """Set the step size of a run that continues ``state`` (its source's, ``theirs`` its config): one
+    ``train.lr`` is used from the branching round on; a grid keeps the source's tuned value, which it must hold.
+    Returns what changed, {key: [source's, this run's]}."""
+    grid = config.train.lr
+    if len(grid) > 1 and state.lr not in grid:
+        raise InputError(
+            f"--init-from {checkpoint}: the source trained with lr {state.lr:g}, which train.lr {list(grid)} does "
+            "not hold; give one train.lr to change the step size from here on"
+        )
+    changes = {}
+    if len(grid) == 1 and grid[0] != state.lr:
+        changes["lr"], state.lr = [state.lr, grid[0]], grid[0]
+    if config.train.weight_decay != theirs["train"]["weight_decay"]:
+        changes["weight_decay"] = [theirs["train"]["weight_decay"], config.train.weight_decay]
+    return changes
 
 
 def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[EngineState, list[dict]]:
@@ -285,6 +306,14 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
     if state.round > config.train.rounds:
         raise InputError(f"--init-from {checkpoint}: it is after round {state.round - 1} >= train.rounds")
+    changes = step_from_here(config, theirs, state, checkpoint)
+    if changes:
+        said = ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b) in changes.items())
+        print(
+            f"--init-from {checkpoint}: from round {state.round} on {said} (rounds before: the source's)",
+            file=sys.stderr,
+        )
+        state.extra["init_from_changes"] = changes
     if mine["method"] != theirs["method"] and not exp.method.shares_state_with(
         build_method(theirs["method"]), state.round
     ):
@@ -453,8 +482,9 @@ def build_parser() -> ArgumentParser:
     add("--resume", type=Path, metavar="RUN_DIR", help="continue the interrupted run in RUN_DIR")
     add(
         "--init-from", type=Path, metavar="CHECKPOINT",
-        help="start from another run's checkpoint (same data, model, algorithm and local training; e.g. its "
-        "checkpoint_round49.pt from train.keep_round) instead of round 1",
+        help="start from another run's checkpoint (same data, model, algorithm and local training, but train.lr and "
+        "train.weight_decay may change from there on; e.g. its checkpoint_round49.pt from train.keep_round) instead "
+        "of round 1",
     )  # fmt: skip
     add("--overwrite", action="store_true", help="replace an existing run directory's results")
     add("--device", choices=("auto", "cpu", "cuda"), help="shortcut for --set train.device=...")

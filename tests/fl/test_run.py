@@ -97,6 +97,31 @@ def test_a_stop_while_the_round_is_evaluated_loses_no_row(cifar_root, tmp_path, 
         assert torch.equal(a["clients"][key], b["clients"][key])
 
 
+def test_a_run_from_another_runs_state_may_change_the_local_step(cifar_root, tmp_path, capsys):
+    """--init-from with another train.lr and train.weight_decay: the rounds before the branch are the source's, the
+    new step is used from there on (said on stderr, kept in the summary); an lr grid keeps the source's tuned value
+    when it holds it and is refused when it does not; another momentum is still refused."""
+    source, branch = tmp_path / "source", tmp_path / "branch"
+    assert main(base_args(cifar_root, source, "--set", "train.keep_round=2")) == 0
+    init = ("--init-from", str(source / "checkpoint_round2.pt"))
+    step = ("--set", "train.lr=0.01", "--set", "train.weight_decay=0.001")
+    capsys.readouterr()
+    assert main(base_args(cifar_root, branch, *step, *init)) == 0
+    assert "from round 3 on lr 0.05 -> 0.01, weight_decay 0 -> 0.001" in capsys.readouterr().err
+    summary = json.loads((branch / "summary.json").read_text())
+    assert summary["lr"] == 0.01
+    assert summary["init_from_changes"] == {"lr": [0.05, 0.01], "weight_decay": [0.0, 0.001]}
+    assert metrics(branch)[:2] == metrics(source)[:2] and metrics(branch)[2:] != metrics(source)[2:]
+    same = tmp_path / "same"  # a grid holding the source's lr: its value, nothing changed
+    assert main(base_args(cifar_root, same, "--set", "train.lr=[0.01, 0.05]", *init)) == 0
+    assert metrics(same) == metrics(source)
+    assert "init_from_changes" not in json.loads((same / "summary.json").read_text())
+    capsys.readouterr()
+    assert main(base_args(cifar_root, tmp_path / "grid", "--set", "train.lr=[0.01, 0.02]", *init)) == 2
+    assert "give one train.lr" in capsys.readouterr().err
+    assert main(base_args(cifar_root, tmp_path / "other", "--set", "train.momentum=0.5", *init)) == 2
+
+
 def test_lr_grid_is_tuned_on_validation(cifar_root, tmp_path):
     out = tmp_path / "tuned"
     assert main(base_args(cifar_root, out, "--set", "train.lr=[0.001, 0.1]", "--set", "train.tune_rounds=1")) == 0
