@@ -75,6 +75,7 @@ def final_model(out: Path) -> torch.Tensor:
     return torch.load(out / "checkpoint.pt", weights_only=True)["x"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sig, after_rows, delay, checkpoint_every",
     [
@@ -105,6 +106,7 @@ def test_a_signal_at_any_moment_loses_nothing(data_and_reference, tmp_path, sig,
     assert torch.equal(final_model(out), final_model(straight))
 
 
+@pytest.mark.slow
 def test_killed_before_its_first_checkpoint_resumes_from_round_1(data_and_reference, tmp_path):
     root, straight = data_and_reference
     out = tmp_path / "run"

@@ -23,6 +23,7 @@ def fmnist_available() -> bool:
 
 
 @pytest.mark.skipif(not fmnist_available(), reason="needs Fashion-MNIST (scripts/test-data.sh installs it)")
+@pytest.mark.slow
 def test_gpu_check_dry_runs_every_part(tmp_path):
     out = tmp_path / "check"
     done = subprocess.run(

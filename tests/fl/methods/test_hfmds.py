@@ -145,7 +145,7 @@ def strip(row):
     return {k: v for k, v in row.items() if k not in ("method",)}
 
 
-@pytest.mark.parametrize("algorithm", ["fedavg", "scaffold"])
+@pytest.mark.parametrize("algorithm", ["fedavg", pytest.param("scaffold", marks=pytest.mark.slow)])
 def test_hfmds_synthesis_round_end_to_end_and_resume_bit_identical(cifar_root, tmp_path, monkeypatch, algorithm):
     straight, broken, plain = tmp_path / "straight", tmp_path / "broken", tmp_path / "plain"
     assert main(hfmds_args(cifar_root, straight, algorithm)) == 0
