@@ -28,6 +28,16 @@ def metrics(out):
     return [{k: v for k, v in row.items() if not k.startswith("seconds")} for row in rows]
 
 
+def same_run(a, b):
+    """Runs a and b wrote the same metrics rows and ended in the same server model and client states."""
+    assert metrics(a) == metrics(b)
+    end_a = torch.load(a / "checkpoint.pt", weights_only=True)
+    end_b = torch.load(b / "checkpoint.pt", weights_only=True)
+    assert torch.equal(end_a["x"], end_b["x"])
+    for key in end_a["clients"]:
+        assert torch.equal(end_a["clients"][key], end_b["clients"][key])
+
+
 def test_run_writes_config_metrics_checkpoint_summary(cifar_root, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(base_args(cifar_root, out, "--set", "train.estimate_every=2", "--set", "data.p=0.5")) == 0
@@ -56,12 +66,7 @@ def test_resume_is_bit_identical(cifar_root, tmp_path, monkeypatch, algorithm):
     assert [r["round"] for r in metrics(broken)] == [1, 2]
     resume()
     assert main(["--resume", str(broken), "--quiet"]) == 0
-    assert metrics(broken) == metrics(straight)
-    a = torch.load(straight / "checkpoint.pt", weights_only=True)
-    b = torch.load(broken / "checkpoint.pt", weights_only=True)
-    assert torch.equal(a["x"], b["x"])
-    for key in a["clients"]:
-        assert torch.equal(a["clients"][key], b["clients"][key])
+    same_run(straight, broken)
 
 
 @pytest.mark.parametrize("stop", ["worker lost", "Ctrl-C"])
@@ -89,12 +94,7 @@ def test_a_stop_while_the_round_is_evaluated_loses_no_row(cifar_root, tmp_path, 
     assert torch.load(broken / "checkpoint.pt", weights_only=True)["round"] == 3
     monkeypatch.setattr(Experiment, "evaluate", real)
     assert main(["--resume", str(broken), "--quiet"]) == 0
-    assert metrics(broken) == metrics(straight)
-    a = torch.load(straight / "checkpoint.pt", weights_only=True)
-    b = torch.load(broken / "checkpoint.pt", weights_only=True)
-    assert torch.equal(a["x"], b["x"])
-    for key in a["clients"]:
-        assert torch.equal(a["clients"][key], b["clients"][key])
+    same_run(straight, broken)
 
 
 def test_a_run_from_another_runs_state_may_change_the_local_step(cifar_root, tmp_path, capsys):
