@@ -232,10 +232,11 @@ class DynaFed(Method):
             self.record(s)
 
     def record(self, s: ServerRound) -> None:
-        """Append s.x to the trajectory (replacing the entry: the previous state stays whole)."""
+        """Append s.x to the trajectory (replacing the entry: the previous state stays whole). The trajectory lives
+        on the CPU; a resumed checkpoint loads it onto the run's device, hence ``previous.cpu()``."""
         server = s.state["server"]
         previous = server.get("trajectory", torch.empty(0, s.x.numel(), dtype=s.x.dtype))
-        server["trajectory"] = torch.cat([previous, s.x.detach().cpu()[None]])
+        server["trajectory"] = torch.cat([previous.cpu(), s.x.detach().cpu()[None]])
 
     def augmenter(self, generator: torch.Generator, shape: tuple[int, ...]) -> Callable | None:
         """DSA with the method's strategy and draws from ``generator`` (None with ``augment = "none"``), for

@@ -291,7 +291,7 @@ class HFMDs(Method):
             "pixels_quantiles": [
                 float(q)
                 for q in torch.quantile(
-                    pixels.double()[:: max(1, len(pixels) // 100_000)],
+                    pixels.double().cpu()[:: max(1, len(pixels) // 100_000)],
                     torch.tensor([0.01, 0.5, 0.99], dtype=torch.float64),
                 )
             ],

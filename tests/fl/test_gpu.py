@@ -122,3 +122,37 @@ def test_a_cuda_run_resumes(cifar_root, tmp_path, monkeypatch):
         assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
     a, b = (torch.load(d / "checkpoint.pt", weights_only=True) for d in (straight, broken))
     torch.testing.assert_close(a["x"], b["x"], rtol=1e-6, atol=1e-6)
+
+
+def test_hfmds_synthesis_and_resume_on_cuda(cifar_root, tmp_path, monkeypatch):
+    """HFMDs' synthesis round on CUDA (its PSNR log once mixed a CPU quantile grid with CUDA pixels), resumed after
+    it like the uninterrupted run (rows to 1e-6: cuDNN may pick other kernels in a new process)."""
+    from tests.fl.methods.test_hfmds import hfmds_args, metrics
+
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    assert run_module.main(hfmds_args(cifar_root, straight, "fedavg", "hfmds", "--device", "cuda")) == 0
+    rows = metrics(straight)
+    assert rows[2]["method"]["synthesis"]["pool_size"] == 10
+    resume = interrupt_at(monkeypatch, 4)
+    assert run_module.main(hfmds_args(cifar_root, broken, "fedavg", "hfmds", "--device", "cuda")) == 2
+    resume()
+    assert run_module.main(["--resume", str(broken), "--quiet"]) == 0
+    for a, b in zip(rows, metrics(broken), strict=True):
+        assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
+
+
+def test_dynafed_resumed_before_round_l_on_cuda(cifar_root, tmp_path, monkeypatch):
+    """DynaFed resumed before its synthesis on CUDA: the checkpoint loads the recorded trajectory onto the device,
+    and recording the next round once failed there (a CUDA trajectory concatenated with a CPU row)."""
+    from tests.fl.methods.test_dynafed import dynafed_args, metrics
+
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    assert run_module.main(dynafed_args(cifar_root, straight, "fedavg", "--device", "cuda")) == 0
+    resume = interrupt_at(monkeypatch, 3)
+    assert run_module.main(dynafed_args(cifar_root, broken, "fedavg", "--device", "cuda")) == 2
+    resume()
+    assert run_module.main(["--resume", str(broken), "--quiet"]) == 0
+    rows = metrics(straight)
+    assert [("synthesis" in r.get("method", {})) for r in rows] == [False, False, True, False, False]
+    for a, b in zip(rows, metrics(broken), strict=True):
+        assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
