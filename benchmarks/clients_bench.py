@@ -12,7 +12,8 @@ one forward and backward pass of one batch, times the round's samples over B; ac
 CUDA its fraction of the device's peak (``--peak-tflops``; default: dense FP32 of an H100 SXM, 67 TFLOP/s, when
 the device name says H100). Peak memory: CUDA ``max_memory_allocated``; CPU the process's peak resident size
 (monotone over the run: a cell's value includes earlier cells). A cell whose sequential round would exceed
-``--budget`` seconds (extrapolated linearly in N from the last measured N) is skipped and marked so. VGG-11 has
+``--budget`` seconds (extrapolated linearly in N from the last measured N) is skipped and marked so, and so is a
+cell that runs out of device memory (the others still run). VGG-11 has
 dropout: its batched rows use vmap's independent dropout draws (``train.backend = "batched"``).
 Prints a table and writes JSON (``--out``, default results/bench/clients.json).
 """
@@ -147,10 +148,18 @@ def main(argv=None) -> int:
                     print(f"{device} {model_name} N={n}: skipped ({rows[-1]['skipped']})", flush=True)
                     continue
                 cell = {}
-                for backend in ("sequential", "batched"):
-                    cell[backend] = time_round(
-                        model_name, n, args.samples, args.batch_size, device, backend, args.repeats, args.chunk
-                    )
+                try:
+                    for backend in ("sequential", "batched"):
+                        cell[backend] = time_round(
+                            model_name, n, args.samples, args.batch_size, device, backend, args.repeats, args.chunk
+                        )
+                except torch.OutOfMemoryError as error:  # a cell too large for the device's free memory: say so, go on
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    reason = str(error).split(".")[0]
+                    rows.append(row | {"skipped": f"{backend} out of device memory ({reason}; --chunk bounds it)"})
+                    print(f"{device} {model_name} N={n}: skipped ({rows[-1]['skipped']})", flush=True)
+                    continue
                 last = (n, cell["sequential"]["seconds_per_round"])
                 speedup = cell["sequential"]["seconds_per_round"] / cell["batched"]["seconds_per_round"]
                 peak = peak_tflops(device, args.peak_tflops)

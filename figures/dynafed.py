@@ -169,6 +169,24 @@ def plot(arms: dict[str, dict], path: Path, title: str) -> list[str]:
     return save(fig, path)
 
 
+def window_gain(arm: list[tuple[int, float]], fedavg: list[tuple[int, float]], last: int) -> tuple[float, float]:
+    """(gain, its standard error) of the arm over FedAvg on the mean of rounds last-4..last: the difference of the
+    two 5-round means, and sqrt(sd_arm² / 5 + sd_fedavg² / 5) from each arm's round-to-round sd over the last 10
+    rounds (sd of a 5-round mean, rounds taken as independent draws around a level)."""
+    gain = window_mean(arm, last - 4, last) - window_mean(fedavg, last - 4, last)
+    sds = [np.std([a for t, a in curve if last - 9 <= t <= last], ddof=1) for curve in (arm, fedavg)]
+    return float(gain), float(np.sqrt(sum(sd**2 for sd in sds) / 5))
+
+
+def rounds_above(
+    arm: list[tuple[int, float]], fedavg: list[tuple[int, float]], first: int, last: int
+) -> tuple[int, int]:
+    """(rounds in first..last where the arm's accuracy is above FedAvg's, rounds both have there)."""
+    theirs = {t: a for t, a in fedavg if first <= t <= last}
+    pairs = [(a, theirs[t]) for t, a in arm if t in theirs]
+    return sum(a > b for a, b in pairs), len(pairs)
+
+
 def build(scale: str, folder: Path) -> Built:
     runs = runs_root(folder.parent.parent)
     arms = collect(runs, scale)
@@ -185,13 +203,17 @@ def build(scale: str, folder: Path) -> Built:
     for label, v in arms.items():
         if fedavg is None or v is fedavg:
             continue
-        gain = window_mean(v["curve"], common - 4, common) - window_mean(fedavg["curve"], common - 4, common)
-        wobble = float(np.std([a for t, a in fedavg["curve"] if common - 9 <= t <= common], ddof=1))
-        beats = gain > 2 * wobble
+        gain, se = window_gain(v["curve"], fedavg["curve"], common)
+        beats = gain > 2 * se
         held = held or beats
+        after = v["synthesis"]["round"]
+        above, compared = rounds_above(v["curve"], fedavg["curve"], after + 1, common)
         lines.append(
-            f"{label}: {100 * gain:+.2f} points over FedAvg on the mean of rounds {common - 4}-{common} "
-            f"({'more' if beats else 'not more'} than twice FedAvg's round-to-round sd there, {100 * wobble:.2f})"
+            f"{label}: {100 * gain:+.2f} points over FedAvg on the mean of rounds {common - 4}-{common} (the paper: "
+            f"{PAPER['dynafed'] - PAPER['fedavg']:+.2f}) "
+            f"({'more' if beats else 'not more'} than twice its standard error, {100 * se:.2f}, from either arm's "
+            f"round-to-round sd over rounds {common - 9}-{common}); above FedAvg in {above} of the {compared} rounds "
+            f"after its synthesis (round {after})"
         )
     unfinished = common < total
     reduced = (

@@ -54,6 +54,9 @@ def test_arms_compared_at_the_common_round(tmp_path, store):
     assert arm[8] == "30 (after round 24)" and arm[9] == "0.900 → 0.400"
     assert built.numbers["arms"][arm[0]]["delta2"] == [(30, 1.5)]
     assert built.claim.held and "+8.80 points over FedAvg on the mean of rounds 56-60" in built.claim.text
+    # standard error: FedAvg's sd over rounds 51-60 is 0.01054 (five 60s, five 62s), DynaFed's 0: 1.054 / sqrt(5)
+    assert "more than twice its standard error, 0.47" in built.claim.text
+    assert "above FedAvg in 36 of the 36 rounds after its synthesis (round 24)" in built.claim.text
     assert "round 60 of 200" in built.claim.text
     assert "dsyn_code_n300_dsa.png" in built.figures and (folder / "dsyn_code_n300_dsa.png").stat().st_size > 0
 

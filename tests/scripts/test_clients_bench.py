@@ -1,0 +1,37 @@
+"""benchmarks/clients_bench.py: a cell that runs out of device memory is marked skipped and the others still run (an
+H100 shared with other runs once ended the whole benchmark at ConvNet-3, N = 1000, batched)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("clients_bench", ROOT / "benchmarks" / "clients_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_cell_out_of_memory_is_skipped_and_the_rest_run(tmp_path, monkeypatch):
+    bench = load_bench()
+    real = bench.time_round
+
+    def time_round(model_name, n, *args):
+        if n == 4 and args[-3] == "batched":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.81 GiB")
+        return real(model_name, n, *args)
+
+    monkeypatch.setattr(bench, "time_round", time_round)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--devices", "cpu", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["clients"] for r in rows] == [4, 8]
+    assert rows[0]["skipped"].startswith("batched out of device memory (CUDA out of memory")
+    assert rows[1]["speedup"] > 0 and "skipped" not in rows[1]
