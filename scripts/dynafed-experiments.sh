@@ -7,6 +7,7 @@
 #   bash scripts/dynafed-experiments.sh                 the authors' code settings (configs/paper/dynafed_fmnist_a001_code.toml)
 #   SETTING=paper bash scripts/dynafed-experiments.sh   the paper's own numbers (configs/paper/dynafed_fmnist_a001_dynafed.toml)
 #   ITERATIONS=300 AUGMENT=none ...                     N outer steps (default: the config's), DSA off
+#   ESTIMATE_EVERY=20 ...                               both arms log ζ², σ² (and DynaFed δ² of D_syn) every 20 rounds
 #   WIDTH=32 ROUNDS=50 ITERATIONS=300 ...               the reduced CPU protocol (ConvNet-3 of 32 channels, 50
 #                                                       rounds; ~3 core-hours for both arms and DSA off; its own
 #                                                       run names, its own scale of the dynafed-table1 artefact)
@@ -29,6 +30,9 @@ if [ -n "${WIDTH:-}${ROUNDS:-}" ]; then
   SIZE=(--set "model.width=${WIDTH:-128}" --set "train.rounds=${ROUNDS:-200}")
 fi
 
+EST=()  # estimates every ESTIMATE_EVERY rounds in both arms (the configs log none: at paper scale each costs minutes on CPU)
+[ -n "${ESTIMATE_EVERY:-}" ] && EST=(--set "train.estimate_every=$ESTIMATE_EVERY")
+
 source scripts/resumable.sh  # run OUT ARGS...: skip if done, resume if started, else start
 
 D=$RUNS/dynafed_fmnist_a001_${SETTING}${TAG}_n${N}_${AUGMENT}
@@ -42,8 +46,8 @@ for kept in "$RUNS"/dynafed_fmnist_a001_${SETTING}${TAG}_n*_dsa/checkpoint_round
   [ -f "$kept" ] && [ "$(dirname "$kept")" != "$D" ] && FROM=(--init-from "$kept") && break
 done
 run "$D" --config $CONFIG "${SIZE[@]}" --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$K \
-  "${FROM[@]}" &
+  "${EST[@]}" "${FROM[@]}" &
 while [ ! -f "$D/checkpoint_round$K.pt" ]; do sleep 30; jobs %1 >/dev/null 2>&1 || exit 1; done
 run "$RUNS/dynafed_fmnist_a001_fedavg${TAG}_from$K" --config configs/paper/dynafed_fmnist_a001.toml "${SIZE[@]}" \
-  --init-from "$D/checkpoint_round$K.pt"
+  "${EST[@]}" --init-from "$D/checkpoint_round$K.pt"
 wait

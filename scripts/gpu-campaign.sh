@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The paper-scale arms still open, for a lent GPU (device `run`, 30 minutes, 10 a call, the machine given back after
+# 30 s idle): `start` launches them in the background (setsid, so they outlive the call) and waits; `wait` reports
+# and waits again. Both keep $OUT current every minute, so a call cut off at its limit still brings back what ran:
+#   $OUT/metrics.tgz   every run's config, metrics, summary, provenance and logs (no checkpoints, no caches)
+#   $OUT/dsyn.tgz      each DynaFed arm's D_syn (dynafed_synthesis.pt, ~1 MB; a checkpoint with 80 clients' Adam
+#                      moments is ~200 MB, so δ² is logged in the run instead: ESTIMATE_EVERY=20)
+# The device tool drops any file over 16 MiB, so the two stay apart (the first lease lost its checkpoints that way).
+#   device run, carry [".data"] (the Fashion-MNIST IDX files copied to .data/fashion-mnist, ignored by git):
+#     bash scripts/gpu-campaign.sh start 540     then, at once after each return:  bash scripts/gpu-campaign.sh wait 540
+#   here: tar -xzf /work/.device/N/metrics.tgz -C ~/.cache/shufflefl/gpuN
+# The arms, in the order they start (all share the GPU; one H100 ran 7 such runs at once):
+#   1. DynaFed, paper settings, N = 1000, DSA on, δ² every 20 rounds, and FedAvg from its round 19
+#   2. the same with DSA off, from the DSA arm's round-19 state (started when that state exists)
+#   3. HFMDs on 2-class shards, seeds 1 and 2 (FedAvg arms from round 19)
+#   4. FedCOG NIID-1, paper setting, seeds 1 and 2
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export SHUFFLEFL_DATA=${SHUFFLEFL_DATA:-$PWD/.data} SHUFFLEFL_RUNS=${SHUFFLEFL_RUNS:-/root/store}
+export PYTHONUNBUFFERED=1 PYTHON=${PYTHON:-python3}
+S=$SHUFFLEFL_RUNS
+LOGS=$S/logs
+OUT=${OUT:-/tmp/gpu-campaign-out}
+mkdir -p "$LOGS" "$S/runs" "$OUT"
+
+background() {  # background NAME COMMAND...: run in its own session, log to LOGS/NAME.log
+  local name=$1; shift
+  setsid nohup "$@" > "$LOGS/$name.log" 2>&1 < /dev/null &
+}
+
+start() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$LOGS/device.txt" 2>&1
+  "$PYTHON" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))" >> "$LOGS/device.txt" 2>&1
+  git rev-parse HEAD >> "$LOGS/device.txt" 2>/dev/null
+  local dsa=$S/runs/dynafed_fmnist_a001_paper_n1000_dsa
+  background dynafed_dsa env SETTING=paper ESTIMATE_EVERY=20 bash scripts/dynafed-experiments.sh
+  # DSA off from the DSA arm's state: its own fl.run (the script would also resume the FedAvg arm running above)
+  background dynafed_none bash -c "while [ ! -f $dsa/checkpoint_round19.pt ]; do sleep 10; done; source scripts/resumable.sh;
+    run $S/runs/dynafed_fmnist_a001_paper_n1000_none --config configs/paper/dynafed_fmnist_a001_dynafed.toml \
+    --set method.iterations=1000 --set 'method.augment=\"none\"' --set train.keep_round=19 \
+    --set train.estimate_every=20 --init-from $dsa/checkpoint_round19.pt"
+  background hfmds_shards_1 bash scripts/hfmds-experiments.sh shards 1
+  background hfmds_shards_2 bash scripts/hfmds-experiments.sh shards 2
+  background fedcog_niid1 env PARTS=niid1 bash scripts/fedcog-experiments.sh 1 2
+}
+
+pack() {  # the two archives, each written whole before it replaces the last
+  (cd "$S" && tar -czf "$OUT/metrics.tmp" --exclude='*.pt' --exclude='synthetic' --exclude='*.npz' logs runs \
+    && mv "$OUT/metrics.tmp" "$OUT/metrics.tgz")
+  (cd "$S" && find runs -path '*dynafed*' -name dynafed_synthesis.pt -print0 \
+    | tar -czf "$OUT/dsyn.tmp" --null -T - && mv "$OUT/dsyn.tmp" "$OUT/dsyn.tgz")
+}
+
+report() {
+  echo "== $(date +%T) $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null)"
+  for run in "$S"/runs/*/; do
+    local rows last
+    rows=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
+    last=$(tail -n 1 "$run/metrics.jsonl" 2>/dev/null | grep -o '"test_accuracy": [0-9.]*')
+    echo "$(basename "$run") rows=$rows $last $([ -f "$run/summary.json" ] && echo done)"
+  done
+  grep -l "Traceback" "$LOGS"/*.log 2>/dev/null | sed 's/^/FAILED: /'
+}
+
+wait_for() {  # wait_for SECONDS: report and pack every minute until SECONDS have passed
+  local end=$(($(date +%s) + ${1:-540}))
+  while :; do
+    report
+    pack
+    [ "$(date +%s)" -ge "$end" ] && break
+    sleep 60
+  done
+  ls -la "$OUT"
+}
+
+case ${1:-} in
+  start) start; sleep 5; wait_for "${2:-540}" ;;
+  wait) wait_for "${2:-540}" ;;
+  *) echo "usage: bash scripts/gpu-campaign.sh start|wait [SECONDS]" >&2; exit 2 ;;
+esac
