@@ -1,6 +1,7 @@
 """DynaFed Table 1 on Fashion-MNIST at α = 0.01 from the runs of ``scripts/dynafed-experiments.sh``: each DynaFed
 arm (``dynafed_fmnist_a001_{setting}_n{N}_{augment}``) beside FedAvg (``dynafed_fmnist_a001_fedavg_from{L}``,
-started from the DynaFed arm's state after round L: rounds 1..L are FedAvg in both), ours beside the paper's.
+started from the DynaFed arm's state after round L - 1: rounds 1..L are FedAvg in both), ours beside the paper's.
+Runs of other seeds (``SEED=k``) end in ``_seed{k}``; each DynaFed run pairs with the FedAvg run of its seed.
 
     python -m figures dynafed-table1 --scale paper --runs ~/.cache/shufflefl --force
     python -m figures dynafed-table1 --scale cpu --runs ~/.cache/shufflefl --force   # WIDTH=32 ROUNDS=50 runs
@@ -27,7 +28,7 @@ import torch.nn.functional as F
 
 from figures.artefacts import Artefact, Built, Claim
 from figures.flruns import plt, save
-from figures.scripted import accuracy_numbers, points, read_rows, runs_root, window_mean
+from figures.scripted import accuracy_numbers, points, read_rows, runs_root, spread_verdict, window_mean
 from theory.errors import InputError
 
 # DynaFed Table 1, FMNIST, α = 0.01: mean test accuracy of the last 5 of 200 rounds (%).
@@ -90,30 +91,43 @@ def arm_runs(runs: Path, scale: str, pattern: str) -> list[Path]:
     return found
 
 
-def collect(runs: Path, scale: str) -> dict[str, dict]:
-    """Arm label -> numbers at the scale's protocol: FedAvg first, then the DynaFed arms."""
-    arms = {}
+def seed_of(run: Path) -> int:
+    """train.seed of a run (0 where its config sets none)."""
+    return int(json.loads((run / "config.json").read_text())["train"].get("seed", 0))
+
+
+def collect(runs: Path, scale: str) -> list[dict]:
+    """The arms at the scale's protocol, one entry per run: FedAvg first, then the DynaFed arms, each sorted by
+    seed. An entry is the run's numbers with its ``label`` (the arm, the same over seeds), ``seed`` and ``start``
+    (the round whose state FedAvg started from; a DynaFed arm's synthesis round − 1, so the two pair by it)."""
+    fedavg, dynafed = [], []
     for run in arm_runs(runs, scale, "dynafed_fmnist_a001_fedavg{tag}_from*"):
         numbers = arm_numbers(run)
         if numbers:
-            arms[f"FedAvg (from round {run.name.rsplit('from', 1)[1]})"] = numbers
+            start = int(run.name.rsplit("from", 1)[1].split("_", 1)[0])
+            label = f"FedAvg (from round {start})"
+            fedavg.append(numbers | {"label": label, "seed": seed_of(run), "start": start})
     for run in arm_runs(runs, scale, "dynafed_fmnist_a001_*{tag}_n*_*"):
         numbers = arm_numbers(run)
         if numbers and numbers.get("synthesis") is not None:  # an arm still before (or in) its synthesis waits
             setting = run.name.removeprefix("dynafed_fmnist_a001_").split("_n", 1)[0].removesuffix(PROTOCOLS[scale][2])
-            arms[f"DynaFed {setting} settings, N = {numbers['iterations']}, {numbers['augment']}"] = numbers
-            numbers["run"] = run.name
-    return arms
+            label = f"DynaFed {setting} settings, N = {numbers['iterations']}, {numbers['augment']}"
+            start = numbers["synthesis"]["round"] - 1
+            dynafed.append(numbers | {"label": label, "seed": seed_of(run), "start": start, "run": run.name})
+    return sorted(fedavg, key=lambda v: (v["start"], v["seed"])) + sorted(
+        dynafed, key=lambda v: (v["label"], v["seed"])
+    )
 
 
-def table_rows(arms: dict[str, dict], common: int) -> list[list]:
+def table_rows(arms: list[dict], common: int) -> list[list]:
     rows = []
-    for label, v in arms.items():
+    for v in arms:
         s = v.get("synthesis")
         paper = PAPER["dynafed" if s is not None else "fedavg"]
         rows.append([
-            label, f"{v['rounds']} of {v['total']}", points([v["final"]]), points([v["last5"]]) + f" ({paper})",
-            points([v["best"]]), v["to_target"] if v["to_target"] is not None else "-",
+            v["label"], v["seed"], f"{v['rounds']} of {v['total']}", points([v["final"]]),
+            points([v["last5"]]) + f" ({paper})", points([v["best"]]),
+            v["to_target"] if v["to_target"] is not None else "-",
             points([window_mean(v["curve"], common - 4, common)]), f"{v['local_s']:.1f}",
             "-" if s is None else f"{s['seconds']:.0f} (after round {s['round']})",
             "-" if s is None or not s["loss"] else f"{s['loss'][0][1]:.3f} → {s['loss'][-1][1]:.3f}",
@@ -123,33 +137,46 @@ def table_rows(arms: dict[str, dict], common: int) -> list[list]:
 
 
 HEADERS = [
-    "arm", "rounds", "final %", "mean last 5 % (paper)", "best %", "rounds to 70%", "mean of the common last 5 %",
-    "s/round local", "synthesis s", "matching loss first → last", "α",
+    "arm", "seed", "rounds", "final %", "mean last 5 % (paper)", "best %", "rounds to 70%",
+    "mean of the common last 5 %", "s/round local", "synthesis s", "matching loss first → last", "α",
 ]  # fmt: skip
 
 
+def learned_set(run: Path) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(D_syn's images, label logits) of a DynaFed run: from its latest checkpoint, else from the saved synthesis
+    (``dynafed_synthesis.pt``, which a GPU campaign brings back without the checkpoints); None when neither has it."""
+    checkpoint = run / "checkpoint.pt"
+    if checkpoint.exists():
+        server = torch.load(checkpoint, map_location="cpu", weights_only=True).get("method", {}).get("server", {})
+        if "x_syn" in server:
+            return server["x_syn"], server["y_syn"]
+    saved = run / "dynafed_synthesis.pt"
+    if saved.exists():
+        progress = torch.load(saved, map_location="cpu", weights_only=True)
+        return progress["inputs"], progress["label_logits"]
+    return None
+
+
 def draw_dsyn(runs: Path, names: list[str], folder: Path) -> list[str]:
-    """D_syn of each finished synthesis, from the DynaFed runs' latest checkpoints, as image grids."""
+    """D_syn of each finished synthesis (:func:`learned_set`) as image grids."""
     from plots.samples import plot_soft_grid  # matplotlib grids of learned images
 
     drawn = []
     for run in (runs / name for name in names):
-        checkpoint = run / "checkpoint.pt"
-        if not checkpoint.exists():
-            continue
-        server = torch.load(checkpoint, map_location="cpu", weights_only=True).get("method", {}).get("server", {})
-        if "x_syn" not in server:
+        found = learned_set(run)
+        if found is None:
             continue
         name = f"dsyn_{run.name.removeprefix('dynafed_fmnist_a001_')}.png"
-        inputs, probabilities = server["x_syn"].double().numpy(), F.softmax(server["y_syn"].double(), 1).numpy()
+        inputs, probabilities = found[0].double().numpy(), F.softmax(found[1].double(), 1).numpy()
         plot_soft_grid(inputs, probabilities, folder / name, title=f"D_syn of {run.name}")
         drawn.append(name)
     return drawn
 
 
-def plot(arms: dict[str, dict], path: Path, title: str) -> list[str]:
+def plot(arms: list[dict], path: Path, title: str) -> list[str]:
     fig, (acc, loss, delta) = plt.subplots(1, 3, figsize=(14, 3.8))
-    for label, v in arms.items():
+    for v in arms:
+        label = f"{v['label']}, seed {v['seed']}"
         rounds, accuracy = zip(*v["curve"])
         acc.plot(rounds, 100 * np.array(accuracy), lw=1.0, label=label)
         s = v.get("synthesis")
@@ -187,6 +214,48 @@ def rounds_above(
     return sum(a > b for a, b in pairs), len(pairs)
 
 
+def arm_verdict(label: str, seeds: list[dict], arms: list[dict], common: int) -> tuple[str, bool]:
+    """One DynaFed arm (its runs over seeds) against FedAvg of the same seed started from the same round: (the
+    claim's sentence, whether the gain on the mean of rounds common-4..common is real). One seed: more than twice
+    the gain's standard error (:func:`window_gain`); several: the mean gain beyond the seed spread
+    (:func:`figures.scripted.spread_verdict`)."""
+    pairs = []
+    for v in seeds:
+        fedavg = next(
+            (f for f in arms if f.get("synthesis") is None and (f["start"], f["seed"]) == (v["start"], v["seed"])), None
+        )
+        if fedavg is not None:
+            pairs.append((v, fedavg))
+    if not pairs:
+        return f"{label}: no FedAvg arm from round {seeds[0]['start']} of the same seed to compare with yet", False
+    window = f"the mean of rounds {common - 4}-{common} (the paper: {PAPER['dynafed'] - PAPER['fedavg']:+.2f})"
+    after = pairs[0][0]["synthesis"]["round"]
+    counts = [rounds_above(v["curve"], f["curve"], after + 1, common) for v, f in pairs]
+    above = (
+        f"above FedAvg in {sum(c[0] for c in counts)} of the {sum(c[1] for c in counts)} rounds after its synthesis "
+        f"(round {after})"
+    )
+    if len(pairs) == 1:
+        ((v, f),) = pairs
+        gain, se = window_gain(v["curve"], f["curve"], common)
+        beats = gain > 2 * se
+        return (
+            f"{label}: {100 * gain:+.2f} points over FedAvg on {window} ({'more' if beats else 'not more'} than "
+            f"twice its standard error, {100 * se:.2f}, from either arm's round-to-round sd over rounds "
+            f"{common - 9}-{common}); {above}"
+        ), beats
+    ours = [window_mean(v["curve"], common - 4, common) for v, _ in pairs]
+    theirs = [window_mean(f["curve"], common - 4, common) for _, f in pairs]
+    gains = [a - b for a, b in zip(ours, theirs)]
+    spread = float(np.hypot(np.std(ours, ddof=1), np.std(theirs, ddof=1)))
+    beats = float(np.mean(gains)) > spread
+    per_seed = ", ".join(f"{100 * g:+.2f} (seed {v['seed']})" for g, (v, _) in zip(gains, pairs))
+    return (
+        f"{label}, {len(pairs)} seeds: {points(gains)} points over FedAvg on {window}; per seed {per_seed}; "
+        f"{spread_verdict(gains, theirs, ours)}; {above}"
+    ), beats
+
+
 def build(scale: str, folder: Path) -> Built:
     runs = runs_root(folder.parent.parent)
     arms = collect(runs, scale)
@@ -197,38 +266,28 @@ def build(scale: str, folder: Path) -> Built:
             f"no DynaFed runs past the synthesis at {scale} scale (ConvNet-3 width {width}, {total} rounds) under "
             f"{runs}: {sizes}bash scripts/dynafed-experiments.sh"
         )
-    common = min(v["rounds"] for v in arms.values())
-    fedavg = next((v for label, v in arms.items() if label.startswith("FedAvg")), None)
+    common = min(v["rounds"] for v in arms)
     lines, held = [], False
-    for label, v in arms.items():
-        if fedavg is None or v is fedavg:
-            continue
-        gain, se = window_gain(v["curve"], fedavg["curve"], common)
-        beats = gain > 2 * se
+    for label in dict.fromkeys(v["label"] for v in arms if v.get("synthesis") is not None):
+        line, beats = arm_verdict(label, [v for v in arms if v["label"] == label], arms, common)
+        lines.append(line)
         held = held or beats
-        after = v["synthesis"]["round"]
-        above, compared = rounds_above(v["curve"], fedavg["curve"], after + 1, common)
-        lines.append(
-            f"{label}: {100 * gain:+.2f} points over FedAvg on the mean of rounds {common - 4}-{common} (the paper: "
-            f"{PAPER['dynafed'] - PAPER['fedavg']:+.2f}) "
-            f"({'more' if beats else 'not more'} than twice its standard error, {100 * se:.2f}, from either arm's "
-            f"round-to-round sd over rounds {common - 9}-{common}); above FedAvg in {above} of the {compared} rounds "
-            f"after its synthesis (round {after})"
-        )
     unfinished = common < total
+    found = sorted({v["seed"] for v in arms})
+    seeds = "one seed" if len(found) == 1 else "seeds " + ", ".join(map(str, found))
     reduced = (
         "" if scale == "paper" else f" in the reduced CPU protocol (ConvNet-3 width {width}, not 128; {total} rounds)"
     )
     text = (
         f"DynaFed's claim (Table 1: FedAvg {PAPER['fedavg']} → DynaFed {PAPER['dynafed']}, +13.02 points at 200 "
         f"rounds) {'held' if held else 'did not hold'}{reduced} at round {common}"
-        + (f" of {total} (the runs have not finished; one seed)" if unfinished else " (one seed)")
+        + (f" of {total} (the runs have not finished; {seeds})" if unfinished else f" ({seeds})")
         + ": "
         + ("; ".join(lines) if lines else "no FedAvg arm to compare with yet")
         + "."
     )
     title = f"DynaFed Table 1, FMNIST, α = 0.01, 80 clients, ConvNet-3 width {width}"
-    dsyn = [v["run"] for v in arms.values() if "run" in v]
+    dsyn = [v["run"] for v in arms if "run" in v]
     figures = plot(arms, folder / "dynafed_table1", title) + draw_dsyn(runs, dsyn, folder)
     return Built(HEADERS, table_rows(arms, common), Claim(held, text), figures, {"arms": arms, "common": common})
 
@@ -237,7 +296,7 @@ ARTEFACT = Artefact(
     "dynafed-table1",
     "DynaFed Table 1 (FMNIST, α = 0.01, 80 clients, 40% participation): DynaFed against FedAvg",
     {
-        "paper": "reads the runs of `bash scripts/dynafed-experiments.sh` (ITERATIONS=N, AUGMENT=dsa|none) in "
+        "paper": "reads the runs of `bash scripts/dynafed-experiments.sh` (ITERATIONS=N, AUGMENT=dsa|none, SEED=k) in "
         "$SHUFFLEFL_RUNS/runs; δ² from `python -m fl.remeasure RUN --only delta2`",
         "cpu": "the reduced CPU protocol: the runs of `WIDTH=32 ROUNDS=50 ITERATIONS=300 bash "
         "scripts/dynafed-experiments.sh` (and AUGMENT=none), ConvNet-3 of 32 channels instead of 128, 50 rounds "

@@ -8,6 +8,8 @@
 #   SETTING=paper bash scripts/dynafed-experiments.sh   the paper's own numbers (configs/paper/dynafed_fmnist_a001_dynafed.toml)
 #   ITERATIONS=300 AUGMENT=none ...                     N outer steps (default: the config's), DSA off
 #   ESTIMATE_EVERY=20 ...                               both arms log ζ², σ² (and DynaFed δ² of D_syn) every 20 rounds
+#   SEED=1 ...                                          train.seed = 1 in both arms (run names end in _seed1; seed 0's
+#                                                       have no suffix)
 #   WIDTH=32 ROUNDS=50 ITERATIONS=300 ...               the reduced CPU protocol (ConvNet-3 of 32 channels, 50
 #                                                       rounds; ~3 core-hours for both arms and DSA off; its own
 #                                                       run names, its own scale of the dynafed-table1 artefact)
@@ -32,22 +34,25 @@ fi
 
 EST=()  # estimates every ESTIMATE_EVERY rounds in both arms (the configs log none: at paper scale each costs minutes on CPU)
 [ -n "${ESTIMATE_EVERY:-}" ] && EST=(--set "train.estimate_every=$ESTIMATE_EVERY")
+SEED=${SEED:-0}
+SUFFIX=""; [ "$SEED" != 0 ] && SUFFIX="_seed$SEED"
+EST+=(--set "train.seed=$SEED")
 
 source scripts/resumable.sh  # run OUT ARGS...: skip if done, resume if started, else start
 
-D=$RUNS/dynafed_fmnist_a001_${SETTING}${TAG}_n${N}_${AUGMENT}
+D=$RUNS/dynafed_fmnist_a001_${SETTING}${TAG}_n${N}_${AUGMENT}${SUFFIX}
 # The DynaFed arm keeps its state after round K = L - 1, the last state before its synthesis (which runs after
 # round L's aggregation and changes nothing of round L itself). FedAvg starts from it, and so does another synthesis
 # arm (other N or DSA) where a DSA arm has kept one (`method.shares_state_with`: the trajectory does not depend on
 # the synthesis settings); else it starts from round 1.
 K=$((L - 1))
 FROM=()
-for kept in "$RUNS"/dynafed_fmnist_a001_${SETTING}${TAG}_n*_dsa/checkpoint_round$K.pt; do
+for kept in "$RUNS"/dynafed_fmnist_a001_${SETTING}${TAG}_n*_dsa${SUFFIX}/checkpoint_round$K.pt; do
   [ -f "$kept" ] && [ "$(dirname "$kept")" != "$D" ] && FROM=(--init-from "$kept") && break
 done
 run "$D" --config $CONFIG "${SIZE[@]}" --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$K \
   "${EST[@]}" "${FROM[@]}" &
 while [ ! -f "$D/checkpoint_round$K.pt" ]; do sleep 30; jobs %1 >/dev/null 2>&1 || exit 1; done
-run "$RUNS/dynafed_fmnist_a001_fedavg${TAG}_from$K" --config configs/paper/dynafed_fmnist_a001.toml "${SIZE[@]}" \
+run "$RUNS/dynafed_fmnist_a001_fedavg${TAG}_from$K$SUFFIX" --config configs/paper/dynafed_fmnist_a001.toml "${SIZE[@]}" \
   "${EST[@]}" --init-from "$D/checkpoint_round$K.pt"
 wait
