@@ -247,12 +247,12 @@ def arm_verdict(label: str, seeds: list[dict], arms: list[dict], common: int) ->
     ours = [window_mean(v["curve"], common - 4, common) for v, _ in pairs]
     theirs = [window_mean(f["curve"], common - 4, common) for _, f in pairs]
     gains = [a - b for a, b in zip(ours, theirs)]
-    spread = float(np.hypot(np.std(ours, ddof=1), np.std(theirs, ddof=1)))
-    beats = float(np.mean(gains)) > spread
+    verdict = spread_verdict(gains, theirs, ours)
+    beats = float(np.mean(gains)) > 0 and verdict.startswith("beyond")  # as figures.fedcog and figures.hfmds judge
     per_seed = ", ".join(f"{100 * g:+.2f} (seed {v['seed']})" for g, (v, _) in zip(gains, pairs))
     return (
         f"{label}, {len(pairs)} seeds: {points(gains)} points over FedAvg on {window}; per seed {per_seed}; "
-        f"{spread_verdict(gains, theirs, ours)}; {above}"
+        f"{verdict}; {above}"
     ), beats
 
 

@@ -34,9 +34,9 @@ fi
 
 EST=()  # estimates every ESTIMATE_EVERY rounds in both arms (the configs log none: at paper scale each costs minutes on CPU)
 [ -n "${ESTIMATE_EVERY:-}" ] && EST=(--set "train.estimate_every=$ESTIMATE_EVERY")
-SEED=${SEED:-0}
+SEED=${SEED:-0}  # both arms' train.seed; seed 0's runs keep the names they had before SEED existed
 SUFFIX=""; [ "$SEED" != 0 ] && SUFFIX="_seed$SEED"
-EST+=(--set "train.seed=$SEED")
+SEEDING=(--set "train.seed=$SEED")
 
 source scripts/resumable.sh  # run OUT ARGS...: skip if done, resume if started, else start
 
@@ -51,8 +51,8 @@ for kept in "$RUNS"/dynafed_fmnist_a001_${SETTING}${TAG}_n*_dsa${SUFFIX}/checkpo
   [ -f "$kept" ] && [ "$(dirname "$kept")" != "$D" ] && FROM=(--init-from "$kept") && break
 done
 run "$D" --config $CONFIG "${SIZE[@]}" --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$K \
-  "${EST[@]}" "${FROM[@]}" &
+  "${EST[@]}" "${SEEDING[@]}" "${FROM[@]}" &
 while [ ! -f "$D/checkpoint_round$K.pt" ]; do sleep 30; jobs %1 >/dev/null 2>&1 || exit 1; done
 run "$RUNS/dynafed_fmnist_a001_fedavg${TAG}_from$K$SUFFIX" --config configs/paper/dynafed_fmnist_a001.toml "${SIZE[@]}" \
-  "${EST[@]}" --init-from "$D/checkpoint_round$K.pt"
+  "${EST[@]}" "${SEEDING[@]}" --init-from "$D/checkpoint_round$K.pt"
 wait
