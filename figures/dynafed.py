@@ -11,7 +11,9 @@ protocol's (width 32, 50 rounds: ``_w32_r50`` in the run names), each checked ag
 
 Per arm: rounds reached, final accuracy, the mean of the last 5 rounds (the paper's measure), best, rounds to 70%,
 seconds of local training per round; for DynaFed the synthesis (seconds, N, the matching loss at the first and the
-last logged iteration, the learned α). Runs of 200 rounds take hours each on CPU, so the arms are also compared at
+last logged iteration, the learned α). An arm with N = 0 (D_syn as initialised, never matched, and the same
+fine-tuning) is a control: it is compared with FedAvg like the others, but the claim holds only on arms that matched
+D_syn (N > 0). Runs of 200 rounds take hours each on CPU, so the arms are also compared at
 the last round both have reached (mean of its 5 rounds). δ² of D_syn against the real clients comes from the run's
 own estimates or from ``python -m fl.remeasure RUN --only delta2`` (``estimates_posthoc.jsonl``). The figure: the
 accuracy curves, the matching loss over the N outer iterations, δ² over rounds; D_syn as an image grid.
@@ -269,9 +271,11 @@ def build(scale: str, folder: Path) -> Built:
     common = min(v["rounds"] for v in arms)
     lines, held = [], False
     for label in dict.fromkeys(v["label"] for v in arms if v.get("synthesis") is not None):
-        line, beats = arm_verdict(label, [v for v in arms if v["label"] == label], arms, common)
-        lines.append(line)
-        held = held or beats
+        group = [v for v in arms if v["label"] == label]
+        line, beats = arm_verdict(label, group, arms, common)
+        control = group[0]["iterations"] == 0  # N = 0: D_syn as initialised, never matched; a control, not DynaFed
+        lines.append(f"control, D_syn never matched: {line}" if control else line)
+        held = held or (beats and not control)
     unfinished = common < total
     found = sorted({v["seed"] for v in arms})
     seeds = "one seed" if len(found) == 1 else "seeds " + ", ".join(map(str, found))

@@ -142,3 +142,21 @@ def test_an_arm_without_its_fedavg_says_so(tmp_path, store):
     built = dynafed.build("paper", folder)
     assert not built.claim.held
     assert "no FedAvg arm from round 19 of the same seed to compare with yet" in built.claim.text
+
+
+def test_the_n0_control_never_carries_the_claim(tmp_path, store):
+    """An N = 0 arm (D_syn never matched, the same fine-tuning) is compared with FedAvg and named a control; its gain
+    alone does not make DynaFed's claim hold."""
+    folder = tmp_path / "figs" / "dynafed-table1" / "cpu"
+    folder.mkdir(parents=True)
+    wobble = [0.60, 0.62] * 13  # rounds 25-50
+    write_run(store / "dynafed_fmnist_a001_fedavg_w32_r50_from23", [0.5] * 24 + wobble, width=32, rounds=50)
+    learned = {"name": "dynafed", "iterations": 300, "augment": "dsa"}
+    write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa", [0.5] * 24 + wobble, learned, 24, 32, 50)
+    control = {"name": "dynafed", "iterations": 0, "augment": "dsa"}
+    write_run(store / "dynafed_fmnist_a001_code_w32_r50_n0_dsa", [0.5] * 24 + [0.75] * 26, control, 24, 32, 50)
+    built = dynafed.build("cpu", folder)
+    text = built.claim.text
+    assert "control, D_syn never matched: DynaFed code settings, N = 0, dsa: +13.80 points over FedAvg" in text
+    assert "DynaFed code settings, N = 300, dsa: +0.00 points over FedAvg" in text
+    assert not built.claim.held and "did not hold" in text
