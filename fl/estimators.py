@@ -106,6 +106,13 @@ def moments(
     return {"zeta2": estimators.zeta2(means[:, None, :]), "sigma2": float(np.mean(sigma2)), "means": means}
 
 
+def same_objective(data, weights: list[float] | None) -> bool:
+    """Whether every client trains on exactly its original set D_i with weight 1 (no shuffle, no reweighting), so
+    that (ζ̂², σ̂²) = (ζ², σ²) by definition."""
+    unweighted = weights is None or all(float(w) == 1.0 for w in weights)
+    return unweighted and len(data.train) == len(data.original) and all(map(torch.equal, data.train, data.original))
+
+
 def measure(
     flat: FlatModel,
     x_params: torch.Tensor,
@@ -122,8 +129,11 @@ def measure(
     ``synthetic`` set: σ̂²_p gains w̃²σ̃² (reported as ``sigma2_synthetic`` = σ̃²)."""
     state = generator.get_state()  # the same subsample draws before and after shuffling: less noise in the ratio
     before = moments(flat, x_params, data.x, data.y, data.original, samples, generator)
-    generator.set_state(state)
-    after = moments(flat, x_params, data.x, data.y, data.train, samples, generator, weights)
+    if same_objective(data, weights):  # nothing shuffled in, every weight 1: the second pass would repeat the first
+        after = before  # (its draws too: the generator already stands where that pass would leave it)
+    else:
+        generator.set_state(state)
+        after = moments(flat, x_params, data.x, data.y, data.train, samples, generator, weights)
     out = {
         "zeta2": before["zeta2"],
         "sigma2": before["sigma2"],

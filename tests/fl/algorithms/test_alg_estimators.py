@@ -64,3 +64,33 @@ def test_cross_entropy_reference_matches_model(tiny):
     w = flat.params.clone()
     expected = F.cross_entropy(tiny.forward(w, data.x, False), data.y)
     assert float(F.cross_entropy(flat.model(data.x), data.y).detach()) == pytest.approx(float(expected), rel=1e-12)
+
+
+@pytest.mark.parametrize("weights", [None, [1.0, 1.0, 1.0], [0.5, 1.0, 2.0]])
+def test_an_unchanged_objective_is_measured_once_with_the_same_numbers(tiny, monkeypatch, weights):
+    """With nothing shuffled in and every weight 1 the hatted moments are the plain ones: one pass over the clients
+    instead of two, the same numbers and the same generator state after (σ̃²'s subsample draws from it) as the two
+    passes. Any other weight takes the second pass."""
+    import fl.estimators as estimators
+
+    flat, data = tiny.make_flat(), tiny.make_data(sizes=(12, 9, 10))
+    w = flat.params.clone()
+    generator = torch.Generator().manual_seed(0)
+    synthetic = (torch.randn(6, tiny.D, generator=generator, dtype=tiny.DTYPE), torch.full((6, tiny.K), 1 / tiny.K))
+    calls, real = [], estimators.moments
+    monkeypatch.setattr(estimators, "moments", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def run(**patch):
+        with monkeypatch.context() as m:
+            for name, value in patch.items():
+                m.setattr(estimators, name, value)
+            g = torch.Generator().manual_seed(3)
+            out = measure(flat, w, data, 4, g, weights, synthetic, synthetic_weight=0.5)  # 4 < every client's size
+            return out, g.get_state()
+
+    calls.clear()
+    once, state = run()
+    passes = len(calls)
+    twice, forced_state = run(same_objective=lambda data, weights: False)
+    assert passes == (2 if weights and weights[0] == 0.5 else 1)
+    assert once == twice and torch.equal(state, forced_state)
