@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# The paper-scale arms still open, for a lent GPU (device `run`, 30 minutes, 10 a call, the machine given back after
-# 30 s idle): `start` launches them in the background (setsid, so they outlive the call) and waits; `wait` reports
-# and waits again. Both keep $OUT current every minute, so a call cut off at its limit still brings back what ran:
+# The paper-scale arms still open, for a lent GPU. A lease is now 15 minutes of device time in all, its start
+# included, and one call runs at most 10 minutes, so a lease runs ONE group in ONE call:
+#   device run, carry [".data"] (the Fashion-MNIST IDX files copied to .data/fashion-mnist, ignored by git),
+#   timeout_s 600:   bash scripts/gpu-campaign.sh start seeds 540     (or: start controls 540)
+#   then give_back; here: tar -xzf /work/.device/N/metrics.tgz -C ~/.cache/shufflefl/gpuN (and dsyn.tgz).
+# `start GROUP SECONDS` launches the group in the background (setsid, so a cut-off call still leaves $OUT) and
+# reports; `wait SECONDS` reports again on a warm machine. Every minute $OUT is packed afresh:
 #   $OUT/metrics.tgz   every run's config, metrics, summary, provenance and logs (no checkpoints, no caches)
 #   $OUT/dsyn.tgz      each DynaFed arm's D_syn (dynafed_synthesis.pt, ~1 MB; a checkpoint with 80 clients' Adam
 #                      moments is ~200 MB, so δ² is logged in the run instead: ESTIMATE_EVERY=20)
 # The device tool drops any file over 16 MiB, so the two stay apart (the first lease lost its checkpoints that way).
-#   device run, carry [".data"] (the Fashion-MNIST IDX files copied to .data/fashion-mnist, ignored by git):
-#     bash scripts/gpu-campaign.sh start 540     then, at once after each return:  bash scripts/gpu-campaign.sh wait 540
-#   here: tar -xzf /work/.device/N/metrics.tgz -C ~/.cache/shufflefl/gpuN
-# The arms, all DynaFed Table 1 at the paper's settings (N = 1000, δ² of D_syn every 20 rounds), in the order they
-# start (all share the GPU; one H100 ran 7 such runs at once, a synthesis took 543 s among them):
-#   1. seeds 1 and 2: DynaFed with DSA, and FedAvg from its round 19 (the verdict over seeds)
-#   2. seed 0 again: DynaFed with DSA and FedAvg (δ² and D_syn, which the first lease lost; and whether a second
-#      H100 repeats its 85.61 / 74.88)
-#   3. seed 0 with DSA off, from the seed-0 DSA arm's round-19 state (started when that state exists)
-#   4. seed 0 with N = 0 from the same state: fine-tuning on D_syn as initialised, no synthesis (in the reduced CPU
-#      protocol it gave +13.8 points of N = 300's +19.5: how much of the gain needs a learned D_syn?)
-# Not here: the authors' code settings (N = 3000, about 3 syntheses' time: it would not finish within one lease
-# beside these, and a lease's store is gone with it).
+# A run cut off before round 200 still counts: dynafed-table1 compares the arms at the last round both reached.
+# The groups, DynaFed Table 1 at the paper's settings (N = 1000, δ² of D_syn every 20 rounds), all sharing the GPU
+# (one H100 ran 7 such runs at once in the first lease: a synthesis took 543 s among them, a DynaFed run 759 s):
+#   seeds      seeds 1 and 2: DynaFed with DSA, and FedAvg from its round 19 (the verdict over seeds; first)
+#   controls   seed 0 again, DynaFed with DSA and FedAvg (δ² and D_syn, which the first lease lost; whether a
+#              second machine repeats 85.61 / 74.88); DSA off and N = 0 from that arm's round-19 state (N = 0:
+#              fine-tuning on D_syn as initialised; in the reduced CPU protocol it gave much of N = 300's gain)
+# Not here: the authors' code settings (N = 3000, about 3 syntheses' time: not within one call).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+usage() { echo "usage: bash scripts/gpu-campaign.sh start seeds|controls [SECONDS] | wait [SECONDS]" >&2; exit 2; }
+case ${1:-}:${2:-} in start:seeds | start:controls | wait:*) ;; *) usage ;; esac
 export SHUFFLEFL_DATA=${SHUFFLEFL_DATA:-$PWD/.data} SHUFFLEFL_RUNS=${SHUFFLEFL_RUNS:-/root/store}
 export PYTHONUNBUFFERED=1 PYTHON=${PYTHON:-python3}
 S=$SHUFFLEFL_RUNS
@@ -42,15 +43,19 @@ from_dsa() {  # from_dsa NAME N AUGMENT: a seed-0 DynaFed arm from the seed-0 DS
     --set train.estimate_every=20 --init-from $dsa/checkpoint_round19.pt"
 }
 
-start() {
+start() {  # start GROUP
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$LOGS/device.txt" 2>&1
   "$PYTHON" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))" >> "$LOGS/device.txt" 2>&1
   git rev-parse HEAD >> "$LOGS/device.txt" 2>/dev/null
-  background dynafed_seed1 env SETTING=paper ESTIMATE_EVERY=20 SEED=1 bash scripts/dynafed-experiments.sh
-  background dynafed_seed2 env SETTING=paper ESTIMATE_EVERY=20 SEED=2 bash scripts/dynafed-experiments.sh
-  background dynafed_dsa env SETTING=paper ESTIMATE_EVERY=20 bash scripts/dynafed-experiments.sh
-  from_dsa dynafed_none 1000 none  # DSA off
-  from_dsa dynafed_n0 0 dsa  # no synthesis: fine-tuning on D_syn as initialised (noise, uniform soft labels)
+  case $1 in
+    seeds)
+      background dynafed_seed1 env SETTING=paper ESTIMATE_EVERY=20 SEED=1 bash scripts/dynafed-experiments.sh
+      background dynafed_seed2 env SETTING=paper ESTIMATE_EVERY=20 SEED=2 bash scripts/dynafed-experiments.sh ;;
+    controls)
+      background dynafed_dsa env SETTING=paper ESTIMATE_EVERY=20 bash scripts/dynafed-experiments.sh
+      from_dsa dynafed_none 1000 none  # DSA off
+      from_dsa dynafed_n0 0 dsa ;;  # no synthesis: fine-tuning on D_syn as initialised (noise, uniform soft labels)
+  esac
 }
 
 pack() {  # the two archives, each written whole before it replaces the last
@@ -82,8 +87,7 @@ wait_for() {  # wait_for SECONDS: report and pack every minute until SECONDS hav
   ls -la "$OUT"
 }
 
-case ${1:-} in
-  start) start; sleep 5; wait_for "${2:-540}" ;;
+case $1 in
+  start) start "$2"; sleep 5; wait_for "${3:-540}" ;;
   wait) wait_for "${2:-540}" ;;
-  *) echo "usage: bash scripts/gpu-campaign.sh start|wait [SECONDS]" >&2; exit 2 ;;
 esac

@@ -1,11 +1,15 @@
-"""scripts/gpu-campaign.sh wait: what it packs for the device tool to bring back (metrics without checkpoints;
-DynaFed's D_syn apart), on a store the test writes; no run is started."""
+"""scripts/gpu-campaign.sh: what `wait` packs for the device tool to bring back (metrics without checkpoints;
+DynaFed's D_syn apart), on a store the test writes; what each group of `start` asks ``python -m fl.run`` for, with a
+stand-in for Python that records it (the DynaFed arms are written as done, so nothing trains)."""
 
 from __future__ import annotations
 
 import subprocess
 import tarfile
+import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,3 +40,62 @@ def test_wait_packs_metrics_and_dsyn_apart(tmp_path):
     )
     with tarfile.open(out / "dsyn.tgz") as archive:
         assert archive.getnames() == ["runs/dynafed_fmnist_a001_paper_n1000_dsa/dynafed_synthesis.pt"]
+
+
+def start(tmp_path, group: str, done_arms: list[str], calls_expected: int) -> list[str]:
+    """`start GROUP 0` on a store whose named DynaFed arms have finished; the stand-in Python's calls."""
+    store = tmp_path / "store"
+    for name in done_arms:
+        arm = store / "runs" / name
+        arm.mkdir(parents=True)
+        for file in ("config.json", "summary.json", "checkpoint_round19.pt"):
+            (arm / file).write_text("{}")
+    calls, python = tmp_path / "calls.txt", tmp_path / "python"
+    python.write_text(f'#!/bin/sh\n[ "$1" = "-m" ] && echo "$@" >> {calls}\nexit 0\n')
+    python.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(store), "OUT": str(tmp_path / "out"), "PYTHON": str(python)}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu-campaign.sh"), "start", group, "0"],
+        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 30  # the arms run in their own sessions (setsid): wait for their calls
+    while time.monotonic() < deadline:
+        lines = calls.read_text().splitlines() if calls.exists() else []
+        if len(lines) >= calls_expected:
+            return lines
+        time.sleep(0.2)
+    raise AssertionError(f"{len(lines)} calls of {calls_expected}: {lines}")
+
+
+def test_the_seeds_group_runs_fedavg_beside_dynafed_for_seeds_1_and_2(tmp_path):
+    arms = ["dynafed_fmnist_a001_paper_n1000_dsa_seed1", "dynafed_fmnist_a001_paper_n1000_dsa_seed2"]
+    calls = start(tmp_path, "seeds", arms, 2)
+    runs = tmp_path / "store" / "runs"
+    for seed in (1, 2):
+        (call,) = [c for c in calls if f"fedavg_from19_seed{seed} " in c]
+        assert f"--set train.seed={seed}" in call and "--set train.estimate_every=20" in call
+        assert f"--init-from {runs}/dynafed_fmnist_a001_paper_n1000_dsa_seed{seed}/checkpoint_round19.pt" in call
+    assert len(calls) == 2
+
+
+def test_the_controls_group_branches_dsa_off_and_n0_from_seed_0(tmp_path):
+    calls = start(tmp_path, "controls", ["dynafed_fmnist_a001_paper_n1000_dsa"], 3)
+    runs = tmp_path / "store" / "runs"
+    kept = f"--init-from {runs}/dynafed_fmnist_a001_paper_n1000_dsa/checkpoint_round19.pt"
+    (none,) = [c for c in calls if "paper_n1000_none " in c]
+    (n0,) = [c for c in calls if "paper_n0_dsa " in c]
+    (fedavg,) = [c for c in calls if "fedavg_from19 " in c]
+    assert "method.augment=\"none\"" in none and "method.iterations=1000" in none and kept in none
+    assert "method.iterations=0" in n0 and kept in n0 and kept in fedavg
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("args", [[], ["start"], ["start", "everything"], ["stop"]])
+def test_a_bad_call_is_one_usage_line_and_touches_nothing(tmp_path, args):
+    env = {"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(tmp_path / "store"), "OUT": str(tmp_path / "out")}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu-campaign.sh"), *args], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stderr.startswith("usage: ") and len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
