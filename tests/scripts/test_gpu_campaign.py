@@ -86,7 +86,7 @@ def test_the_controls_group_branches_dsa_off_and_n0_from_seed_0(tmp_path):
     (none,) = [c for c in calls if "paper_n1000_none " in c]
     (n0,) = [c for c in calls if "paper_n0_dsa " in c]
     (fedavg,) = [c for c in calls if "fedavg_from19 " in c]
-    assert "method.augment=\"none\"" in none and "method.iterations=1000" in none and kept in none
+    assert 'method.augment="none"' in none and "method.iterations=1000" in none and kept in none
     assert "method.iterations=0" in n0 and kept in n0 and kept in fedavg
     assert len(calls) == 3
 
