@@ -243,6 +243,18 @@ class HFMDs(Method):
     def first_stateful_round(self) -> int:
         return 1 if self.uses_prototypes else self.period
 
+    def shares_state_with(self, other: Method, next_round: int) -> bool:
+        """Before its first synthesis (round ``period``) HFMDs' state is the class prototypes alone, kept during
+        local training without a pool: α, μ's value, the inversion's settings and the pool's use do not reach it
+        until then, so another HFMDs with the same λ (``momentum``) and period kept this one's."""
+        return (
+            type(other) is type(self)
+            and self.uses_prototypes
+            and other.uses_prototypes
+            and (other.momentum, other.period) == (self.momentum, self.period)
+            and next_round <= self.period
+        )
+
     def before_round(self, s: ServerRound) -> None:
         if s.t % self.period or not s.clients:
             return

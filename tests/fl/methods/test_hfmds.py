@@ -228,3 +228,28 @@ def test_fmds_refuses_a_hard_feature_scale(tmp_path, capsys):
     args = ["--set", "method.name='fmds'", "--set", "method.mu=0.5", "--out", str(tmp_path / "run"), "--quiet"]
     assert main(args) == 2
     assert "method.name = 'hfmds'" in capsys.readouterr().err
+
+
+def test_hfmds_with_another_alpha_starts_from_its_state_before_the_first_synthesis(cifar_root, tmp_path, capsys):
+    """α = 0.5 from the α = 0.1 run's state after round 2 (the first synthesis is before round 3) equals α = 0.5 from
+    round 1, prototypes and all; a state after the synthesis (the other α's pool) is refused."""
+    source, fresh, branched = tmp_path / "a01", tmp_path / "a05", tmp_path / "a05_from_a01"
+    keep = ("--set", "train.keep_round=2")
+    half = ("--set", "method.alpha=0.5")
+    assert main(hfmds_args(cifar_root, source, "fedavg", "hfmds", *keep)) == 0
+    assert main(hfmds_args(cifar_root, fresh, "fedavg", "hfmds", *half)) == 0
+    init = ("--init-from", str(source / "checkpoint_round2.pt"))
+    assert main(hfmds_args(cifar_root, branched, "fedavg", "hfmds", *half, *init)) == 0
+    assert metrics(branched) == metrics(fresh) != metrics(source)
+    a = torch.load(fresh / "checkpoint.pt", weights_only=True)
+    b = torch.load(branched / "checkpoint.pt", weights_only=True)
+    assert torch.equal(a["x"], b["x"]) and torch.equal(a["method"]["server"]["pool_x"], b["method"]["server"]["pool_x"])
+    late = tmp_path / "late"
+    assert main(hfmds_args(cifar_root, late, "fedavg", "hfmds", "--set", "train.keep_round=3")) == 0
+    capsys.readouterr()
+    args = hfmds_args(
+        cifar_root, tmp_path / "x", "fedavg", "hfmds", *half, "--init-from", str(late / "checkpoint_round3.pt")
+    )
+    assert main(args) == 2 and "keeps state from round 1" in capsys.readouterr().err
+    other_lambda = ("--set", "method.momentum=0.9", *init)
+    assert main(hfmds_args(cifar_root, tmp_path / "y", "fedavg", "hfmds", *other_lambda)) == 2
