@@ -13,8 +13,8 @@ Per arm: rounds reached, final accuracy, the mean of the last 5 rounds (the pape
 seconds of local training per round; for DynaFed the synthesis (seconds, N, the matching loss at the first and the
 last logged iteration, the learned α). An arm with N = 0 (D_syn as initialised, never matched, and the same
 fine-tuning) is a control: it is compared with FedAvg like the others, but the claim holds only on arms that matched
-D_syn (N > 0). Runs of 200 rounds take hours each on CPU, so the arms are also compared at
-the last round both have reached (mean of its 5 rounds). δ² of D_syn against the real clients comes from the run's
+D_syn (N > 0). Runs of 200 rounds take hours each on CPU, so the arms are also compared at the last round both have
+reached (mean of its 5 rounds). δ² of D_syn against the real clients comes from the run's
 own estimates or from ``python -m fl.remeasure RUN --only delta2`` (``estimates_posthoc.jsonl``). The figure: the
 accuracy curves, the matching loss over the N outer iterations, δ² over rounds; D_syn as an image grid.
 """
