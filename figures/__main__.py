@@ -6,13 +6,20 @@
     python -m figures fig3 table1 --scale cpu --jobs 2   # independent FL runs two at a time, one thread each
     python -m figures status --scale paper     # one line per run: done / round r of R (s per round, ETA) / not started
     SHUFFLEFL_RUNS=~/.cache/shufflefl nohup python -m figures all --scale cpu --jobs 2 &   # runs outside the tree
+    python -m figures ledger add RUN_DIR...    # a run's small records into the run ledger (results/ledger)
+    python -m figures ledger list
+    python -m figures report                   # results/REPORT.md's generated sections, from the ledger alone
+    python -m figures check                    # fails when REPORT.md differs from what the ledger gives
+    python -m figures table1 --scale cpu --runs results/ledger --root /tmp/x   # one artefact from the ledger
 
 The FL runs live in a run store (``--runs DIR`` or ``$SHUFFLEFL_RUNS``; default beside the results): keep it outside
 a work tree that may be laid anew. Stopping a build at any moment (Ctrl-C, SIGTERM, a lost machine) loses at most
 the round in flight; the same command resumes every run where it stopped.
 
-Results go to ``results/figures/NAME/SCALE/`` (``--root``); results/REPORT.md's generated section is rewritten
-from every saved result after a build (``--report``; ``--no-report`` to leave it).
+Results go to ``results/figures/NAME/SCALE/`` (``--root``). A build never touches results/REPORT.md: its
+generated sections come from the run ledger alone (:mod:`figures.ledger`), so a run enters the report by
+``ledger add`` and ``report``. With ``--runs`` on the ledger a build reads and never trains: a missing or unfinished
+run is named in its output.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from pathlib import Path
 from figures.artefacts import ROOT, SCALES, find
 from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED
 from figures.flruns import plan, progress, set_jobs, set_store
-from figures.report import regenerate
+from figures.ledger import check_main, ledger_main
 from theory.cli import ArgumentParser, format_table, guarded
 
 
@@ -93,12 +100,15 @@ def status(names: list[str], scale: str, root: Path) -> str:
 
 @guarded("figures")
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["ledger"]:
+        return ledger_main(argv[1:])
+    if argv[:1] in (["check"], ["report"]):
+        return check_main(argv[1:], write=argv[0] == "report")
     parser = ArgumentParser(prog="python -m figures", description="Build the paper's figures and tables.")
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"artefacts: {', '.join(ARTEFACTS)}, or all")
     parser.add_argument("--scale", choices=SCALES, default="cpu", help="quick (seconds), cpu (2 cores), paper")
     parser.add_argument("--root", type=Path, default=ROOT, help=f"where results live (default {ROOT})")
-    parser.add_argument("--report", type=Path, default=Path("results/REPORT.md"), help="the report to regenerate")
-    parser.add_argument("--no-report", action="store_true", help="do not rewrite the report")
     parser.add_argument("--force", action="store_true", help="rebuild even what is done (finished runs are reused)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="FL runs at a time, one torch thread each")
     parser.add_argument("--runs", type=Path, help="the FL run store (default $SHUFFLEFL_RUNS, else under --root)")
@@ -119,9 +129,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{artefact.name} ({args.scale}): {state} -> {artefact.folder(args.scale, args.root)}")
         print(format_table(result["headers"], result["rows"]))
         print(result["claim"]["text"])
-    if not args.no_report:
-        regenerate(args.report, ARTEFACTS, args.root)
-        print(f"regenerated {args.report}")
     return 0
 
 

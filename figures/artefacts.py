@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,12 @@ from theory.errors import InputError
 
 SCALES = ("quick", "cpu", "paper")
 ROOT = Path("results/figures")
+USED: set[Path] = set()  # the run folders the build in progress reads (its result names them: ``runs``)
+
+
+def used(folders: Iterable[Path]) -> None:
+    """Record run folders the artefact being built reads (the run store's and the scripts' readers call it)."""
+    USED.update(Path(f) for f in folders)
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class Artefact:
         folder = self.folder(scale, root)
         folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
+        USED.clear()
         built = self.build(scale, folder)
         result = {
             "name": self.name,
@@ -94,6 +101,7 @@ class Artefact:
             "claim": built.claim.to_dict(),
             "figures": built.figures,
             "numbers": built.numbers,
+            "runs": sorted(f"{f.parent.name}/{f.name}" for f in USED),
             "seconds": time.perf_counter() - start,
         }
         write_atomically(folder / "result.json", lambda tmp: tmp.write_text(json.dumps(result, indent=2)))

@@ -38,6 +38,7 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from figures.artefacts import used
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
 from fl.run import read_metrics
@@ -47,11 +48,22 @@ from theory.errors import InputError
 RUNS, SYNTHETIC = "_runs", "_synthetic"
 JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
 STORE: dict[str, Path | None] = {"path": None}  # python -m figures --runs sets it (set_store)
+LEDGER_MARK = ".ledger"  # a store holding this file is a run ledger: read, never run in (figures.ledger)
 PLAN: dict[str, list | None] = {"tasks": None}  # python -m figures status lists the runs instead of running them
 
 
 class Planned(Exception):
     """Raised by :func:`run_arms` in planning mode, after it recorded the runs an artefact needs."""
+
+
+class NotInStore(InputError):
+    """Raised by :func:`run_arms` on a run ledger (read only) when runs an artefact needs are missing or partial:
+    the message names each of them."""
+
+
+def read_only(runs: Path) -> bool:
+    """Whether the run store ``runs`` is a run ledger, which builds read and never train in."""
+    return (runs / LEDGER_MARK).exists()
 
 
 def set_jobs(jobs: int) -> None:
@@ -120,9 +132,17 @@ def config_of(protocol: Protocol, arm: Arm, seed: int, root: Path) -> RunConfig:
         return load_config(protocol.config, overrides)
 
 
+def run_key(config: RunConfig) -> str:
+    """12 hex digits naming a run in a store or the ledger: the hash of its config's identity without
+    ``method.cache_dir`` (where generators are cached changes no number, so the same run has one name in every
+    store)."""
+    tree = config.identity()
+    tree["method"].pop("cache_dir", None)
+    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def run_folder(config: RunConfig, root: Path) -> Path:
-    digest = hashlib.sha256(json.dumps(config.identity(), sort_keys=True).encode()).hexdigest()[:12]
-    return root / RUNS / digest
+    return root / RUNS / run_key(config)
 
 
 def lock_file(folder: Path) -> Path:
@@ -185,6 +205,16 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
     if PLAN["tasks"] is not None:
         PLAN["tasks"].extend((name, arm.label, seed, config, folder) for arm, seed, config, folder in tasks)
         raise Planned
+    used(folder for *_, folder in tasks)
+    if read_only(root):
+        absent = [(arm, seed, config, folder) for arm, seed, config, folder in tasks
+                  if not (folder / "summary.json").exists()]  # fmt: skip
+        if len(absent) == len(tasks):
+            raise NotInStore(f"none of its {len(tasks)} runs is in the ledger {root}")
+        if absent:
+            named = "; ".join(f"{arm.label}, seed {seed} ({folder.name}: {reached(config, folder)})"
+                              for arm, seed, config, folder in absent)  # fmt: skip
+            raise NotInStore(f"{len(absent)} of {len(tasks)} runs not finished in the ledger {root}: {named}")
     for k, (arm, seed, _, folder) in enumerate(tasks, 1):
         state = "reused" if (folder / "summary.json").exists() else "to run"
         print(f"  {name} [{k}/{len(tasks)}] {arm.label}, seed {seed}: {state} ({folder})", flush=True)
@@ -224,6 +254,12 @@ def progress(config: RunConfig, folder: Path) -> dict:
         return {"state": "not started", "round": 0, "rounds": rounds}
     per_round = rows[-1]["seconds"] / len(rows)
     return {"state": "partial", "round": rows[-1]["round"], "rounds": rounds, "seconds_per_round": per_round}
+
+
+def reached(config: RunConfig, folder: Path) -> str:
+    """A run's progress in words: "absent" or "round r of R"."""
+    state = progress(config, folder)
+    return "absent" if state["state"] == "not started" else f"round {state['round']} of {state['rounds']}"
 
 
 def show(values: Sequence[float | None], digits: int = 3) -> str:

@@ -1,101 +1,87 @@
-"""results/REPORT.md's generated section, from the artefacts' saved results (``result.json``).
+"""results/REPORT.md's generated sections: the claims table at the top and the artefacts' blocks, both rebuilt from
+the run ledger (:mod:`figures.ledger`) and nothing else.
 
-The section sits between two marker lines; everything outside them is hand-written and never touched. Per
-artefact and built scale: the title, scale and setting, the exact command, the figure paths, the table, and the
-claim sentence computed from the numbers; then the artefacts not built yet, by scale (the paper scale: left for a GPU),
-each with its command.
-
-``results/`` is not committed, so a fresh checkout has none of the results behind the committed report: an artefact
-and scale with no local result keeps its block from the report being replaced (:func:`earlier_blocks`), marked as
-carried over, and is rebuilt only when asked. Building one artefact never erases another's numbers.
+Each section sits between two marker lines; everything outside them is hand-written and never touched. Per
+artefact and scale: the title, scale and setting, the exact command, the figure paths, the table, the claim sentence
+computed from the numbers and the ledger runs it rests on; an artefact whose runs are not all in the ledger says
+which are missing instead of showing numbers. Nothing in a section depends on when or where it was built (no
+seconds, figure paths under ``results/figures``), so ``python -m figures check`` can compare it byte for byte.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from figures.artefacts import ROOT, SCALES, Artefact
+from figures.artefacts import ROOT, Artefact
 
 BEGIN = "<!-- python -m figures: generated section, do not edit by hand -->"
 END = "<!-- end of the generated section -->"
+CLAIMS_BEGIN = "<!-- python -m figures: claims table, generated, do not edit by hand -->"
+CLAIMS_END = "<!-- end of the claims table -->"
 
 
 def cell(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
-    return "-" if value is None else str(value)
+    return "-" if value is None else str(value).replace("|", "/")
 
 
-CARRIED = "*(Carried over from an earlier build: no result for it under this checkout's results/.)*"
+def table(headers: Sequence[str], rows: Sequence[Sequence]) -> list[str]:
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+        *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows),
+    ]
 
 
-def earlier_blocks(text: str) -> dict[tuple[str, str], list[str]]:
-    """The per-artefact blocks of an existing generated section, by (name, scale): each starts at its
-    ``### name (scale): title`` line and runs to the next block or the list of what is not built."""
-    if BEGIN not in text or END not in text:
-        return {}
-    body = text.split(BEGIN, 1)[1].split(END, 1)[0].splitlines()
-    blocks, current = {}, None
-    for line in body:
-        if line.startswith("### ") and " (" in line and "):" in line:
-            name, scale = line[4:].split(" (", 1)[0], line.split(" (", 1)[1].split(")", 1)[0]
-            current = blocks.setdefault((name, scale), [])
-        elif line.startswith(("Not built", "Left for a GPU")):
-            current = None
-        if current is not None and line != CARRIED:
-            current.append(line)
-    return blocks
+def block(artefact: Artefact, scale: str, result: dict | None, failure: str | None) -> list[str]:
+    """One artefact at one scale: its numbers and claim, or why it was not rebuilt from the ledger."""
+    lines = [f"### {artefact.name} ({scale}): {artefact.title}", ""]
+    if result is None:
+        return [*lines, f"Setting: {artefact.scales[scale]}. **Not rebuilt from the ledger.** {failure}", ""]
+    claim, folder = result["claim"], artefact.folder(scale, ROOT)
+    runs = result.get("runs", [])
+    return [
+        *lines,
+        f"Setting: {result['setting']}. Command: `{result['command']} --runs results/ledger`. "
+        f"Figures: {', '.join(f'`{folder / f}`' for f in result['figures'])}.",
+        "",
+        *table(result["headers"], result["rows"]),
+        "",
+        f"**{'Claim held' if claim['held'] else 'Claim did not hold'}.** {claim['text']}",
+        "",
+        f"Ledger runs ({len(runs)}): " + (", ".join(f"`{r}`" for r in runs) or "none (a simulator's summary)") + ".",
+        "",
+    ]
 
 
-def section(artefacts: dict[str, Artefact], root: Path = ROOT, earlier: dict | None = None) -> str:
-    lines = [BEGIN, "## Artefacts (`python -m figures`)", ""]
-    missing, earlier = [], earlier or {}
+def section(artefacts: dict[str, Artefact], built: dict[tuple[str, str], dict | str], scales: Sequence[str]) -> str:
+    """The artefacts' section from ``built``: (name, scale) -> the result, or a string saying why there is none."""
+    lines = [BEGIN, "## Artefacts, rebuilt from the run ledger (`python -m figures check`)", ""]
     for artefact in artefacts.values():
-        for scale in SCALES:
-            result = artefact.result(scale, root) if scale in artefact.scales else None
-            if result is None and (artefact.name, scale) in earlier:
-                heading, *rest = earlier[artefact.name, scale]
-                while rest and not rest[0]:
-                    rest.pop(0)
-                lines += [heading, "", CARRIED, "", *rest]
-                continue
-            if result is None:
-                if scale in artefact.scales:
-                    missing.append(
-                        (scale, f"`{artefact.name}` ({artefact.scales[scale]}; `{artefact.command(scale)}`)")
-                    )
-                continue
-            claim = result["claim"]
-            lines += [
-                f"### {artefact.name} ({scale}): {result['title']}",
-                "",
-                f"Setting: {result['setting']}. Command: `{result['command']}` ({result['seconds']:.0f} s). "
-                f"Figures: {', '.join(f'`{artefact.folder(scale, root) / f}`' for f in result['figures'])}.",
-                "",
-                "| " + " | ".join(result["headers"]) + " |",
-                "|" + "---|" * len(result["headers"]),
-                *("| " + " | ".join(cell(v) for v in row) + " |" for row in result["rows"]),
-                "",
-                f"**{'Claim held' if claim['held'] else 'Claim did not hold'}.** {claim['text']}",
-                "",
-            ]
-    for scale, heading in (("cpu", "Not built yet at cpu scale (2 cores)"), ("paper", "Left for a GPU (paper scale)"),
-                           ("quick", "Not built at quick scale (the tests build it)")):  # fmt: skip
-        left = [m for s, m in missing if s == scale]
-        if left:
-            lines += [f"{heading}: " + "; ".join(left) + ".", ""]
+        for scale in scales:
+            if (artefact.name, scale) in built:
+                outcome = built[artefact.name, scale]
+                result, failure = (outcome, None) if isinstance(outcome, dict) else (None, outcome)
+                lines += block(artefact, scale, result, failure)
     return "\n".join([*lines, END])
 
 
-def regenerate(path: Path, artefacts: dict[str, Artefact], root: Path = ROOT) -> None:
-    """Replace the generated section of ``path`` (or put it after the first heading when there is none), keeping
-    the earlier blocks of artefacts that have no local result."""
+def between(text: str, begin: str, end: str) -> str | None:
+    """The text from ``begin`` to ``end`` (both included), None where either marker is missing."""
+    if begin not in text or end not in text:
+        return None
+    return begin + text.split(begin, 1)[1].split(end, 1)[0] + end
+
+
+def replace(text: str, begin: str, end: str, new: str) -> str:
+    """``text`` with its part from ``begin`` to ``end`` replaced by ``new`` (appended where there is none)."""
+    old = between(text, begin, end)
+    return text.replace(old, new) if old is not None else f"{text.rstrip()}\n\n{new}\n"
+
+
+def write_sections(path: Path, claims: str, artefacts: str) -> None:
     text = path.read_text() if path.exists() else "# Measured results\n"
-    new = section(artefacts, root, earlier_blocks(text))
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + new + rest.split(END, 1)[1]
-    else:
-        first, _, rest = text.partition("\n")
-        text = f"{first}\n\n{new}\n{rest}"
+    text = replace(replace(text, CLAIMS_BEGIN, CLAIMS_END, claims), BEGIN, END, artefacts)
     path.write_text(text)

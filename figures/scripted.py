@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from figures.artefacts import used
 from figures.flruns import store
 from fl.sweep import mean_sd
 
@@ -25,7 +26,8 @@ def runs_root(root: Path) -> Path:
 
 
 def read_rows(run: Path) -> list[dict]:
-    """The metrics rows of ``run`` (none when it has not started)."""
+    """The metrics rows of ``run`` (none when it has not started); the artefact being built names it."""
+    used([run])
     path = run / "metrics.jsonl"
     if not path.exists():
         return []

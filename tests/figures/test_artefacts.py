@@ -1,5 +1,5 @@
 """python -m figures: every artefact at quick scale end to end, reuse without rerunning, FL runs shared between
-artefacts, the claim sentences flipping with the numbers, the regenerated report section, and one-line errors for
+artefacts, the claim sentences flipping with the numbers, builds leaving the report alone, and one-line errors for
 bad input."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import figures.flruns as flruns
 from figures import fedssyn_fl, methods_fl
 from figures.__main__ import main
 from figures.flruns import Arm, Result
-from figures.report import BEGIN, END
 from theory.errors import InputError
 
 # the artefacts with a quick scale (those that read the scripts' runs have the paper scale only)
@@ -31,7 +30,7 @@ def built(tmp_path_factory):
     threads = torch.get_num_threads()  # a module fixture starts before the autouse one_thread fixture
     torch.set_num_threads(1)
     try:
-        assert main(["all", "--scale", "quick", "--root", str(tmp / "root"), "--report", str(report)]) == 0
+        assert main(["all", "--scale", "quick", "--root", str(tmp / "root")]) == 0
     finally:
         torch.set_num_threads(threads)
     return tmp
@@ -53,14 +52,9 @@ def test_every_artefact_builds_at_quick_scale(built):
 
 
 @pytest.mark.slow
-def test_report_section_is_regenerated_and_hand_text_kept(built):
-    text = (built / "REPORT.md").read_text()
-    assert "Hand-written text that must survive." in text
-    assert text.count(BEGIN) == 1 and text.count(END) == 1
-    for name in QUICK:
-        assert f"### {name} (quick)" in text and f"`python -m figures {name} --scale quick`" in text
-    assert "Not built yet at cpu scale (2 cores):" in text and "Left for a GPU (paper scale):" in text
-    assert "`python -m figures table1 --scale paper`" in text
+def test_a_build_leaves_the_report_alone(built):
+    """The report's generated sections come from the run ledger only (figures.ledger), never from a local build."""
+    assert (built / "REPORT.md").read_text() == "# Measured results\n\nHand-written text that must survive.\n"
 
 
 @pytest.mark.slow
@@ -71,7 +65,7 @@ def test_a_second_invocation_reuses_everything(built, monkeypatch, capsys):
     monkeypatch.setattr(catalogue, "simulate", refuse)
     monkeypatch.setattr(flruns, "run_one", refuse)
     before = (built / "REPORT.md").read_text()
-    assert main(["all", "--scale", "quick", "--root", str(built / "root"), "--report", str(built / "REPORT.md")]) == 0
+    assert main(["all", "--scale", "quick", "--root", str(built / "root")]) == 0
     assert capsys.readouterr().out.count("reused") == len(QUICK)
     assert (built / "REPORT.md").read_text() == before
     assert main(["--root", str(built / "root")]) == 0
@@ -191,23 +185,6 @@ def test_methods_claim_flips_with_the_numbers():
     assert not claim.held and "hfmds -0.005 (within the seed spread)" in claim.text
 
 
-def test_report_keeps_the_blocks_it_has_no_local_result_for(tmp_path):
-    """A fresh checkout has no results/: regenerating the report after building nothing (or one artefact) keeps the
-    other artefacts' committed blocks, marked as carried over, and a second regeneration changes nothing."""
-    from figures.report import CARRIED, regenerate
-
-    block = ["### fig2 (paper): Fedssyn Fig. 2", "", "Setting: x. Command: `python -m figures fig2 --scale paper`.", "",
-             "| p | ratio |", "|---|---|", "| 0 | 1 |", "", "**Claim held.** It held.", ""]  # fmt: skip
-    report = tmp_path / "REPORT.md"
-    report.write_text("\n".join(["# Measured results", "", BEGIN, "## Artefacts", "", *block, END, "", "Hand text."]))
-    regenerate(report, catalogue.ARTEFACTS, tmp_path / "empty-root")
-    once = report.read_text()
-    assert CARRIED in once and "| 0 | 1 |" in once and "**Claim held.** It held." in once and "Hand text." in once
-    assert "`fig2` (sims.quadratic --quick" in once  # fig2 quick: neither local nor earlier, so listed as not built
-    regenerate(report, catalogue.ARTEFACTS, tmp_path / "empty-root")
-    assert report.read_text() == once
-
-
 def test_fig2_claim_flips_with_the_numbers():
     p = np.array([0.0, 0.2, 0.4, 0.6])
     theory = np.array([1.0, 0.75, 0.5, 0.3])
@@ -237,7 +214,7 @@ def test_figb2_claim_flips_with_the_numbers():
 
 
 def test_unknown_artefact_is_one_line_exit_2(tmp_path, capsys):
-    assert main(["nosuch", "--root", str(tmp_path), "--no-report"]) == 2
+    assert main(["nosuch", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown artefact 'nosuch'" in err
 
