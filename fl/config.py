@@ -39,6 +39,7 @@ from fl.batched import BACKENDS
 from fl.data.datasets import canonical_name
 from fl.data.partition import PARTITIONERS
 from fl.methods import METHODS, Method
+from theory.cli import SEED_MAX
 from theory.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -174,6 +175,7 @@ class TrainConfig:
 
     def check(self) -> None:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
+        _require(0 <= self.seed <= SEED_MAX, "train.seed", f"must be a whole number from 0 to {SEED_MAX}")
         _require(0 < self.participation <= 1, "train.participation", "C must lie in (0, 1]")
         _require(self.local_epochs >= 1, "train.local_epochs", "must be >= 1")
         _require(self.local_steps >= 0, "train.local_steps", "must be >= 0 (0: use local_epochs)")
@@ -346,10 +348,24 @@ def _coerce(key: str, value, default):
     return value
 
 
+def finite(tree, path: str = "") -> None:
+    """Refuse, in one line, any non-finite number (inf, nan) in a config tree: every number there means a finite
+    one."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            finite(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(tree, list | tuple):
+        for value in tree:
+            finite(value, path)
+    elif isinstance(tree, float) and not math.isfinite(tree):
+        raise InputError(f"config {path}: must be a finite number, got {tree}")
+
+
 def from_dict(tree: dict) -> RunConfig:
     """Build and check a RunConfig from a parsed TOML tree (an earlier version's ``[synthetic]`` is read as
     ``[method]``)."""
     config = RunConfig()
+    finite(tree)
     for section, table in migrate(tree).items():
         if section in ("algorithm", "method") and not isinstance(table, dict):
             raise InputError(f"config {section}: must be a table")

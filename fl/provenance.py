@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from theory.errors import InputError
+from theory.output import read_object
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 CODE = ("fl", "theory")
@@ -69,9 +70,10 @@ def synthetic_hash(sets: list[tuple[np.ndarray, np.ndarray]]) -> str | None:
     return digest.hexdigest()[:12]
 
 
-def record(out: Path, synthetic: str | None) -> None:
-    """A new run's ``provenance.json``."""
+def record(out: Path, synthetic: str | None, where: dict | None = None) -> None:
+    """A new run's ``provenance.json``; ``where``: the device and the data it ran on (:func:`fl.run.where_it_ran`)."""
     entry = {"code_version": code_version(), "git": git_commit(), "synthetic_sha256": synthetic, "changes": []}
+    entry |= where or {}
     (out / "provenance.json").write_text(json.dumps(entry, indent=2))
 
 
@@ -85,13 +87,14 @@ def check_resume(out: Path, synthetic: str | None, at_round: int, accept_code_ch
         entry = json.loads(path.read_text()) | {"recorded_from_round": at_round}  # rounds before: code unknown
         path.write_text(json.dumps(entry, indent=2))
         return f"{out}: no provenance.json (an older run); this code version is recorded from round {at_round} on"
-    entry = json.loads(path.read_text())
+    entry = read_object(path, "provenance.json")
     if entry.get("synthetic_sha256") != synthetic:
         raise InputError(
             f"{out}: the synthetic sets differ from those the run started with ({entry.get('synthetic_sha256')} "
             f"vs {synthetic}); point method.cache_dir at the generators it used, or start the run over"
         )
-    current = entry["changes"][-1]["code_version"] if entry["changes"] else entry["code_version"]
+    changes = entry.get("changes") or []
+    current = changes[-1].get("code_version") if changes else entry.get("code_version")
     if current == code_version():
         return None
     if not accept_code_change:
@@ -100,6 +103,6 @@ def check_resume(out: Path, synthetic: str | None, at_round: int, accept_code_ch
             f"{code_version()} (git {git_commit()}); resuming would mix the two: start it over, or resume with "
             "--accept-code-change to continue and record the change"
         )
-    entry["changes"].append({"round": at_round, "code_version": code_version(), "git": git_commit()})
+    entry["changes"] = [*changes, {"round": at_round, "code_version": code_version(), "git": git_commit()}]
     path.write_text(json.dumps(entry, indent=2))
     return f"{out}: continuing from round {at_round} with code version {code_version()} (was {current}); recorded"

@@ -15,6 +15,7 @@ gradients, no second pass over the shuffled sets).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from fl.estimators import delta2
 from fl.run import Experiment
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
+from theory.output import read_object
 
 OUT = "estimates_posthoc.jsonl"
 
@@ -59,19 +61,25 @@ def load(path: Path) -> dict:
 def measured(path: Path) -> set[int]:
     if not path.exists():
         return set()
-    return {json.loads(line)["round"] for line in path.read_text().splitlines() if line.strip()}
+    rounds = set()
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError):  # a torn line: that model is redone
+            rounds.add(json.loads(line)["round"])
+    return rounds
 
 
 def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int | None = None, quiet: bool = False):
     """Estimates at each saved model of ``run`` (rounds divisible by ``every``, and the last); appends to its
     ``estimates_posthoc.jsonl`` and returns the new lines."""
-    try:
-        tree = json.loads((run / "config.json").read_text())
-    except FileNotFoundError:
-        raise InputError(f"{run}: not a run directory (no config.json)") from None
+    if not (run / "config.json").is_file():
+        raise InputError(f"{run}: not a run directory (no config.json)")
+    tree = read_object(run / "config.json", "config.json of the run")
+    train = tree.setdefault("train", {})
+    if not isinstance(train, dict):
+        raise InputError(f"{run / 'config.json'}: its [train] is not a table")
     if samples is not None:
-        tree["train"]["estimate_samples"] = samples
-    tree["train"]["device"] = "cpu"
+        train["estimate_samples"] = samples
+    train["device"] = "cpu"
     models = saved_models(run)
     if not models:
         raise InputError(f"{run}: no saved model (checkpoint*.pt or snapshots/round*.pt)")

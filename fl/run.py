@@ -11,10 +11,13 @@ loss/accuracy, cumulative communication, estimator values), ``checkpoint.pt`` (w
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +45,9 @@ from fl.flat import FlatModel
 from fl.methods import Picture, Setup, Split, new_state
 from fl.methods.base import WORK_FOLDER
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
-from theory.cli import ArgumentParser, guarded, held, make_dir, stop_requested
+from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
+from theory.output import read_object, to_json
 
 
 def resolve_device(name: str) -> torch.device:
@@ -64,12 +68,22 @@ class Experiment:
         dataset = load(config.data.dataset, config.data.data_root or None).subsample(
             config.data.subsample, config.data.test_subsample, np.random.default_rng([seed, 2])
         )
+        self.data_used = {
+            "dataset": dataset.name, "folder": str(dataset.source), "train": len(dataset.y_train),
+            "test": len(dataset.y_test),
+        }  # fmt: skip
         rng = np.random.default_rng([seed, 1])
         split = Split(*split_clients(
             dataset, config.data.partition, config.data.clients, rng, config.data.p, config.data.val_fraction,
             config.data.partition_params(),
         ))  # fmt: skip
         self.method = build_method(config.method)
+        n_tilde = int(config.method.get("n_tilde", 0) or 0)
+        if n_tilde:  # the synthetic sets a method makes: refused before any generator trains when they cannot fit
+            check_memory(
+                3 * 4 * n_tilde * config.data.clients * int(np.prod(dataset.shape)),
+                f"method.n_tilde = {n_tilde} synthetic images for each of {config.data.clients} clients",
+            )
         split, self.method_info = self.prepare(Setup(dataset, seed, config.data.p, str(self.device)), split)
         self.synthetic = split.synthetic or []
         self.data = assemble(
@@ -169,6 +183,44 @@ class Experiment:
         return participants * (per_client + self.method.communication(self.flat.n_params))
 
 
+def where_it_ran(exp: Experiment) -> dict:
+    """What provenance.json keeps of the machine and the data a run started on: the device (its name on CUDA),
+    torch, the core count and the one trainer thread, and the data actually read (dataset, folder, sizes)."""
+    device = str(exp.device)
+    if exp.device.type == "cuda":
+        device += f" ({torch.cuda.get_device_name(exp.device)})"
+    return {
+        "device": device,
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "trainer_threads": 1 if exp.device.type == "cpu" else torch.get_num_threads(),
+        "data": exp.data_used,
+    }
+
+
+def config_key(config: RunConfig) -> str:
+    """12 hex digits over what a run's numbers depend on in its config (its identity, without the device a resumed
+    run may move to): kept in the state (``extra["config_key"]``), so a resume refuses an edited config.json."""
+    tree = config.identity()
+    tree["train"].pop("device", None)
+    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@contextlib.contextmanager
+def trainer_threads(config: RunConfig) -> Iterator[None]:
+    """One intra-op torch thread while a CPU run trains, evaluates and measures in this process, as in every worker
+    process (:mod:`fl.workers`): a run's numbers never depend on the core count or on ``train.workers``."""
+    if resolve_device(config.train.device).type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def save_checkpoint(path: Path, state: EngineState) -> None:
     """torch.save to a temporary file, then an atomic rename: a crash never leaves half a checkpoint."""
     payload = {
@@ -202,6 +254,35 @@ def _to(tree, device: str):
     if isinstance(tree, dict):
         return {k: _to(v, device) for k, v in tree.items()}
     return tree.to(device) if isinstance(tree, torch.Tensor) else tree
+
+
+def resumable_rows(path: Path, next_round: int) -> list[dict]:
+    """The metrics rows of rounds 1 .. ``next_round`` - 1, which a checkpoint before ``next_round`` continues: rows
+    written after that checkpoint are dropped (those rounds run again), a torn last line (a crash mid-write) is
+    dropped with a warning, and anything else that does not match the checkpoint is refused in one line."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    rows = []
+    for k, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if k == len(lines) - 1:
+                print(f"{path}: dropped its torn last line (a write cut short)", file=sys.stderr)
+                break
+            raise InputError(f"{path}: line {k + 1} is not JSON; the metrics are damaged, start the run anew") from None
+        if not isinstance(row, dict) or not isinstance(row.get("round"), int):
+            raise InputError(f"{path}: line {k + 1} is not a metrics row; start the run anew")
+        rows.append(row)
+    kept = [r for r in rows if r["round"] < next_round]
+    if [r["round"] for r in kept] != list(range(1, next_round)):
+        held = f"rounds {kept[0]['round']}-{kept[-1]['round']} ({len(kept)} rows)" if kept else "no rows"
+        raise InputError(
+            f"{path} holds {held} where its checkpoint needs rounds 1-{next_round - 1}: the metrics do not match "
+            "the checkpoint; start the run anew"
+        )
+    return kept
 
 
 def read_metrics(path: Path, before_round: int | None = None) -> list[dict]:
@@ -292,10 +373,7 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     differs (unless it declares the other's state its own: DynaFed before its synthesis). Refuses a run whose data,
     model, algorithm or local training differ from the source's."""
     source = checkpoint.parent
-    try:
-        other = from_dict(json.loads((source / "config.json").read_text()))
-    except FileNotFoundError:
-        raise InputError(f"--init-from {checkpoint}: no config.json beside it") from None
+    other = from_dict(read_object(source / "config.json", "config.json of the run --init-from starts from"))
     mine, theirs = config.to_dict(), other.to_dict()
     for section in ("data", "model", "algorithm"):
         if mine[section] != theirs[section]:
@@ -345,7 +423,7 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
     elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
         row["estimates"] = exp.measure(state.x, t, state.method)
     row["seconds"] = seconds
-    return row
+    return to_json(row)  # a diverged model's NaN loss is written as null: the file stays strict JSON
 
 
 def execute(
@@ -362,12 +440,13 @@ def execute(
     ``Experiment(config)``; the Flower server passes one whose rounds go through Flower). A resume checks the
     folder's ``provenance.json`` (:mod:`fl.provenance`): other code stops it in one line unless
     ``accept_code_change``."""
-    exp = exp or Experiment(config)
-    token = WORK_FOLDER.set(out)  # long method work (DynaFed's synthesis) keeps its progress in the run folder
-    try:
-        return _execute(config, out, resume, quiet, start_from, exp, accept_code_change)
-    finally:
-        WORK_FOLDER.reset(token)
+    with trainer_threads(config):
+        exp = exp or Experiment(config)
+        token = WORK_FOLDER.set(out)  # long method work (DynaFed's synthesis) keeps its progress in the run folder
+        try:
+            return _execute(config, out, resume, quiet, start_from, exp, accept_code_change)
+        finally:
+            WORK_FOLDER.reset(token)
 
 
 def _execute(
@@ -390,13 +469,19 @@ def _execute(
         origin.write_text(str(start_from))
     synthetic = provenance.synthetic_hash(exp.synthetic)
     if not resume:
-        provenance.record(out, synthetic)
+        provenance.record(out, synthetic, where_it_ran(exp))
+    key = config_key(config)
     if resume:
         state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
+        if state.extra.get("config_key", key) != key:
+            raise InputError(
+                f"{out / 'config.json'} differs from the config its checkpoint was trained with (edited?); restore "
+                "it, or start a new run with the new config"
+            )
         note = provenance.check_resume(out, synthetic, state.round, accept_code_change)
         if note:
             print(note, file=sys.stderr)
-        rows = read_metrics(metrics_path, before_round=state.round)
+        rows = resumable_rows(metrics_path, state.round)
         metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     elif start_from is not None:
         state, rows = init_from(config, start_from, exp)
@@ -407,6 +492,7 @@ def _execute(
         state.extra["lr_tuning"] = table
         rows = []
         metrics_path.write_text("")
+    state.extra["config_key"] = key
     train = config.train
     start = time.perf_counter() - (rows[-1]["seconds"] if rows else 0.0)
     communication = rows[-1]["communication"] if rows else 0
@@ -453,7 +539,7 @@ def _execute(
     summary = summarise(config, rows, state, exp, time.perf_counter() - start)
     for picture in exp.method.pictures(state.method):
         draw(picture, out)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "summary.json").write_text(json.dumps(to_json(summary), indent=2, allow_nan=False))
     return summary
 
 
@@ -461,10 +547,10 @@ def compare(a: Path, b: Path) -> str:
     """Rounds to the target accuracy of two finished runs and the speed-up of b over a."""
     summaries = []
     for run in (a, b):
-        try:
-            summaries.append(json.loads((run / "summary.json").read_text()))
-        except FileNotFoundError:
-            raise InputError(f"{run}: no summary.json (is the run finished?)") from None
+        summary = read_object(run / "summary.json", "summary.json (is the run finished?)")
+        if not all(key in summary for key in ("rounds_to_target", "target_accuracy")):
+            raise InputError(f"{run / 'summary.json'}: not a summary of fl.run (no rounds_to_target)")
+        summaries.append(summary)
     ra, rb = (s["rounds_to_target"] for s in summaries)
     speed = f"{ra / rb:.2f}x" if ra and rb else "n/a (a run never reached the target)"
     return (
@@ -524,19 +610,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         config = load_config(args.config, overrides)
         out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
-        make_dir(out, "run directory")
+        if (out / "metrics.jsonl").exists() and not args.overwrite:
+            raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
+        make_dir(out, "run directory", tool="fl.run", overwrite=args.overwrite)
     # one process per run folder: a second start or resume stops
     with locked(out / RUN_LOCK, busy=f"run directory {out}"):
         if args.resume:
-            tree = json.loads((out / "config.json").read_text())
+            tree = read_object(out / "config.json", "config.json of the run")
+            train = tree.setdefault("train", {})
+            if not isinstance(train, dict):
+                raise InputError(f"{out / 'config.json'}: its [train] is not a table")
             if args.device:  # what a resumed run may change: the device, the worker count
-                tree["train"]["device"] = args.device
+                train["device"] = args.device
             if args.workers is not None:
-                tree["train"]["workers"] = args.workers
+                train["workers"] = args.workers
             config = from_dict(tree)
         else:
-            if (out / "metrics.jsonl").exists() and not args.overwrite:
-                raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
             (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
         summary = execute(
             config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from,

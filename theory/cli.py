@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import signal
 import sys
 import threading
@@ -117,10 +118,72 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join(lines)
 
 
-def make_dir(path: Path, what: str = "output folder") -> Path:
-    """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it."""
+OWNER = ".shufflefl-output"  # in every output folder a CLI made: the name of that CLI (see make_dir)
+SEED_MAX = 2**32 - 1  # seeds are whole numbers in [0, SEED_MAX] (numpy's SeedSequence and torch take them all)
+
+
+def make_dir(path: Path, what: str = "output folder", tool: str | None = None, overwrite: bool = False) -> Path:
+    """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it.
+
+    With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's: an existing folder that is
+    not empty and was not made by ``tool`` (its :data:`OWNER` file names another, or none) is refused in one line
+    unless ``overwrite``, so that a CLI never writes over files it did not make."""
     try:
+        if tool is not None and path.is_dir() and any(path.iterdir()) and not overwrite:
+            owner = (path / OWNER).read_text().strip() if (path / OWNER).is_file() else None
+            if owner != tool:
+                held = ", ".join(sorted(f.name for f in path.iterdir() if f.name != OWNER)[:3])
+                made = f"made by {owner}" if owner else "not made by it"
+                raise InputError(
+                    f"{what} {path} is not empty and {made} (it holds {held}...); use --overwrite or another --out"
+                )
         path.mkdir(parents=True, exist_ok=True)
+        if tool is not None:
+            (path / OWNER).write_text(tool + "\n")
     except OSError as error:
         raise InputError(f"cannot create {what} {path}: {error.strerror}") from None
     return path
+
+
+def check_seed(seed: object, what: str = "seed") -> int:
+    """``seed`` as an int in [0, SEED_MAX], or a one-line InputError."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) <= SEED_MAX:
+        raise InputError(f"{what} must be a whole number from 0 to {SEED_MAX}, got {seed!r}")
+    return int(seed)
+
+
+def seed_arg(text: str) -> int:
+    """argparse type of a seed (see :func:`check_seed`)."""
+    try:
+        return check_seed(int(text))
+    except (ValueError, InputError):
+        raise argparse.ArgumentTypeError(f"a seed must be a whole number from 0 to {SEED_MAX}, got {text!r}") from None
+
+
+def finite_float(text: str) -> float:
+    """argparse type of a finite float (inf and nan refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not np.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def available_memory() -> int:
+    """Bytes of memory available now (MemAvailable of /proc/meminfo; the physical memory where that is missing)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(needed: float, what: str) -> None:
+    """Refuse, in one line and before any work, a request whose estimated ``needed`` bytes exceed what is free."""
+    free = available_memory()
+    if needed > free:
+        raise InputError(
+            f"{what} needs about {needed / 2**30:.3g} GiB of memory and {free / 2**30:.3g} GiB is free; ask for less"
+        )

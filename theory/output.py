@@ -1,12 +1,16 @@
-"""Writing results (the simulators' and the FL sweeps'): JSON that survives numpy types and NaN, and CSV tables."""
+"""Writing and reading results (the simulators' and the FL runs'): JSON that survives numpy types and NaN, JSON files
+read back without a traceback, and CSV tables."""
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from theory.errors import InputError
 
 
 def to_json(value):
@@ -30,3 +34,17 @@ def write_csv(path: Path, header: Sequence[str], rows) -> None:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
+
+
+def read_object(path: Path, what: str) -> dict:
+    """The JSON object in ``path``; a missing, unreadable, corrupt or non-object file is a one-line InputError
+    naming ``what`` (e.g. "config.json of a run")."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no {what}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{path}: {what} is unreadable or not JSON ({type(error).__name__})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: {what} is not a JSON object")
+    return value

