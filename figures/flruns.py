@@ -40,7 +40,7 @@ import matplotlib.pyplot as plt
 
 from figures.artefacts import used
 from fl.atomic import locked
-from fl.config import RunConfig, load_config
+from fl.config import RunConfig, from_dict, load_config
 from fl.run import read_metrics
 from fl.sweep import mean_sd, prepare_run, run_one
 from theory.errors import InputError
@@ -133,12 +133,20 @@ def config_of(protocol: Protocol, arm: Arm, seed: int, root: Path) -> RunConfig:
 
 
 def run_key(config: RunConfig) -> str:
-    """12 hex digits naming a run in a store or the ledger: the hash of its config's identity without
-    ``method.cache_dir`` (where generators are cached changes no number, so the same run has one name in every
-    store)."""
+    """12 hex digits naming a run in a store or the ledger: the hash of what its config sets away from the defaults
+    (of its algorithm and method), without ``method.cache_dir``. Where generators are cached changes no number, so
+    the same run has one name in every store; and a key added to the code later with a default leaves the names
+    of earlier runs, those in the ledger included, as they were."""
     tree = config.identity()
     tree["method"].pop("cache_dir", None)
-    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
+    names = {"algorithm": {"name": config.algorithm["name"]}, "method": {"name": config.method["name"]}}
+    with contextlib.redirect_stderr(io.StringIO()):
+        defaults = from_dict(names).identity()
+    changed = {
+        section: {k: v for k, v in table.items() if defaults.get(section, {}).get(k, object()) != v}
+        for section, table in tree.items()
+    }
+    return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def run_folder(config: RunConfig, root: Path) -> Path:
