@@ -4,38 +4,105 @@
     python -m fl.flower --resume results/runs/quick_flower
 
 The run folder is ``fl.run``'s (config.json, metrics.jsonl, checkpoint.pt, summary.json), so ``python -m fl.run
---compare`` and the figures read it alike.
+--compare`` and the figures read it alike, and it is locked as ``fl.run`` locks it (:data:`fl.run.RUN_LOCK`): one
+writer at a time, whichever of the two entry points. Ctrl-C (or SIGTERM) stops the server at its next exchange with
+the clients, saves the checkpoint of the last whole round, shuts Ray down and exits.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fl.config import from_dict, load_config
+from fl.atomic import locked
+from fl.config import RunConfig, from_dict, load_config
+from fl.run import RUN_LOCK
 from theory.cli import ArgumentParser, guarded, make_dir
 from theory.errors import InputError
+from theory.output import read_object
+
+RAY_RESOLUTION = 1e-4  # Ray refuses a fractional resource finer than this
 
 
-def simulate(config, out: Path, resume: bool = False, cpus_per_client: float = 1.0) -> dict:
-    """Run ``config`` into ``out`` in Flower's simulation engine; returns the summary."""
+@functools.lru_cache(maxsize=1)
+def machine_cpus() -> float:
+    """The CPUs Ray gives its node on this machine (cgroup limits included; ``os.cpu_count()`` without Ray)."""
+    try:
+        from ray._private.utils import get_num_cpus
+    except ImportError:
+        return float(os.cpu_count() or 1)
+    return float(get_num_cpus())
+
+
+def check_resources(cpus_per_client: float, n_clients: int) -> None:
+    """Refuse, before Ray starts, a per-client CPU share Ray cannot schedule (it then waits forever or fails deep
+    inside): not a finite number, not above 0 (Ray's resolution: 0.0001), more than the machine has, or so small that
+    the pool of Ray actors (one process each, CPUs / share of them) would outnumber both the clients and the CPUs."""
+    cpus = machine_cpus()
+    what = f"--cpus-per-client {cpus_per_client!r}"
+    if not math.isfinite(cpus_per_client) or cpus_per_client < RAY_RESOLUTION:
+        raise InputError(f"{what}: must be a number from {RAY_RESOLUTION:g} to the machine's {cpus:g} CPUs")
+    if cpus_per_client > cpus:
+        raise InputError(f"{what}: more than the machine's {cpus:g} CPUs (Ray could place no client)")
+    actors = int(cpus / cpus_per_client)
+    if actors > max(n_clients, cpus):
+        raise InputError(
+            f"{what}: Ray would start {actors} actor processes for {n_clients} clients on {cpus:g} CPUs; "
+            f"use at least {cpus / max(n_clients, cpus):.4g}"
+        )
+
+
+def simulate(
+    config: RunConfig, out: Path, resume: bool = False, cpus_per_client: float = 1.0, accept_code_change: bool = False
+) -> dict:
+    """Run ``config`` into ``out`` in Flower's simulation engine; returns the summary. The caller holds the run
+    folder's lock. Ctrl-C: the server stops at its next exchange with the clients and saves its checkpoint (the
+    InputError of :func:`fl.run.execute` that says so is raised here); Ray is shut down whatever happens."""
     try:
         from flwr.simulation import run_simulation
     except ImportError:
         raise InputError('Flower is not installed: pip install -e ".[flower]"') from None
-    from fl.flower.app import check_supported, client_app, server_app_for
+    from fl.flower.app import ServerRun, check_supported, client_app
 
     check_supported(config)
-    run_simulation(
-        server_app_for(config, out, resume), client_app, num_supernodes=config.data.clients,
-        backend_config={"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}},
-    )  # fmt: skip
+    check_resources(cpus_per_client, config.data.clients)
+    server = ServerRun(config, out, resume, accept_code_change=accept_code_change)
+    try:
+        run_simulation(
+            server.app(), client_app, num_supernodes=config.data.clients,
+            backend_config={"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}},
+        )  # fmt: skip
+    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C; SIGTERM (ray.init replaces its handler: sys.exit)
+        if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM:
+            raise
+        server.stop_and_wait()
+        if isinstance(server.error, InputError):  # "interrupted after round t; continue with --resume ..."
+            raise server.error from None
+        raise
+    finally:
+        server.stop.set()  # a server still waiting for clients (the engine failed) gives up
+        shutdown_ray()
     summary = out / "summary.json"
     if not summary.exists():
         raise InputError(f"{out}: the Flower run ended without a summary (see the log above)")
-    return json.loads(summary.read_text())
+    return read_object(summary, "summary.json of the Flower run")
+
+
+def shutdown_ray() -> None:
+    """Ray's local cluster down (Flower's backend does it when its engine ends normally)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+def read_config(out: Path) -> RunConfig:
+    return from_dict(read_object(out / "config.json", "config.json of the run"))
 
 
 @guarded("fl.flower")
@@ -46,25 +113,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR")
     parser.add_argument("--overwrite", action="store_true")
-    parser.add_argument("--cpus-per-client", type=float, default=1.0)
+    parser.add_argument(
+        "--cpus-per-client", type=float, default=1.0,
+        help="CPUs Ray reserves per client (from 0.0001 to the machine's CPUs; 1 by default)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--accept-code-change", action="store_true",
+        help="with --resume: continue a run that other code started (the change is recorded in provenance.json)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    from fl.flower.app import check_supported
+
     if args.resume:
+        if args.config or args.set:
+            raise InputError("--resume takes the run's own config; drop --config/--set")
         out = args.resume
-        try:
-            config = from_dict(json.loads((out / "config.json").read_text()))
-        except FileNotFoundError:
-            raise InputError(f"{out}: not a run directory (no config.json)") from None
+        if not (out / "config.json").is_file():
+            raise InputError(f"{out}: not a run directory (no config.json)")
+        config = read_config(out)  # read again under the lock; here only to check it before anything runs
     else:
         config = load_config(args.config, args.set)
         out = args.out or Path("results/runs") / f"{args.config.stem if args.config else 'default'}_flower"
+    check_supported(config)
+    check_resources(args.cpus_per_client, config.data.clients)
+    if not args.resume:
         if (out / "metrics.jsonl").exists() and not args.overwrite:
             raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
-        make_dir(out, "run directory")
-        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    summary = simulate(config, out, bool(args.resume), args.cpus_per_client)
+        make_dir(out, "run directory", tool="fl.run", overwrite=args.overwrite)  # fl.run's folder, fl.run's owner
+    # one writer per run folder, fl.run or fl.flower: a second start or resume stops before writing anything
+    with locked(out / RUN_LOCK, busy=f"run directory {out}"):
+        if args.resume:
+            config = read_config(out)
+        else:
+            (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        summary = simulate(config, out, bool(args.resume), args.cpus_per_client, args.accept_code_change)
     print(f"{out}: {summary['rounds']} rounds, final test accuracy {summary['final_test_accuracy']}")
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Leave without waiting for threads that Flower's engine or Ray left behind (they can hold the interpreter's
+    exit for a minute after Ctrl-C); the run folder is whole by then, Ray is down."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

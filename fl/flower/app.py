@@ -34,14 +34,22 @@ Methods run split as on real machines (:attr:`fl.methods.Method.not_distributed`
 
 A client trains on its own samples only (:func:`own_data`: its partition, then what it was dealt, in the server's
 order, so the seeded batches are ``fl.run``'s). A resumed Flower run restores the server from its checkpoint;
-client states (the algorithm's and the method's) restart empty unless the nodes kept theirs.
+client states (the algorithm's and the method's) restart empty unless the nodes kept theirs (restored onto the
+node's device, as a checkpoint restores the server's).
+
+In the simulation engine the ServerApp runs in a thread of its own (:class:`ServerRun`); Ctrl-C reaches the main
+thread, which sets :attr:`ServerRun.stop`: the server stops waiting for its clients (:meth:`FlowerExperiment.receive`
+raises KeyboardInterrupt in its thread), so :func:`fl.run.execute` saves the checkpoint of the last whole round.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -64,7 +72,7 @@ from fl.engine import (
     server_seed,
 )
 from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split
-from fl.run import Experiment
+from fl.run import Experiment, resolve_device
 from theory.errors import InputError
 
 
@@ -132,9 +140,11 @@ class FlowerExperiment(Experiment):
     the method's client preparation (Fedssyn's generators) runs on the nodes, the server deals what the method
     dealt, and every round goes to the nodes."""
 
-    def __init__(self, config: RunConfig, grid: Grid, timeout: float | None = None) -> None:
+    def __init__(
+        self, config: RunConfig, grid: Grid, timeout: float | None = None, stop: threading.Event | None = None
+    ) -> None:
         check_supported(config)
-        self.grid, self.timeout = grid, timeout
+        self.grid, self.timeout, self.stop = grid, timeout, stop or threading.Event()
         self.nodes = self.discover(config.data.clients)
         self.partition_of = {node: i for i, node in self.nodes.items()}
         super().__init__(config)
@@ -146,7 +156,7 @@ class FlowerExperiment(Experiment):
         stops the run)."""
         messages = [Message(c, self.nodes[i], kind, group_id=what) for i, c in contents.items()]
         replies = {}
-        for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
+        for reply in self.receive(messages):
             if reply.has_error():
                 raise InputError(f"Flower {what}: client {self.partition_of[reply.metadata.src_node_id]} failed: "
                                  f"{reply.error.reason}")  # fmt: skip
@@ -155,17 +165,39 @@ class FlowerExperiment(Experiment):
             raise InputError(f"Flower {what}: replies from clients {sorted(replies)}, sent to {sorted(contents)}")
         return replies
 
+    def receive(self, messages: list[Message]) -> list[Message]:
+        """Flower's ``grid.send_and_receive`` (push, then pull the replies until all came or ``timeout`` passed) that
+        gives up once :attr:`stop` is set: KeyboardInterrupt in the server's thread, where :func:`fl.run.execute`
+        saves the checkpoint of the last whole round."""
+        waiting = set(self.grid.push_messages(messages))
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        poll = getattr(self.grid, "pull_interval", 1.0)  # the simulation's grid pulls every 0.1 s
+        replies: list[Message] = []
+        while waiting:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+            arrived = list(self.grid.pull_messages(waiting))
+            replies += arrived
+            waiting -= {reply.metadata.reply_to_message_id for reply in arrived}
+            if waiting and deadline is not None and time.monotonic() > deadline:
+                break
+            if waiting:
+                self.stop.wait(poll)
+        return replies
+
     def discover(self, n_clients: int, wait: float = 120.0) -> dict[int, int]:
         """partition-id -> node id of every client, asking each connected node for its partition."""
         deadline, nodes = time.monotonic() + wait, []
         while len(nodes) < n_clients and time.monotonic() < deadline:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
             nodes = list(self.grid.get_node_ids())
-            time.sleep(0.2)
+            self.stop.wait(0.2)
         if len(nodes) < n_clients:
             raise InputError(f"{len(nodes)} Flower nodes connected, the config has data.clients = {n_clients}")
         ask = [Message(RecordDict({}), n, "query", group_id="partition") for n in nodes]
         found = {}
-        for reply in self.grid.send_and_receive(ask, timeout=self.timeout):
+        for reply in self.receive(ask):
             if reply.has_error():
                 raise InputError(f"Flower node {reply.metadata.src_node_id}: {reply.error.reason}")
             found[int(reply.content["partition"]["partition-id"])] = reply.metadata.src_node_id
@@ -267,8 +299,13 @@ class NodeExperiment(Experiment):
 
 @functools.lru_cache(maxsize=4)
 def client_experiment(config_json: str) -> NodeExperiment:
-    """The client side's copy of the federation (built once per process and config)."""
-    return NodeExperiment(from_dict(json.loads(config_json)))
+    """The client side's copy of the federation (built once per process and config). A client process is a
+    trainer: on the CPU it trains with one intra-op thread, as fl.run's trainers do (:func:`fl.run.trainer_threads`),
+    so its numbers do not depend on the node's core count."""
+    config = from_dict(json.loads(config_json))
+    if resolve_device(config.train.device).type == "cpu":
+        torch.set_num_threads(1)
+    return NodeExperiment(config)
 
 
 def own_data(exp: Experiment, i: int, dealt: ArrayRecord | None) -> ClientSet:
@@ -294,11 +331,14 @@ def save_entries(context: Context, entries: dict) -> None:
     context.state["method_values"] = ConfigRecord({"json": json.dumps(others)})
 
 
-def load_entries(context: Context) -> dict | None:
+def load_entries(context: Context, device: torch.device | str) -> dict | None:
+    """The method's per-client state kept in ``context`` (None: none yet), its tensors on ``device`` (the node's run
+    device, where a checkpoint would restore them: see :mod:`fl.methods.base`)."""
     if "method" not in context.state:
         return None
     values = json.loads(str(context.state["method_values"]["json"]))
-    return dict(context.state["method"].to_torch_state_dict()) | values
+    tensors = {k: v.to(device) for k, v in context.state["method"].to_torch_state_dict().items()}
+    return tensors | values
 
 
 client_app = ClientApp()
@@ -345,7 +385,7 @@ def train(msg: Message, context: Context) -> Message:
     zeros = {k: v[0] for k, v in client_zeros(keys, 1, x).items()}  # this client's rows
     own = unpack(context.state["client"], x, None) if "client" in context.state else zeros
     ctx = AlgorithmContext(x, server, own, exp.flat.head_mask)
-    entries = load_entries(context)
+    entries = load_entries(context, x.device)
     method_state = {"server": {}, "clients": {} if entries is None else {i: entries}}
     log: dict = {}
     hook = ClientRound(t, i, x, exp.flat, data, exp.local, method_state, client_seed(seed, t, i, 1), log)
@@ -366,14 +406,53 @@ def train(msg: Message, context: Context) -> Message:
     return Message(content, reply_to=msg)
 
 
-def server_app_for(config: RunConfig, out, resume: bool = False, quiet: bool = True) -> ServerApp:
-    """A ServerApp that runs ``config`` into the run folder ``out`` through :func:`fl.run.execute`."""
-    app = ServerApp()
+class ServerRun:
+    """One simulated run's ServerApp (:meth:`app`: ``fl.run.execute`` of ``config`` into the run folder ``out`` with a
+    :class:`FlowerExperiment`) and what the main thread shares with the thread Flower runs it in: :attr:`stop` (set
+    on Ctrl-C: the server stops waiting for its clients and saves its checkpoint), :attr:`started` and
+    :attr:`finished` (set when the app's main began, and when it returned or raised) and :attr:`error` (what it
+    raised, None if nothing)."""
 
-    @app.main()
-    def main(grid: Grid, context: Context) -> None:
-        from fl.run import execute
+    def __init__(
+        self, config: RunConfig, out: Path, resume: bool = False, quiet: bool = True, accept_code_change: bool = False
+    ) -> None:
+        self.config, self.out, self.resume, self.quiet = config, Path(out), resume, quiet
+        self.accept_code_change = accept_code_change
+        self.stop, self.started, self.finished = threading.Event(), threading.Event(), threading.Event()
+        self.error: BaseException | None = None
 
-        execute(config, out, resume=resume, quiet=quiet, exp=FlowerExperiment(config, grid))
+    def app(self) -> ServerApp:
+        app = ServerApp()
 
-    return app
+        @app.main()
+        def main(grid: Grid, context: Context) -> None:
+            from fl.run import execute, trainer_threads
+
+            self.started.set()
+            try:
+                with trainer_threads(self.config):  # the server's own training (a method's) and evaluation
+                    exp = FlowerExperiment(self.config, grid, stop=self.stop)
+                    execute(
+                        self.config, self.out, resume=self.resume, quiet=self.quiet, exp=exp,
+                        accept_code_change=self.accept_code_change,
+                    )  # fmt: skip
+            except KeyboardInterrupt:  # stopped before the first round (execute turns a later one into an InputError)
+                self.error = InputError("interrupted while the Flower server was starting, before its first round")
+                raise self.error from None
+            except BaseException as error:
+                self.error = error
+                raise
+            finally:
+                self.finished.set()
+
+        return app
+
+    def stop_and_wait(self, notice_after: float = 2.0) -> None:
+        """Ask the server to stop and wait until it has (its checkpoint saved), if it started; a second Ctrl-C stops
+        the wait."""
+        self.stop.set()
+        if self.started.is_set() and not self.finished.wait(notice_after):
+            sys.stderr.write(
+                "stopping: the Flower server saves its checkpoint when its current step ends (Ctrl-C again to leave)\n"
+            )
+            self.finished.wait()

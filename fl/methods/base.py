@@ -26,10 +26,13 @@ another, or all at once: :mod:`fl.batched`, only when no participant has a :clas
 write only that client's entries, so the order among clients does not matter.
 
 Method state lives in the engine's state (``EngineState.method``: ``{"server": {...}, "clients": {i: {...}}}``,
-tensors and numbers only), so the checkpoint carries it and ``--resume`` stays bit-identical. Hooks *replace*
-entries of these dicts and never change a stored tensor in place: the engine hands them a copy of the two dicts,
-so a round cut short by Ctrl-C leaves the previous state whole. A method that needs nothing keeps it empty: no
-per-client storage and no extra work in the local step.
+tensors and numbers only), so the checkpoint carries it and ``--resume`` stays bit-identical. A restore puts every
+tensor of it on the run's device (``fl.run``'s checkpoint; a Flower node's client entries on the node's), so a
+hook keeps its state there too, or moves what it keeps elsewhere on purpose (FedCOG's local models and DynaFed's
+trajectory stay on the CPU) before mixing it with the round's tensors. Hooks *replace* entries of these dicts and
+never change a stored tensor in place: the engine hands them a copy of the two dicts, so a round cut short by
+Ctrl-C leaves the previous state whole. A method that needs nothing keeps it empty: no per-client storage and no
+extra work in the local step.
 """
 
 from __future__ import annotations

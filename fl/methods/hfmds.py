@@ -21,7 +21,7 @@ batch of B real samples and B pool samples (``synthetic_batch_size``, 0: the tra
 with the algorithm's own step (FedProx, SCAFFOLD, FedDyn corrections compose unchanged). HFMDs' prototypes: during
 local training client k accumulates the features of its real samples per class (under its evolving local model);
 after training z_c^t is their mean and z̄_c^t = (1 − λ) z_c^t + λ z̄_c^{t−1} (``momentum`` λ = 0.5), kept on
-the CPU for clients that have trained (state ``clients[k]``).
+the run's device for clients that have trained (state ``clients[k]``; a checkpoint restores them there too).
 
 Choices the paper leaves open, with what we chose (../shared/notes/hfmds.md):
 - Features become distributions for the KL through a softmax over the feature dimensions; the KL is KL(P̂ ‖ P)
@@ -37,10 +37,13 @@ Choices the paper leaves open, with what we chose (../shared/notes/hfmds.md):
   others cannot compute). "replace" by default: Algorithm 1 line 5 overwrites D̂_{k,syn}.
 - The privacy metric (Table 3): PSNR = 10 log10(MAX²/MSE) per synthetic sample against its paired real one,
   in pixel units: both images in the standardised domain the model sees, differences divided by each channel's
-  data range (max − min of the real data: white − black), so MAX = 1 is one full pixel range; x̂ unclipped
-  (``psnr_mean``), and x̂ clipped to the real data's [black, white] per channel, the image one can display
-  (``psnr_clamped_mean``); identical images give +inf (reported as such; the mean is then inf). Also logged: the
-  share of x̂'s values outside [black, white] and x̂'s 1/50/99% quantiles in pixel units (0 black, 1 white).
+  data range (max − min of the real data: white − black), so MAX = 1 is one full pixel range, the paper's
+  "maximum possible pixel value": the nominal 0-255 when each channel holds a 0 and a 255 pixel (random
+  Fashion-MNIST subsets of 100 images do); a channel spanning only u_min..u_max would lower PSNR by
+  20 log10(255 / (u_max − u_min)) dB. x̂ unclipped (``psnr_mean``), and x̂ clipped to the real data's [black,
+  white] per channel, the image one can display (``psnr_clamped_mean``); identical images give +inf (reported as
+  such; the mean is then inf). Also logged: the share of x̂'s values outside [black, white] and x̂'s 1/50/99%
+  quantiles in pixel units (0 black, 1 white).
 
 Reported, every round with a pool: each participant's share of its first mixed step's gradient that comes
 from the pool, ‖g_p‖ / (‖g_r‖ + ‖g_p‖) with g_r = ∇α·CE(real), g_p = ∇(1 − α)·CE(pool), and the cosine of the two
@@ -90,11 +93,13 @@ def update_prototypes(
     old: torch.Tensor | None, old_seen: torch.Tensor | None, sums: torch.Tensor, counts: torch.Tensor, momentum: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """z̄_c^t = (1 − λ) z_c^t + λ z̄_c^{t−1} for the classes seen this round (z_c^t = sums_c / counts_c), z_c^t
-    for a class seen for the first time, the old prototype for a class not seen; returns (prototypes, seen)."""
+    for a class seen for the first time, the old prototype for a class not seen; returns (prototypes, seen), on the
+    device and in the dtype of ``sums`` (the round's: kept ones may come from a checkpoint restored elsewhere)."""
     seen_now = counts > 0
     current = sums / counts.clamp_min(1)[:, None]
     if old is None:
         return torch.where(seen_now[:, None], current, torch.zeros_like(current)), seen_now
+    old, old_seen = old.to(current.device, current.dtype), old_seen.to(current.device)
     mixed = torch.where(old_seen[:, None], (1 - momentum) * current + momentum * old, current)
     return torch.where(seen_now[:, None], mixed, old), seen_now | old_seen
 
@@ -375,7 +380,7 @@ class HFMDs(Method):
             return
         old = c.state["clients"].get(c.i, {})
         prototypes, seen = update_prototypes(
-            old.get("prototypes"), old.get("seen"), task.sums.cpu(), task.counts.cpu(), self.momentum
+            old.get("prototypes"), old.get("seen"), task.sums, task.counts, self.momentum
         )
         c.state["clients"][c.i] = {"prototypes": prototypes, "seen": seen}
 

@@ -1,0 +1,232 @@
+"""``python -m fl.flower`` as a hostile user meets it (issue 37): a run folder another process writes is refused
+before anything is written, whichever entry point holds it; a CPU share Ray cannot schedule is one line and exit 2
+before Ray starts; Ctrl-C and SIGTERM stop the run within seconds, its checkpoint saved (slow: Ray starts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("flwr.simulation")
+pytest.importorskip("ray")
+
+import flwr.simulation
+
+from fl.config import load_config
+from fl.flower.__main__ import check_resources, machine_cpus
+from fl.flower.__main__ import main as flower_main
+from fl.flower.app import FlowerExperiment
+from fl.run import RUN_LOCK
+from theory.cli import make_dir
+from theory.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ["--set", "data.clients=3"]  # the default config: nothing here loads its data
+
+
+def tiny(root: Path) -> list[str]:
+    """Three clients on the tiny CIFAR-10 of ``cifar_root``, an MLP: rounds of a few hundredths of a second."""
+    sets = [
+        "data.dataset='cifar10'", f"data.data_root='{root}'", "data.partition='iid'", "data.clients=3",
+        "model.name='mlp'", "train.batch_size=16", "train.local_steps=3", "train.device='cpu'", "train.rounds=400",
+        "train.checkpoint_every=50",
+    ]  # fmt: skip
+    return [arg for item in sets for arg in ("--set", item)]
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """Fail the test if Flower's simulation (and so Ray) would start."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the simulation started")
+
+    monkeypatch.setattr(flwr.simulation, "run_simulation", refuse)
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(folder.iterdir()) if f.is_file() and f.name != RUN_LOCK}
+
+
+@pytest.fixture
+def held_by_another_process():
+    """Start a process that holds ``folder``'s run lock as fl.run does (until the test ends)."""
+    holders = []
+
+    def hold(folder: Path) -> int:
+        code = (
+            "import sys; from pathlib import Path; from fl.atomic import locked\n"
+            f"with locked(Path({str(folder)!r}) / {RUN_LOCK!r}, busy='run'):\n"
+            "    print('held', flush=True); sys.stdin.read()\n"
+        )
+        holder = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        holders.append(holder)
+        assert holder.stdout.readline().strip() == "held"
+        return holder.pid
+
+    yield hold
+    for holder in holders:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_a_run_folder_another_process_writes_is_refused_and_left_alone(
+    tmp_path, capsys, no_ray, held_by_another_process
+):
+    """A started fl.run (its folder made, its lock held): fl.flower neither starts over it (not even with
+    --overwrite) nor resumes it, and writes nothing; the pid in the message is the holder's."""
+    out = make_dir(tmp_path / "run", "run directory", tool="fl.run")
+    (out / "config.json").write_text(json.dumps(load_config(None, []).to_dict()))
+    (out / "metrics.jsonl").write_text('{"round": 1}\n')
+    before = files(out)
+    pid = held_by_another_process(out)
+    for argv in ([*QUICK, "--out", str(out), "--overwrite"], ["--resume", str(out)]):
+        assert flower_main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "in use by another process" in err and f"pid {pid}" in err
+        assert files(out) == before
+
+
+def test_a_new_flower_run_waits_for_no_lock_it_cannot_get(tmp_path, capsys, no_ray, held_by_another_process):
+    """A new --out folder another process already locked (a run starting there): refused, config.json unwritten."""
+    out = make_dir(tmp_path / "run", "run directory", tool="fl.run")
+    held_by_another_process(out)
+    assert flower_main([*QUICK, "--out", str(out)]) == 2
+    assert "in use by another process" in capsys.readouterr().err
+    assert not (out / "config.json").exists()
+
+
+BAD_CPUS = ["-1", "0", "-0.5", "nan", "inf", "-inf", "0.00001", "1e9"]
+
+
+@pytest.mark.parametrize("cpus", BAD_CPUS)
+def test_a_cpu_share_ray_cannot_schedule_is_one_line_before_ray_starts(tmp_path, capsys, no_ray, cpus):
+    out = tmp_path / "run"
+    assert flower_main([*QUICK, "--out", str(out), f"--cpus-per-client={cpus}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m fl.flower: error: --cpus-per-client")
+    assert not out.exists()  # nothing made, nothing written
+
+
+def test_a_resumed_run_checks_the_cpu_share_too(tmp_path, capsys, no_ray):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(load_config(None, ["data.clients=3"]).to_dict()))
+    before = files(out)
+    assert flower_main(["--resume", str(out), "--cpus-per-client", "-1"]) == 2
+    assert "--cpus-per-client" in capsys.readouterr().err
+    assert files(out) == before
+
+
+def test_cpu_share_bounds():
+    """Ray's resolution (0.0001) to the machine's CPUs, and no more Ray actors (CPUs / share) than both the clients
+    and the CPUs."""
+    cpus = machine_cpus()
+    assert cpus >= 1
+    for fine in (1.0, cpus, cpus / 3):  # cpus / 3: three actors, for three clients
+        check_resources(fine, 3)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), 5e-5, cpus + 0.5, cpus / 4):
+        with pytest.raises(InputError, match="--cpus-per-client"):
+            check_resources(bad, 3)
+    check_resources(cpus / 4, 4)  # four actors are fine for four clients
+
+
+class SilentGrid:
+    """A Flower grid whose nodes never reply (a round in flight when Ctrl-C comes), or reply at once."""
+
+    pull_interval = 0.05
+
+    def __init__(self, reply: bool) -> None:
+        self.reply, self.pulled = reply, 0
+
+    def push_messages(self, messages):
+        self.sent = [f"m{i}" for i, _ in enumerate(messages)]
+        return self.sent
+
+    def pull_messages(self, ids):
+        self.pulled += 1
+        if not self.reply:
+            return []
+        return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i)) for i in sorted(ids)]
+
+
+def test_the_server_stops_waiting_for_its_clients_when_asked():
+    """FlowerExperiment.receive: replies as they come; with ``stop`` set (Ctrl-C in the main thread) a
+    KeyboardInterrupt in the server's thread within a poll, where fl.run.execute saves the checkpoint; and the
+    timeout still ends the wait."""
+    stop = threading.Event()
+    answering = SimpleNamespace(grid=SilentGrid(reply=True), timeout=None, stop=stop)
+    assert len(FlowerExperiment.receive(answering, [None, None])) == 2
+    silent = SimpleNamespace(grid=SilentGrid(reply=False), timeout=None, stop=stop)
+    threading.Timer(0.3, stop.set).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        FlowerExperiment.receive(silent, [None])
+    assert time.monotonic() - start < 2 and silent.grid.pulled >= 2
+    timed = SimpleNamespace(grid=SilentGrid(reply=False), timeout=0.2, stop=threading.Event())
+    assert FlowerExperiment.receive(timed, [None]) == []
+
+
+def rows(out: Path) -> list[int]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line)["round"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def interrupt(command: list[str], out: Path, after_rows: int, sig: int, meanwhile=None) -> tuple[int, float, str]:
+    """Run ``command``, call ``meanwhile()`` and send ``sig`` once ``out`` holds ``after_rows`` rows; (exit code,
+    seconds to exit, stderr)."""
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while len(rows(out)) < after_rows and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    assert process.poll() is None, process.stderr.read()[-2000:]
+    if meanwhile is not None:
+        meanwhile()
+    start = time.monotonic()
+    process.send_signal(sig)
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+    return process.returncode, time.monotonic() - start, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_and_sigterm_stop_a_flower_run_within_seconds_with_its_checkpoint(cifar_root, tmp_path, capsys):
+    """Before: "interrupted" and then 46-70 s (or for ever) of a live process and Ray. Now: out within seconds, the
+    checkpoint of the last whole round saved (checkpoint_every = 50 would have lost them), and the run resumes from
+    it; the same for SIGTERM (ray.init replaces its handler). While it runs, ``fl.run --resume`` of its folder (the
+    issue's case: both ran and wrote) is refused."""
+    from fl.run import main as run_main
+
+    out = tmp_path / "run"
+    start = [sys.executable, "-m", "fl.flower", *tiny(cifar_root), "--out", str(out)]
+
+    def resume_with_fl_run() -> None:
+        assert run_main(["--resume", str(out), "--quiet"]) == 2
+        assert "in use by another process" in capsys.readouterr().err
+
+    code, seconds, err = interrupt(start, out, 3, signal.SIGINT, resume_with_fl_run)
+    done = rows(out)
+    assert code == 2 and seconds < 15, (seconds, err[-2000:])
+    assert err.strip().splitlines()[-1].endswith(f"interrupted after round {done[-1]}; continue with --resume {out}")
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["round"] == done[-1] + 1
+    resume = [sys.executable, "-m", "fl.flower", "--resume", str(out)]
+    code, seconds, err = interrupt(resume, out, len(done) + 2, signal.SIGTERM)
+    assert code == 2 and seconds < 15, (seconds, err[-2000:])
+    again = rows(out)
+    assert again == list(range(1, len(again) + 1)) and len(again) >= len(done) + 2
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["round"] == again[-1] + 1
