@@ -36,7 +36,7 @@ from pathlib import Path
 
 from fl.algorithms import ALGORITHMS
 from fl.batched import BACKENDS
-from fl.data.datasets import canonical_name
+from fl.data.datasets import canonical_name, check_root
 from fl.data.partition import PARTITIONERS
 from fl.methods import METHODS, Method
 from theory.cli import SEED_MAX
@@ -425,6 +425,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
         tree.setdefault(section, {})[key] = value
     dropped = resolve_method(migrate(tree).get("method", {}))[1] if isinstance(tree.get("method", {}), dict) else []
     config = from_dict(tree)
+    check_root(config.data.data_root)  # what a user asks for now must exist (a record from elsewhere need not)
     if dropped:
         name = config.method["name"]
         print(f"note: method {name} has no key {', '.join(dropped)} (another method's); ignored", file=sys.stderr)

@@ -9,9 +9,11 @@ config itself is run too. Every run is repeated for each seed (``train.seed``: t
 the model's initialisation all derive from it), so the table gives mean ± standard deviation over seeds.
 
 Generators are shared through the synthetic cache: a sweep over ñ or ``sample_epoch`` trains them once.
-Runs live in ``OUT/<name>/seed<s>/`` (ordinary ``fl.run`` directories): a finished run is reused, an interrupted
-one resumed, so re-running the same command after Ctrl-C continues where it stopped. Outputs: ``table.csv``,
-``sweep.json`` (every run's summary), ``sweep.png`` (accuracy per round; final accuracy against each value).
+Runs live in ``OUT/<name>/seed<s>/`` (ordinary ``fl.run`` directories, each run under its lock as ``fl.run``
+holds it): a finished run is reused, an interrupted one resumed, so re-running the same command after Ctrl-C
+continues where it stopped. Outputs: ``table.csv``, ``sweep.json`` (every run's summary), ``sweep.png`` (accuracy
+per round; final accuracy against each value). OUT is fl.sweep's own (theory.cli.make_dir): a non-empty folder that
+fl.sweep did not make needs ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
+from fl.atomic import locked
 from fl.config import RunConfig, from_dict, load_config, parse_override
-from fl.run import execute
-from theory.cli import ArgumentParser, format_table, guarded, make_dir
+from fl.run import RUN_LOCK, execute
+from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
-from theory.output import to_json, write_csv
+from theory.output import read_object, to_json, write_csv
 
+TOOL = "fl.sweep"
 ESTIMATES = ("zeta2_ratio", "zeta2_hat", "sigma2_hat", "delta2")
+OUTPUTS = ("table.csv", "sweep.json", "sweep.png")  # and a folder per run name, holding seed<s>/ run folders
 
 
 def parse_vary(text: str) -> tuple[str, list[str]]:
@@ -69,35 +74,83 @@ def run_dir_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._=,-" else "_" for c in name)
 
 
-def prepare_run(config: RunConfig, out: Path) -> str:
-    """What ``out`` needs for ``config``: "done" (its summary is there), "resume" (a checkpoint is), or "start"
-    (``config.json`` written). A folder holding another config is an error."""
-    saved = out / "config.json"
-    wanted = config.to_dict()
-    if saved.exists():
-        earlier = from_dict(json.loads(saved.read_text())).identity()  # earlier layouts too
-        if earlier != json.loads(json.dumps(config.identity())):
+def saved_config(out: Path) -> RunConfig:
+    """The config of the run folder ``out`` (its config.json, earlier layouts too); a missing, corrupt or invalid
+    one is a one-line InputError."""
+    tree = read_object(out / "config.json", "config.json of a run")
+    try:
+        return from_dict(tree)
+    except InputError as error:
+        raise InputError(f"{out / 'config.json'}: not a valid run config ({error})") from None
+    except (TypeError, ValueError, KeyError, AttributeError) as error:  # a tree from_dict does not expect
+        raise InputError(f"{out / 'config.json'}: not a valid run config ({type(error).__name__}: {error})") from None
+
+
+def run_state(config: RunConfig, out: Path, overwrite: bool = False) -> str:
+    """What the run folder ``out`` holds for ``config``, read only: "done" (a readable summary.json), "resume" (a
+    checkpoint), "restart" (a run of this config that stopped before its first checkpoint) or "start" (no folder,
+    an empty one, or one fl.run made). A folder holding another config, a corrupt config.json or summary.json, and
+    a non-empty folder without a config.json that fl.run did not make (unless ``overwrite``) are one-line errors."""
+    if (out / "config.json").exists():
+        if saved_config(out).identity() != json.loads(json.dumps(config.identity())):
             raise InputError(f"{out} holds a run of another config; use another --out or remove it")
         if (out / "summary.json").exists():
+            read_summary(out)
             return "done"
-        if (out / "checkpoint.pt").exists():
-            return "resume"
-    make_dir(out, "run directory")
-    saved.write_text(json.dumps(wanted, indent=2))
+        return "resume" if (out / "checkpoint.pt").exists() else "restart"
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        owner = (out / OWNER).read_text().strip() if (out / OWNER).is_file() else None
+        if owner != "fl.run":
+            held = ", ".join(sorted(f.name for f in out.iterdir() if f.name != OWNER)[:3])
+            raise InputError(f"run directory {out} is not empty and holds no run ({held}...); use --overwrite")
     return "start"
 
 
-def run_one(config: RunConfig, out: Path, quiet: bool) -> dict:
-    """Finished: read its summary; started: resume; else start (:func:`prepare_run`)."""
-    state = prepare_run(config, out)
-    if state == "done":
-        return json.loads((out / "summary.json").read_text())
-    return execute(config, out, resume=state == "resume", quiet=quiet)
+def prepare_run(config: RunConfig, out: Path, overwrite: bool = False) -> str:
+    """What ``out`` needs for ``config`` (:func:`run_state`): "done", "resume", or "start" (``config.json``
+    written; a run that stopped before its first checkpoint starts again)."""
+    state = run_state(config, out, overwrite)
+    if state in ("done", "resume"):
+        return state
+    make_dir(out, "run directory", tool="fl.run", overwrite=overwrite or state == "restart")
+    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    return "start"
+
+
+def read_summary(out: Path) -> dict:
+    """A finished run's summary.json (a one-line InputError when it is missing, corrupt or not an object)."""
+    return read_object(out / "summary.json", "summary.json of a run")
+
+
+def run_one(config: RunConfig, out: Path, quiet: bool, overwrite: bool = False) -> dict:
+    """Finished: read its summary; started: resume; else start (:func:`prepare_run`). The run holds the folder's
+    lock, as ``fl.run`` does: a second process on the same folder stops in one line."""
+    if prepare_run(config, out, overwrite) == "done":
+        return read_summary(out)
+    with locked(out / RUN_LOCK, busy=f"run directory {out}"):
+        state = prepare_run(config, out)  # again, under the lock: another process may have moved it on
+        if state == "done":
+            return read_summary(out)
+        return execute(config, out, resume=state == "resume", quiet=quiet)
 
 
 def accuracy_curve(out: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [(r["round"], r["test_accuracy"]) for r in rows if r.get("test_accuracy") is not None]
+    """(round, test accuracy) of every row of a run's metrics.jsonl that has one; a row that is not a JSON object
+    is a one-line InputError."""
+    path = out / "metrics.jsonl"
+    curve = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise InputError(f"{path}: line {number} is not JSON") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: line {number} is not a JSON object")
+        if row.get("test_accuracy") is not None and "round" in row:
+            curve.append((row["round"], row["test_accuracy"]))
+    return curve
 
 
 def mean_sd(values: Sequence[float | None]) -> tuple[float, float]:
@@ -134,8 +187,11 @@ def sweep(
     product: bool = False,
     quiet: bool = False,
     with_base: bool = True,
+    overwrite: bool = False,
 ) -> list[dict]:
-    """Run (or reuse) every run of the sweep; write table.csv, sweep.json and sweep.png into ``out``."""
+    """Run (or reuse) every run of the sweep; write table.csv, sweep.json and sweep.png into ``out``, a folder of
+    fl.sweep's own (``overwrite``: or any, see :func:`sweep_folder`)."""
+    seeds = [check_seed(seed, "a sweep's seed") for seed in seeds]
     runs = plan(base, varies, product)
     configs = {
         (name, seed): load_config(config_path, [*overrides, f"train.seed={seed}"])
@@ -150,14 +206,17 @@ def sweep(
         if len(runs) == 1:
             raise InputError("--no-base needs at least one --vary")
         runs = runs[1:]
-    make_dir(out, "sweep folder")
+    for name, _ in runs:  # every run folder there is checked before anything is written
+        for seed in seeds:
+            run_state(configs[name, seed], out / run_dir_name(name) / f"seed{seed}", overwrite)
+    sweep_folder(out, overwrite)
     results, rows = {}, []
     for index, (name, _) in enumerate(runs):
         summaries = []
         for seed in seeds:
             folder = out / run_dir_name(name) / f"seed{seed}"
             print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder}", flush=True)
-            summaries.append(run_one(configs[name, seed], folder, quiet))
+            summaries.append(run_one(configs[name, seed], folder, quiet, overwrite))
         results[name] = {
             "overrides": dict(runs)[name],
             "summaries": summaries,
@@ -180,14 +239,51 @@ def sweep(
     return rows
 
 
+def _is_seed_run(folder: Path) -> bool:
+    return folder.is_dir() and folder.name.startswith("seed") and (folder / "config.json").is_file()
+
+
+def earlier_sweep(out: Path) -> bool:
+    """Whether ``out`` is a sweep folder written before folders had owner files: no owner file, at least one
+    folder of ``seed<s>/`` run folders (each with a config.json), nothing else but fl.sweep's outputs, and a
+    sweep.json, where there is one, that is a sweep's."""
+    try:
+        if (out / OWNER).exists():
+            return False
+        runs = 0
+        for entry in out.iterdir():
+            if entry.is_dir():
+                seeds = list(entry.iterdir())
+                if not (seeds and all(_is_seed_run(seed) for seed in seeds)):
+                    return False
+                runs += 1
+            elif entry.name not in OUTPUTS:
+                return False
+        if (out / "sweep.json").exists() and "runs" not in read_object(out / "sweep.json", "sweep.json"):
+            return False
+        return runs > 0
+    except (OSError, InputError):
+        return False
+
+
+def sweep_folder(out: Path, overwrite: bool = False) -> Path:
+    """``out`` made (or taken) as fl.sweep's folder: a non-empty folder that fl.sweep did not make is refused in
+    one line unless ``overwrite`` (theory.cli.make_dir), except a sweep folder of before owner files
+    (:func:`earlier_sweep`), which is taken as fl.sweep's."""
+    if not overwrite and out.is_dir() and earlier_sweep(out):
+        overwrite = True
+    return make_dir(out, "sweep folder", tool=TOOL, overwrite=overwrite)
+
+
 def parse_seeds(text: str) -> list[int]:
+    """``0,1,2`` -> [0, 1, 2]: distinct seeds, each a whole number from 0 to 2^32-1 (theory.cli.check_seed)."""
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise InputError(f"--seeds {text!r}: expected integers separated by commas, e.g. 0,1,2") from None
+        raise InputError(f"--seeds {text!r}: expected whole numbers separated by commas, e.g. 0,1,2") from None
     if not seeds or len(set(seeds)) != len(seeds):
-        raise InputError(f"--seeds {text!r}: give distinct integers")
-    return seeds
+        raise InputError(f"--seeds {text!r}: give distinct whole numbers")
+    return [check_seed(seed, f"--seeds {text!r}: each seed") for seed in seeds]
 
 
 def build_parser() -> ArgumentParser:
@@ -199,20 +295,27 @@ def build_parser() -> ArgumentParser:
     add("--product", action="store_true", help="every combination of the --vary values (default: one at a time)")
     add("--seeds", default="0", help="seeds, e.g. 0,1,2 (default 0)")
     add("--out", type=Path, help="sweep folder (default results/sweeps/<config name>)")
+    add(
+        "--overwrite", action="store_true",
+        help="write into a non-empty --out (and run folders in it) that fl.sweep (fl.run) did not make",
+    )  # fmt: skip
     add("--no-base", action="store_true", help="run only the variations, not the base config itself")
     add("--quiet", action="store_true", help="no per-round progress bars")
     return parser
 
 
-@guarded("fl.sweep")
+@guarded(TOOL)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     varies = [parse_vary(v) for v in args.vary]
     keys = [key for key, _ in varies]
     if len(set(keys)) != len(keys):
         raise InputError("--vary: each key once (put all its values in one --vary)")
+    if "train.seed" in keys + [".".join(parse_override(text)[0]) for text in args.set]:
+        raise InputError("fl.sweep sets train.seed of every run from --seeds (e.g. --seeds 0,1,2); drop train.seed")
     out = args.out or Path("results/sweeps") / (args.config.stem if args.config else "default")
-    sweep(args.config, list(args.set), varies, parse_seeds(args.seeds), out, args.product, args.quiet, not args.no_base)
+    seeds = parse_seeds(args.seeds)
+    sweep(args.config, list(args.set), varies, seeds, out, args.product, args.quiet, not args.no_base, args.overwrite)
     return 0
 
 

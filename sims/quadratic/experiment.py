@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
@@ -257,6 +258,76 @@ def run_panels_bcd(config: Config, progress: Callable[[int], None] | None = None
         "kappa_all": fit.fit_exponent(A_ratio, p),
         "kappa_small_p": fit.fit_exponent(A_ratio[p <= 0.6], p[p <= 0.6]),
     }
+
+
+BASE_MEMORY = 64 * 2**20  # the interpreter, numpy and the small arrays of any run
+
+
+def memory_needed(config: Config) -> float:
+    """Bytes a run of ``config`` needs at its peak, estimated from its largest float64 arrays and their temporaries
+    (conservative, within a small factor: a check before any work, see theory.cli.check_memory).
+
+    Counted: the problems of shape (seeds, P, N, n, d) with the per-seed lists they are stacked from; the error
+    curves (seeds, P, step sizes, rounds + 1) of each solver with the temporaries of its closed form or its chunk of
+    rounds; the envelopes of ``rounds_to_reach``; the bootstrap of the fit; the diagnostics' per-sample gradients;
+    the figure's curves. A size too large for a float gives inf.
+    """
+    try:
+        return _memory_needed(config)
+    except OverflowError:  # a size beyond float range: more than any machine has
+        return math.inf
+
+
+def _memory_needed(config: Config) -> float:
+    f = 8.0  # float64 (and int64) bytes
+    S, N, n, d = config.seeds, config.n_clients, config.n_per_client, config.dim
+    Pa, Pb, E, L = len(config.p_a), len(config.p_grid), len(config.etas), len(config.sigma2_levels)
+    rows_a, rows = config.rounds_a + 1, config.rounds + 1
+    K = len(config.eps_grid)
+    sample = f * N * n * (d + 1)  # one problem's h and c
+
+    def problems(P: int) -> float:  # shuffled_problems: the per-seed lists, their stack, one draw's temporaries
+        return 2 * S * P * sample + 4 * sample
+
+    def epoch_chunk(P: int, E: int) -> float:  # one chunk of fedavg.epoch (order, h, c, factors, weights, products)
+        return f * fedavg.EPOCH_CHUNK * P * N * (n * (3 + d + 6 * E) + E * d) + 2 * f * P * E * N * n
+
+    solvers_a = []
+    for sigma2 in config.sigma2_levels:
+        curves = f * S * Pa * rows_a
+        if config.local == "epoch":
+            solvers_a.append(curves + epoch_chunk(S * Pa, 1))
+        elif sigma2 == 0:
+            solvers_a.append(5 * curves + 3 * f * S * Pa * N * d)
+        else:
+            B = config.batch_size
+            solvers_a.append(curves + f * S * Pa * N * (2 * B * d + B + 4 * d))
+    panel_a = problems(Pa) + max(solvers_a, default=0.0)
+
+    X = f * S * Pb * E * rows  # the error curves of panels (b)-(d)
+    if config.local == "epoch":
+        solve = 2 * X + epoch_chunk(Pb, E)
+    else:
+        solve = 5 * X + 3 * f * S * Pb * E * N * d
+    reach = 2.2 * X + 2 * f * S * Pb * E * (K + 1)
+    bootstrap = X + 8 * f * Pb * config.n_boot * S * K + f * config.n_boot * S * K
+    diagnose = X + 6 * f * N * n * d
+    panels = problems(Pb) + max(solve, reach, bootstrap, diagnose)
+    plot = 4 * f * (Pb * rows + L * Pa * rows_a)
+    return BASE_MEMORY + f * L * Pa * rows_a + max(panel_a, panels, plot)
+
+
+def loop_steps(config: Config) -> float:
+    """Iterations of the Python loops a run of ``config`` steps through: τ local steps per round of panel (a)'s
+    mini-batch solver (each σ² > 0), and a chunk of rounds per seed of the epoch solver (the closed form has none)."""
+    noisy = sum(1 for sigma2 in config.sigma2_levels if sigma2 > 0)
+    steps = 0.0
+    if config.local == "epoch":
+        chunks = -(-config.rounds_a // fedavg.EPOCH_CHUNK) * len(config.sigma2_levels)
+        steps += chunks + config.seeds * -(-config.rounds // fedavg.EPOCH_CHUNK)
+    else:
+        steps += float(noisy) * config.rounds_a * config.tau
+    return steps
 
 
 def config_dict(config: Config) -> dict:

@@ -110,13 +110,16 @@ def minibatch(
     return _clean(errors)
 
 
+EPOCH_CHUNK = 16  # rounds of ``epoch`` computed as one batched product
+
+
 def epoch(
     problem: Problem,
     etas: np.ndarray,
     rounds: int,
     rng: np.random.Generator,
     x0: np.ndarray | None = None,
-    chunk: int = 16,
+    chunk: int = EPOCH_CHUNK,
     progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Errors of FedAvg with one local epoch of single-sample SGD in random order per round (τ = n)."""

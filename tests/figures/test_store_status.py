@@ -63,12 +63,14 @@ def test_a_resume_under_other_code_is_one_line_until_accepted(cifar_root, tmp_pa
     args = [
         "--set", "data.dataset='cifar10'", "--set", f"data.data_root='{cifar_root}'", "--set", "data.clients=2",
         "--set", "data.partition='iid'", "--set", "model.name='mlp'", "--set", "train.rounds=2",
-        "--set", "train.checkpoint_every=1", "--set", "train.workers=1", "--out", str(out), "--quiet",
+        "--set", "train.checkpoint_every=1", "--set", "train.workers=1", "--set", "train.keep_round=1",
+        "--out", str(out), "--quiet",
     ]  # fmt: skip
     assert run_main(args) == 0
     recorded = json.loads((out / "provenance.json").read_text())
     assert recorded["code_version"] == provenance.code_version() and recorded["synthetic_sha256"] is None
-    (out / "summary.json").unlink()
+    (out / "summary.json").unlink()  # back to the state after round 1: its checkpoint and its row
+    (out / "checkpoint_round1.pt").replace(out / "checkpoint.pt")
     (out / "metrics.jsonl").write_text((out / "metrics.jsonl").read_text().splitlines()[0] + "\n")
     monkeypatch.setattr(provenance, "code_version", lambda: "0123456789ab")
     capsys.readouterr()

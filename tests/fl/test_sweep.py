@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 import fl.sweep as sweep_module
-from fl.sweep import aggregate, main, parse_vary, plan
+from fl.atomic import locked
+from fl.config import load_config
+from fl.run import RUN_LOCK
+from fl.sweep import aggregate, earlier_sweep, main, parse_seeds, parse_vary, plan
+from theory.cli import OWNER
 from theory.errors import InputError
 
 
@@ -99,6 +103,8 @@ def test_sweep_refuses_a_folder_of_another_config(cifar_root, tmp_path, capsys):
         (["--vary", "data.p=0.1", "--vary", "data.p=0.2"], "each key once"),
         (["--vary", "data.p=2"], "data.p"),
         (["--vary", "train.nope=1"], "train.nope"),
+        (["--set", "train.seed=-1"], "--seeds"),  # the seeds come from --seeds: a train.seed would be ignored
+        (["--vary", "train.seed=1,2"], "--seeds"),
     ],
 )
 def test_bad_sweep_arguments_are_one_line_exit_2(extra, message, tmp_path, capsys):
@@ -106,3 +112,122 @@ def test_bad_sweep_arguments_are_one_line_exit_2(extra, message, tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith("python -m fl.sweep: error:") and message in err and err.count("\n") == 1
     assert not (tmp_path / "s").exists()  # every config is checked before anything runs or is written
+
+
+# --------------------------------------------------------------------------- hardening (issue 37)
+
+
+def snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fl.sweep: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_sweep_refuses_a_folder_it_did_not_make_unless_overwrite(cifar_root, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "table.csv").write_text("my own table\n")
+    before = snapshot(out)
+    args = [*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]
+    assert main(args) == 2
+    assert "--overwrite" in one_line_error(capsys) and snapshot(out) == before
+    assert main([*args, "--overwrite"]) == 0
+    assert (out / OWNER).read_text() == "fl.sweep\n" and (out / "base" / "seed0" / OWNER).read_text() == "fl.run\n"
+    assert main(args) == 0  # now its own: reused
+
+
+def test_sweep_takes_a_sweep_folder_of_before_owner_files_as_its_own(cifar_root, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sweep"
+    args = [*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    (out / OWNER).unlink()
+    assert earlier_sweep(out)
+    monkeypatch.setattr(sweep_module, "execute", lambda *a, **k: pytest.fail("a finished run was executed again"))
+    assert main(args) == 0 and (out / OWNER).is_file()
+    (out / OWNER).unlink()
+    (out / "notes.txt").write_text("mine")  # no longer only a sweep's files
+    assert not earlier_sweep(out)
+    assert main(args) == 2 and "--overwrite" in one_line_error(capsys)
+
+
+def test_sweep_refuses_a_foreign_folder_where_a_run_goes(cifar_root, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    run = out / "base" / "seed0"
+    run.mkdir(parents=True)
+    (run / "notes.txt").write_text("mine")
+    (out / OWNER).write_text("fl.sweep\n")
+    before = snapshot(out)
+    assert main([*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]) == 2
+    assert "run directory" in one_line_error(capsys) and snapshot(out) == before
+
+
+def valid_config_json(cifar_root, seed=0) -> str:
+    overrides = [arg.split("=", 1)[0] + "=" + arg.split("=", 1)[1] for arg in sets(cifar_root)[1::2]]
+    return json.dumps(load_config(None, [*overrides, f"train.seed={seed}"]).to_dict())
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("config.json", "{corrupt"),
+        ("config.json", "[1]"),
+        ("config.json", '{"data": {"clients": "many"}}'),
+        ("config.json", '{"nope": {}}'),
+        ("config.json", b"\xff\xfe"),
+        ("summary.json", "{corrupt"),
+        ("summary.json", "[1]"),
+    ],
+)
+def test_corrupt_files_of_a_run_folder_are_one_line_errors(cifar_root, tmp_path, capsys, name, text):
+    out = tmp_path / "sweep"
+    run = out / "base" / "seed0"
+    run.mkdir(parents=True)
+    (out / OWNER).write_text("fl.sweep\n")
+    (run / OWNER).write_text("fl.run\n")
+    (run / "config.json").write_text(valid_config_json(cifar_root))
+    if isinstance(text, bytes):
+        (run / name).write_bytes(text)
+    else:
+        (run / name).write_text(text)
+    before = snapshot(out)
+    assert main([*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]) == 2
+    assert name in one_line_error(capsys) and snapshot(out) == before
+
+
+def test_corrupt_metrics_of_a_finished_run_is_a_one_line_error(cifar_root, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    args = [*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    capsys.readouterr()
+    with (out / "base" / "seed0" / "metrics.jsonl").open("a") as metrics:
+        metrics.write('{"round": 3, "comm')
+    assert main(args) == 2 and "metrics.jsonl" in one_line_error(capsys)
+
+
+def test_a_run_folder_in_use_is_a_one_line_error(cifar_root, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    run = out / "base" / "seed0"
+    run.mkdir(parents=True)
+    (out / OWNER).write_text("fl.sweep\n")
+    (run / OWNER).write_text("fl.run\n")
+    with locked(run / RUN_LOCK, busy="held by the test"):  # flock: a second open file of this process conflicts
+        assert main([*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]) == 2
+    assert "in use by another process" in one_line_error(capsys)
+    assert not (run / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("seeds", ["-1", "0,-1", "4294967296", "0,1.5"])
+def test_bad_seeds_are_one_line_errors(seeds, tmp_path, capsys):
+    assert main(["--out", str(tmp_path / "s"), "--quiet", "--seeds", seeds]) == 2
+    assert "--seeds" in one_line_error(capsys)
+    assert not (tmp_path / "s").exists()
+    with pytest.raises(InputError, match="seed"):
+        sweep_module.sweep(None, [], [], [-1], tmp_path / "s")
+
+
+def test_largest_seed_is_accepted():
+    assert parse_seeds("0,4294967295") == [0, 4294967295]

@@ -1,6 +1,7 @@
 """Partitioners (fl.data.partition): every sample exactly once, the documented sizes and class structure, pure
 functions of the generator, and guards that raise InputError (never loop forever)."""
 
+import hashlib
 import time
 
 import numpy as np
@@ -8,7 +9,16 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fl.data.partition import PARTITIONERS, dirichlet, dirichlet_hsu, iid, partition, shards, split_by_class
+from fl.data.partition import (
+    PARTITIONERS,
+    dirichlet,
+    dirichlet_capped,
+    dirichlet_hsu,
+    iid,
+    partition,
+    shards,
+    split_by_class,
+)
 from theory.errors import InputError
 
 SETTINGS = settings(max_examples=50, deadline=None)
@@ -180,6 +190,43 @@ def test_dirichlet_impossible_min_size_gives_up():
     with pytest.raises(InputError, match=r"no Dirichlet.* in 20 .* at least 5 samples"):
         dirichlet(labels, 10, np.random.default_rng(0), alpha=1e-4, min_size=5, max_draws=20)
     assert time.process_time() - start < 2
+
+
+# sha256 (first 16 hex digits) of every client's int64 indices, each followed by b"|", as the partitioners gave them
+# before the redraw loop stopped cutting failed draws into pieces (issue 37): a split that succeeds must not change.
+# Labels: 6,000 draws of integers(0, 10) from default_rng(123); "draws" is the draw that first met min_size.
+PINNED = [
+    # (partitioner, clients, alpha, min_size, seed, draws, digest)
+    (dirichlet, 30, 0.3, 100, 2, 73, "eaac3c44bb1b5407"),
+    (dirichlet, 20, 0.1, 50, 0, 6, "0ebc2d8dd238c1a1"),
+    (dirichlet, 50, 1e-4, 0, 0, 1, "f5fc95c86eb3aeba"),  # NaN rows of numpy's sampler: one owner per class
+    (dirichlet_capped, 20, 0.1, 50, 1, 5, "6a640eae9f7914ac"),
+    (dirichlet_capped, 10, 0.05, 100, 0, 1, "6f71b3afea1ce859"),
+    (dirichlet_capped, 50, 1e-4, 0, 0, 1, "49fa3e6697a9cc9f"),
+]
+
+
+@pytest.mark.parametrize(("split", "n_clients", "alpha", "min_size", "seed", "draws", "digest"), PINNED)
+def test_dirichlet_splits_are_pinned(split, n_clients, alpha, min_size, seed, draws, digest):
+    labels = np.random.default_rng(123).integers(0, 10, 6000)
+    parts = split(labels, n_clients, np.random.default_rng(seed), alpha=alpha, min_size=min_size)
+    check_partition(parts, labels.size)
+    assert hashlib.sha256(b"".join(p.astype(np.int64).tobytes() + b"|" for p in parts)).hexdigest()[:16] == digest
+    if draws > 1:  # the draw before is not enough: the pin covers the redraws
+        with pytest.raises(InputError, match=f"in {draws - 1} gave"):
+            split(labels, n_clients, np.random.default_rng(seed), alpha=alpha, min_size=min_size, max_draws=draws - 1)
+
+
+@pytest.mark.parametrize("split", [dirichlet, dirichlet_capped])
+def test_dirichlet_unreachable_min_size_is_refused_fast(split):
+    """Fashion-MNIST's size (10 classes x 6,000), N = 1000, alpha = 0.01, min_size = 10: N x min_size fits in the
+    samples, but no draw in 1,000 gives every client 10 samples. The refusal took 37 s under load when every failed
+    draw was cut into 10,000 pieces; now a draw costs its sampling only (about 1.5 s of CPU for all 1,000)."""
+    labels = np.repeat(np.arange(10), 6000)
+    start = time.process_time()
+    with pytest.raises(InputError, match=r"no .*Dirichlet.* in 1000 gave every one of 1000 clients at least 10"):
+        split(labels, 1000, np.random.default_rng(0), alpha=0.01, min_size=10)
+    assert time.process_time() - start < 8
 
 
 def test_dirichlet_min_size_beyond_the_samples():

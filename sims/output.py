@@ -1,0 +1,32 @@
+"""The simulators' output folders: a folder a simulator writes into is its own (theory.cli.make_dir's owner file),
+and one it wrote before folders had owner files is recognised by its files."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+from theory.cli import OWNER, make_dir
+from theory.errors import InputError
+from theory.output import read_object
+
+
+def earlier_output(out: Path, names: Collection[str], summary_keys: Collection[str]) -> bool:
+    """Whether ``out`` holds what a simulator wrote before it marked its folders: no owner file, only files named
+    in ``names``, and a summary.json that is a JSON object with every key of ``summary_keys``."""
+    try:
+        entries = list(out.iterdir())
+        if (out / OWNER).exists() or not all(e.is_file() and e.name in names for e in entries):
+            return False
+        return set(summary_keys) <= set(read_object(out / "summary.json", "summary.json"))
+    except (OSError, InputError):
+        return False
+
+
+def output_folder(out: Path, tool: str, overwrite: bool, names: Collection[str], summary_keys: Collection[str]) -> Path:
+    """``out`` made (or taken) as ``tool``'s output folder: a non-empty folder that ``tool`` did not make is refused
+    in one line unless ``overwrite`` (:func:`theory.cli.make_dir`), except ``tool``'s own output from before owner
+    files (:func:`earlier_output`), which is taken as its own."""
+    if not overwrite and out.is_dir() and earlier_output(out, names, summary_keys):
+        overwrite = True
+    return make_dir(out, "output folder", tool=tool, overwrite=overwrite)
