@@ -143,7 +143,7 @@ def run_key(config: RunConfig) -> str:
     with contextlib.redirect_stderr(io.StringIO()):
         defaults = from_dict(names).identity()
     changed = {
-        section: {k: v for k, v in table.items() if defaults.get(section, {}).get(k, object()) != v}
+        section: {k: v for k, v in table.items() if k == "name" or defaults.get(section, {}).get(k, object()) != v}
         for section, table in tree.items()
     }
     return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:12]

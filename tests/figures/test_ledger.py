@@ -56,6 +56,9 @@ def test_a_store_run_enters_under_its_key_whatever_store_it_ran_in(tmp_path):
     assert (tmp_path / "L" / flruns.RUNS / flruns.run_key(config) / "metrics.jsonl").exists()
     moved = load_config(REPO / "configs" / "fmnist_quick.toml", ["train.seed=0", 'method.cache_dir="/x"'])
     assert flruns.run_key(moved) == flruns.run_key(config)  # where generators are cached is no part of the name
+    names = {flruns.run_key(load_config(REPO / "configs" / "fmnist_quick.toml", [f"algorithm.name='{a}'"]))
+             for a in ("fedavg", "fedprox", "scaffold", "feddyn", "fedpvr", "fedavgm")}  # fmt: skip
+    assert len(names) == 6  # a default-valued key is left out of the name, the algorithm's (method's) name never
 
 
 def test_a_run_further_along_replaces_its_entry(tmp_path):
@@ -115,7 +118,9 @@ def test_a_build_on_the_ledger_trains_nothing_and_names_what_is_missing(tmp_path
     assert built["fig2", "cpu"] == "The simulator's summary is not in the ledger."
 
 
-DYNAFED = sorted(LEDGER.glob("runs/dynafed_fmnist_a001_*paper*")) + sorted(LEDGER.glob("runs/dynafed_fmnist_a001_fedavg_from19*"))
+DYNAFED = sorted(LEDGER.glob("runs/dynafed_fmnist_a001_*paper*")) + sorted(
+    LEDGER.glob("runs/dynafed_fmnist_a001_fedavg_from19*")
+)
 
 
 @pytest.mark.skipif(not DYNAFED, reason="no DynaFed paper-scale runs in results/ledger")
