@@ -217,12 +217,12 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
     if read_only(root):
         absent = [(arm, seed, config, folder) for arm, seed, config, folder in tasks
                   if not (folder / "summary.json").exists()]  # fmt: skip
-        if len(absent) == len(tasks):
-            raise NotInStore(f"none of its {len(tasks)} runs is in the ledger {root}")
+        if not any(folder.exists() for *_, folder in tasks):
+            raise NotInStore(f"none of its {len(tasks)} runs is in {root}")
         if absent:
             named = "; ".join(f"{arm.label}, seed {seed} ({folder.name}: {reached(config, folder)})"
                               for arm, seed, config, folder in absent)  # fmt: skip
-            raise NotInStore(f"{len(absent)} of {len(tasks)} runs not finished in the ledger {root}: {named}")
+            raise NotInStore(f"{len(absent)} of its {len(tasks)} runs are not finished in {root}: {named}")
     for k, (arm, seed, _, folder) in enumerate(tasks, 1):
         state = "reused" if (folder / "summary.json").exists() else "to run"
         print(f"  {name} [{k}/{len(tasks)}] {arm.label}, seed {seed}: {state} ({folder})", flush=True)

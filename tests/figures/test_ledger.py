@@ -114,7 +114,7 @@ def test_a_build_on_the_ledger_trains_nothing_and_names_what_is_missing(tmp_path
     monkeypatch.setattr(flruns, "run_processes", refuse)
     ledger.ensure(tmp_path / "L")
     built = ledger.rebuild(tmp_path / "L", ["table1", "fig2"])
-    assert built["table1", "cpu"] == "none of its 24 runs is in the ledger the ledger"
+    assert built["table1", "cpu"] == "none of its 24 runs is in the ledger"
     assert built["fig2", "cpu"] == "The simulator's summary is not in the ledger."
 
 
