@@ -17,7 +17,9 @@ d (``distance``): "euclidean", ||w̃ − w*||² / ||w^t − w*||² over all para
 matching loss the authors' code optimises), or "cosine", 1 − cos(w̃ − w^t, w* − w^t) (the distance Fig. 6 plots).
 The inner step size α starts at ``inner_lr`` and is itself learned by Adam at ``inner_lr_lr`` (the authors'
 code: the paper's "inner lr 1e-5" is the learning rate of a learnable step size that starts at 0.04; 0 keeps α
-fixed). Not implemented: the code's differentiable augmentation (DSA) of the inner steps and of fine-tuning.
+fixed). ``augment = "dsa"`` (the default) applies the code's differentiable siamese augmentation
+(:mod:`fl.augment`, strategy ``dsa_strategy``, one group per call) to X in every inner step and in every
+fine-tuning step; "none" turns it off.
 
 From round L+1 on (Algorithm 2; the code also fine-tunes in round L itself), after every aggregation, the server
 fine-tunes the global model on D_syn (Algorithm 2 line 12) with ``finetune_steps`` full-batch steps of
