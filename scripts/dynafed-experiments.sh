@@ -10,6 +10,7 @@
 #   ESTIMATE_EVERY=20 ...                               both arms log ζ², σ² (and DynaFed δ² of D_syn) every 20 rounds
 #   SEED=1 ...                                          train.seed = 1 in both arms (run names end in _seed1; seed 0's
 #                                                       have no suffix)
+#   ARMS=dynafed ...                                    the DynaFed arm alone (its FedAvg partner has run elsewhere)
 #   WIDTH=32 ROUNDS=50 ITERATIONS=300 ...               the reduced CPU protocol (ConvNet-3 of 32 channels, 50
 #                                                       rounds; ~3 core-hours for both arms and DSA off; its own
 #                                                       run names, its own scale of the dynafed-table1 artefact)
@@ -20,6 +21,8 @@ PYTHON=${PYTHON:-python}
 RUNS=${SHUFFLEFL_RUNS:-results}/runs  # keep long runs outside the work tree: SHUFFLEFL_RUNS=~/.cache/shufflefl
 SETTING=${SETTING:-code}
 AUGMENT=${AUGMENT:-dsa}
+ARMS=${ARMS:-both}
+case $ARMS in both | dynafed) ;; *) echo "ARMS must be both or dynafed" >&2; exit 2 ;; esac
 case $SETTING in
   code) CONFIG=configs/paper/dynafed_fmnist_a001_code.toml; L=24; N=${ITERATIONS:-3000} ;;
   paper) CONFIG=configs/paper/dynafed_fmnist_a001_dynafed.toml; L=20; N=${ITERATIONS:-1000} ;;
@@ -52,6 +55,7 @@ for kept in "$RUNS"/dynafed_fmnist_a001_${SETTING}${TAG}_n*_dsa${SUFFIX}/checkpo
 done
 run "$D" --config $CONFIG "${SIZE[@]}" --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$K \
   "${EST[@]}" "${SEEDING[@]}" "${FROM[@]}" &
+if [ "$ARMS" = dynafed ]; then wait; exit; fi
 while [ ! -f "$D/checkpoint_round$K.pt" ]; do sleep 30; jobs %1 >/dev/null 2>&1 || exit 1; done
 run "$RUNS/dynafed_fmnist_a001_fedavg${TAG}_from$K$SUFFIX" --config configs/paper/dynafed_fmnist_a001.toml "${SIZE[@]}" \
   "${EST[@]}" "${SEEDING[@]}" --init-from "$D/checkpoint_round$K.pt"

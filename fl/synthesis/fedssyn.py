@@ -10,7 +10,9 @@ baseline keeps each client's own set (D_i ∪ D̃_i).
 Generators and synthetic sets are cached on disk: client i's folder is keyed by everything that determines its
 trained generator (dataset, the client's sample indices, ρ, generator name and config, epochs, DP settings, seed)
 and holds the checkpoint of every epoch; the images drawn for each (ñ, sample_epoch, sample_steps) sit beside
-them. Re-running FL never retrains, and ñ and "generator epochs" (Fig. 4a-b) are swept by sampling only.
+them. Re-running FL never retrains, and ñ and "generator epochs" (Fig. 4a-b) are swept by sampling only. The sets
+and the training info of a cache travel to another machine with ``python -m fl.synthesis pack|unpack``
+(:mod:`fl.synthesis.pack`: a GPU lease's DDPM sets reused on the CPU), found there by the same keys.
 
 The run-time method and its baselines (``method.name``: fedssyn, own, central-real, central-synthetic) are in
 :mod:`fl.methods.fedssyn`; D_i alone is "none", the real-data shuffle at the same p is ``data.p``.
@@ -182,6 +184,38 @@ def cache_key(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+KEY_FILE = "key.json"  # in a client's folder: what its name's key hashes, and the key of every synthetic set
+PACKED_FILE = "packed.json"  # in a folder unpacked without its generator's weights (fl.synthesis.pack)
+
+
+def client_key(dataset_name: str, index: np.ndarray, config: FedssynConfig, seed: int, i: int) -> dict:
+    """What determines client i's trained generator, hashed into its folder's name (:func:`client_folder`): the
+    dataset, D_i (a hash of its sample indices), the training settings, the run seed and i."""
+    return {
+        "dataset": dataset_name,
+        "index": hashlib.sha256(np.asarray(index, dtype=np.int64).tobytes()).hexdigest(),
+        "config": config.training_key(),
+        "seed": seed,
+        "client": i,
+    }
+
+
+def client_folder(cache_root: Path, key: dict) -> Path:
+    """``cache_root/client{i}-{hash of key}``."""
+    return cache_root / f"client{key['client']}-{cache_key(key)}"
+
+
+def _record_keys(folder: Path, generator_key: dict | None = None, set_name: str = "", set_key: dict | None = None):
+    """Add to ``folder/key.json``: the generator's key, or the key of one synthetic set (by its file name)."""
+    path = folder / KEY_FILE
+    keys = json.loads(path.read_text()) if path.exists() else {"generator": None, "sets": {}}
+    if generator_key is not None:
+        keys["generator"] = json.loads(json.dumps(generator_key, default=str))
+    if set_key is not None:
+        keys["sets"][set_name] = json.loads(json.dumps(set_key, default=str))
+    _write_json(path, keys)
+
+
 def train_generator(
     x: np.ndarray,
     y: np.ndarray,
@@ -261,14 +295,26 @@ def sample_generator(
     """ñ images from the checkpoint of epoch ``config.last_epoch()`` in ``folder``, of the labels
     :func:`synthetic_labels` gives (class counts matching the subset's frequencies; uniform under DP); cached as
     ``synthetic-{key}.npz`` next to the checkpoints."""
-    key = cache_key({**config.sampling_key(), "seed": seed})
+    set_key = {**config.sampling_key(), "seed": seed}
+    key = cache_key(set_key)
     path = folder / f"synthetic-{key}.npz"
     meta = folder / f"synthetic-{key}.json"
     if path.exists() and meta.exists():
+        keys = folder / KEY_FILE
+        if not keys.exists() or path.name not in json.loads(keys.read_text())["sets"]:  # sampled before key.json
+            _record_keys(folder, set_name=path.name, set_key=set_key)
         with np.load(path) as saved:
             return saved["x"], saved["y"], {**json.loads(meta.read_text()), "cached": True}
     epoch = config.last_epoch()
-    state = torch.load(folder / f"generator_epoch{epoch}.pt", weights_only=True, map_location=device)
+    weights = folder / f"generator_epoch{epoch}.pt"
+    if not weights.exists() and (folder / PACKED_FILE).exists():
+        held = json.loads((folder / KEY_FILE).read_text())["sets"] if (folder / KEY_FILE).exists() else {}
+        raise InputError(
+            f"generator folder {folder} was unpacked (python -m fl.synthesis unpack) without its weights and holds "
+            f"synthetic sets for {sorted(map(_describe_set, held.values())) or 'nothing'} only, not for "
+            f"{_describe_set(set_key)}: run with one of those, or delete the folder to train the generator here"
+        )
+    state = torch.load(weights, weights_only=True, map_location=device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = build_generator(config.generator, in_shape, n_classes, config.generator_config, device)
@@ -286,9 +332,14 @@ def sample_generator(
         "class_counts_synthetic": np.bincount(labels, minlength=n_classes).tolist(),
     }
     write_atomically(path, lambda tmp: np.savez_compressed(tmp, x=images, y=labels), ".tmp.npz")
+    _record_keys(folder, set_name=path.name, set_key=set_key)
     _write_json(meta, info)
     log(f"  sampled {len(labels)} images from {folder.name} epoch {epoch} in {info['seconds_sample']:.1f} s")
     return images, labels, {**info, "cached": False}
+
+
+def _describe_set(key: dict) -> str:
+    return ", ".join(f"{k}={key[k]}" for k in sorted(key))
 
 
 def epsilon_spent(privacy: DPConfig, n: int, batch_size: int, epochs: int) -> float:
@@ -330,21 +381,17 @@ def synthesize_client(
     its training and sampling info: what client i computes and sends once.
 
     Client i's generator lives in ``cache_root/client{i}-{key}`` with key = hash of the dataset, D_i, the
-    training settings (:meth:`FedssynConfig.training_key`), seed and i; its samples for each (ñ, sample_epoch,
-    sample_steps) sit beside its checkpoints."""
+    training settings (:meth:`FedssynConfig.training_key`), seed and i (:func:`client_key`, written out in the
+    folder's ``key.json`` with the key of each synthetic set); its samples for each (ñ, sample_epoch,
+    sample_steps) sit beside its checkpoints. A folder unpacked from a pack (:mod:`fl.synthesis.pack`) holds the
+    sets and the training info without the weights: found by the same key, it trains nothing."""
     config = config.check()
-    key = cache_key(
-        {
-            "dataset": dataset_name,
-            "index": hashlib.sha256(np.asarray(index, dtype=np.int64).tobytes()).hexdigest(),
-            "config": config.training_key(),
-            "seed": seed,
-            "client": i,
-        }
-    )
-    folder = cache_root / f"client{i}-{key}"
+    key = client_key(dataset_name, index, config, seed, i)
+    folder = client_folder(cache_root, key)
     client_seed = seed * 1_000_003 + i
     with locked(folder / ".lock"):  # runs in parallel (python -m figures --jobs) may need the same generator
+        if not (folder / KEY_FILE).exists():
+            _record_keys(folder, generator_key=key)
         trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log, device)
         x, y, sampled = sample_generator(
             folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log, device

@@ -1,10 +1,16 @@
 """The engine on CUDA (marker ``gpu``; every test here skips without a CUDA device): every algorithm's rounds,
 sequential and batched, against the CPU in float64; the estimators; a DDPM's training step and sampling; a run
-interrupted and resumed through ``python -m fl.run --device cuda``.
+interrupted and resumed through ``python -m fl.run --device cuda``; DynaFed's fast matching path (TF32,
+channels-last, CUDA graphs) against the CPU's reference path.
 
 Tolerances: float64 rounds on CUDA agree with the CPU to 1e-9 (the same arithmetic, different summation order in
 the kernels); the estimators to 1e-6 relative; a resumed CUDA run repeats the uninterrupted one to 1e-6 in the
-model (cuDNN may pick different kernels in a new process; the MLP used here has none).
+model (cuDNN may pick different kernels in a new process; the MLP used here has none). DynaFed's D_syn on CUDA in
+float64 (channels-last and CUDA graphs; TF32 does not touch float64) agrees with the CPU reference path's to 1e-9;
+in float32 with TF32, one matching iteration's loss agrees with the float64 CPU reference to 1e-3 and its gradient
+in X to 5e-2 (relative norms) with a cosine above 0.999: on the CPU, float32 alone puts that gradient 2.1e-3 from
+float64 and TF32's rounding of the forward convolutions' operands (emulated) 7.1e-3 (cosine 0.99997; ConvNet-3 of
+width 32, 150 images, s' = 20, a trajectory of SGD on Fashion-MNIST).
 """
 
 from __future__ import annotations
@@ -156,3 +162,64 @@ def test_dynafed_resumed_before_round_l_on_cuda(cifar_root, tmp_path, monkeypatc
     assert [("synthesis" in r.get("method", {})) for r in rows] == [False, False, True, False, False]
     for a, b in zip(rows, metrics(broken), strict=True):
         assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
+
+
+def test_dynafed_fast_matching_on_cuda_gives_the_cpu_reference_d_syn(monkeypatch):
+    """float64, five outer iterations (Adam on X, y and α, DSA, the segment draws): the fast path on CUDA with
+    channels-last and CUDA graphs (which really ran: no note that they were dropped) against the reference path on
+    the CPU."""
+    from fl.methods.dynafed import MATCHING_ENV, DynaFed
+    from tests.fl.methods.test_dynafed_fast import convnet, server_round
+
+    method = DynaFed(trajectory_rounds=6, segment=3, inner_steps=3, per_class=2, iterations=5, log_every=1,
+                     inner_lr_lr=1e-3)  # fmt: skip
+    out = {}
+    for device, path in (("cpu", "reference"), ("cuda", "auto")):
+        monkeypatch.setenv(MATCHING_ENV, path)
+        s = server_round(convnet(device=device))
+        method.synthesize(s)
+        out[device] = s
+    assert out["cuda"].log["synthesis"]["path"] == "fast+instance_norm+channels_last+graphs"
+    for key in ("x_syn", "y_syn", "alpha"):
+        torch.testing.assert_close(out["cuda"].state["server"][key].cpu(), out["cpu"].state["server"][key],
+                                   rtol=1e-9, atol=1e-9)  # fmt: skip
+
+
+def test_dynafed_fast_matching_on_cuda_in_float32_with_tf32():
+    """float32 with every switch (TF32, channels-last, CUDA graphs) against the reference path in float64 on the
+    CPU: one matching iteration's loss and its gradients (tolerances in the module docstring), the graphs checked
+    and kept."""
+    import torch.nn.functional as F
+
+    from fl.methods.dynafed import DynaFed, FastUnroll, MatchingPath, match_loss, relative_error
+    from fl.models import build_model
+
+    shape, generator = (1, 28, 28), torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    flat = FlatModel(build_model("convnet3", shape, 10, width=16).double())
+    images = torch.randn(60, *shape, generator=generator, dtype=torch.float64)
+    labels = torch.randint(0, 10, (60,), generator=generator)
+    w, trajectory = flat.params.detach().clone(), []
+    for _ in range(8):  # a trajectory of full-batch SGD on random images (a random walk is far worse conditioned)
+        trajectory.append(w)
+        w_ = w.clone().requires_grad_(True)
+        loss = F.cross_entropy(torch.func.functional_call(flat.model, flat.named(w_), (images,)), labels)
+        w = w - 0.1 * torch.autograd.grad(loss, w_)[0]
+    trajectory = torch.stack(trajectory)
+    x0 = torch.randn(50, *shape, generator=generator, dtype=torch.float64)
+    results = {}
+    for device, dtype in (("cpu", torch.float64), ("cuda", torch.float32)):
+        model = FlatModel(build_model("convnet3", shape, 10, width=16).to(device=device, dtype=dtype))
+        inputs = x0.to(device=device, dtype=dtype).requires_grad_(True)
+        logits = torch.zeros(50, 10, device=device, dtype=dtype, requires_grad=True)
+        lr = torch.tensor(0.04, device=device, dtype=dtype, requires_grad=True)
+        fast = None if device == "cpu" else FastUnroll(model.model, model.layout, MatchingPath().on(device, dtype))
+        draws = DynaFed().augmenter(torch.Generator().manual_seed(1), shape)
+        loss = match_loss(model.model, model.named, trajectory.to(device=device, dtype=dtype), inputs, logits, lr, 1,
+                          [5, 2, 3], 20, "euclidean", draws, False, fast)  # fmt: skip
+        results[device] = [v.detach().cpu().double() for v in (loss, *torch.autograd.grad(loss, (inputs, logits, lr)))]
+    assert fast.describe() == "fast+instance_norm+tf32+channels_last+graphs"
+    (loss, grad_x, _, _), (loss_ref, grad_x_ref, _, _) = results["cuda"], results["cpu"]
+    assert relative_error(loss, loss_ref) < 1e-3
+    assert relative_error(grad_x, grad_x_ref) < 5e-2
+    assert float(F.cosine_similarity(grad_x.flatten(), grad_x_ref.flatten(), 0)) > 0.999

@@ -39,3 +39,11 @@ def test_seed_names_both_arms_and_pairs_them(tmp_path, seed, suffix):
     assert f"--set train.seed={seed or 0}" in call
     assert f"--init-from {dynafed}/checkpoint_round19.pt" in call
     assert call.endswith(f"--out {runs}/dynafed_fmnist_a001_fedavg_from19{suffix} --overwrite --quiet")
+
+
+def test_arms_must_be_both_or_dynafed(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(tmp_path / "store"), "PYTHON": "false", "ARMS": "fedavg"}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "dynafed-experiments.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stderr == "ARMS must be both or dynafed\n"

@@ -457,8 +457,17 @@ class DDPM:
         """Number of trainable parameters of the U-Net."""
         return sum(p.numel() for p in self.model.parameters())
 
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` on the model's device; from the CPU to CUDA through pinned memory without waiting (a copy
+        from pageable memory first waits for the stream, once per training step and twice per sampling step)."""
+        if tensor.device == self.device:
+            return tensor
+        if self.device.type == "cuda" and tensor.device.type == "cpu":
+            return tensor.pin_memory().to(self.device, non_blocking=True)
+        return tensor.to(self.device)
+
     def _randn(self, shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
-        return torch.randn(tuple(shape), generator=generator, device=generator.device).to(self.device)
+        return self._to_device(torch.randn(tuple(shape), generator=generator, device=generator.device))
 
     def _check_labels(self, labels: np.ndarray | torch.Tensor | Sequence[int], what: str) -> torch.Tensor:
         arr = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
@@ -490,7 +499,7 @@ class DDPM:
         ``x0``: images in [−1, 1] on the model's device; t and then ε are drawn from ``generator``.
         """
         t = torch.randint(0, self.config.timesteps, (x0.shape[0],), generator=generator, device=generator.device)
-        t = t.to(x0.device)
+        t = self._to_device(t)
         noise = self._randn(x0.shape, generator).to(x0.dtype)
         pred = self.model(self.q_sample(x0, t, noise), t, y)
         return F.mse_loss(pred, noise)
@@ -537,7 +546,7 @@ class DDPM:
         labels = self._check_labels(y, "fit y")
         if len(labels) != len(x_arr):
             raise InputError(f"DDPM fit: x has {len(x_arr)} images but y has {len(labels)} labels")
-        data = to_unit(x_arr)
+        data, labels = self._to_device(to_unit(x_arr)), self._to_device(labels)  # on the device once, not per batch
         if self.optimizer is None:
             self.optimizer = torch.optim.AdamW(
                 self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
@@ -549,9 +558,10 @@ class DDPM:
         try:
             with trainer:
                 for _ in range(epochs):
-                    total, seen = 0.0, 0
+                    total, seen = torch.zeros((), dtype=torch.float64, device=self.device), 0
                     for idx in trainer.batches(generator):
-                        loss = self.loss(data[idx].to(self.device), labels[idx].to(self.device), generator)
+                        idx = self._to_device(idx)
+                        loss = self.loss(data[idx], labels[idx], generator)
                         trainer.optimizer.zero_grad(set_to_none=True)
                         loss.backward()
                         if self.config.grad_clip > 0 and not trainer.private:
@@ -559,10 +569,10 @@ class DDPM:
                         trainer.step()
                         self.steps_done += 1
                         self._update_ema()
-                        total += float(loss.detach()) * len(idx)
+                        total += loss.detach().double() * len(idx)  # summed on the device: no wait per step
                         seen += len(idx)
                     self.epochs_done += 1
-                    history.append({"loss": total / max(seen, 1)} | trainer.report())
+                    history.append({"loss": float(total) / max(seen, 1)} | trainer.report())
                     if on_epoch is not None:
                         self.model.eval()
                         on_epoch(self.epochs_done, self)
@@ -638,7 +648,7 @@ class DDPM:
         out = [np.zeros((0, *self.in_shape), dtype=np.uint8)]
         try:
             for start in range(0, len(y_all), self.config.batch_size):
-                y = y_all[start : start + self.config.batch_size].to(self.device)
+                y = self._to_device(y_all[start : start + self.config.batch_size])
                 x = self._randn((len(y), *self.in_shape), generator)
                 if steps == T:
                     x = self._ancestral(net, x, y, generator)

@@ -1,0 +1,186 @@
+"""DynaFed's synthesis (trajectory matching, fl/methods/dynafed.py): outer iterations per second and achieved
+TFLOP/s of the reference path against the fast one, on whatever device is present.
+
+    python benchmarks/synthesis_bench.py [--width 32] [--iterations 5] [--device auto] [--paths reference,auto]
+    python benchmarks/synthesis_bench.py --quick          (a few seconds; the test suite runs it)
+    python benchmarks/synthesis_bench.py --paper          (ConvNet-3 of width 128: DynaFed's paper scale)
+
+An outer iteration is what ``DynaFed.synthesize`` does N times: draw a segment, unroll s' = 20 inner steps of
+full-batch SGD from w^t on D_syn (150 images of 28×28, 10 classes, DSA in every step), the normalised distance
+to the target, its backward into X, y and α, and the Adam steps. The trajectory is a random walk of 21 models
+(FLOPs and times do not depend on its values). Each path first runs ``--warmup`` iterations (a CUDA graph path
+captures there), then ``--iterations`` timed ones; reported: iterations per second (best of ``--repeats``
+rounds of them, the paths interleaved; beside it the ratio of process CPU times, steadier where other jobs share the
+cores), the FLOPs of one iteration counted by ``torch.utils.flop_counter.FlopCounterMode`` (matrix
+products and convolutions, forward and backward, on the path's eager equivalent: a CUDA graph's replay hides its
+kernels from the counter but runs the same ones), their rate, the seconds N = 1000 would take, and each path's
+speed against the first. The paths are ``SHUFFLEFL_MATCHING`` values (fl.methods.dynafed.MatchingPath):
+"reference" is the path before the fast one, "auto" the fast one with every switch the device supports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fl.flat import FlatModel  # noqa: E402
+from fl.methods.dynafed import SWITCHES, DynaFed, FastUnroll, MatchingPath, match_loss  # noqa: E402
+from fl.models import build_model  # noqa: E402
+from theory.errors import InputError  # noqa: E402
+
+
+class Synthesis:
+    """One synthesis's state on ``device`` (the loop body of ``DynaFed.synthesize``, without its saves)."""
+
+    def __init__(self, args: argparse.Namespace, path: MatchingPath, device: torch.device, dtype: torch.dtype):
+        torch.manual_seed(0)
+        shape, classes = (1, args.size, args.size), 10
+        model = build_model("convnet3", shape, classes, width=args.width).to(device=device, dtype=dtype)
+        self.flat = FlatModel(model)
+        self.flat.model.eval()
+        generator = torch.Generator().manual_seed(1)
+        steps = [0.01 * torch.randn(self.flat.n_params, generator=generator, dtype=torch.float64) for _ in range(20)]
+        walk = torch.cumsum(torch.stack([torch.zeros_like(steps[0]), *steps]), 0)
+        self.trajectory = (self.flat.params.detach().cpu().double() + walk).to(device=device, dtype=dtype)
+        self.method = DynaFed(inner_steps=args.inner_steps, per_class=args.per_class, segment=5)
+        n = args.per_class * classes
+        self.inputs = torch.randn((n, *shape), generator=generator, dtype=dtype).to(device).requires_grad_(True)
+        self.label_logits = torch.zeros(n, classes, dtype=dtype, device=device, requires_grad=True)
+        self.lr = torch.tensor(self.method.inner_lr, dtype=dtype, device=device, requires_grad=True)
+        self.optimiser = torch.optim.Adam([{"params": [self.inputs], "lr": self.method.data_lr},
+                                           {"params": [self.label_logits], "lr": self.method.label_lr}])  # fmt: skip
+        self.lr_optimiser = torch.optim.Adam([self.lr], lr=self.method.inner_lr_lr)
+        self.draws = np.random.default_rng(2)
+        self.augment = self.method.augmenter(torch.Generator().manual_seed(3), shape)
+        self.path = path.on(device, dtype)
+        self.fast = FastUnroll(self.flat.model, self.flat.layout, self.path) if self.path.fast else None
+
+    def iteration(self) -> torch.Tensor:
+        t, middle = self.method.draw_segment(self.draws, len(self.trajectory))
+        self.optimiser.zero_grad()
+        self.lr_optimiser.zero_grad()
+        loss = match_loss(
+            self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
+            self.method.inner_steps, self.method.distance, self.augment, self.method.class_mean, self.fast,
+        )  # fmt: skip
+        loss.backward(inputs=[self.inputs, self.label_logits, self.lr])
+        self.optimiser.step()
+        self.lr_optimiser.step()
+        with torch.no_grad():
+            self.lr.clamp_(min=1e-8)
+        return loss.detach()
+
+
+def synchronise(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def flops_per_iteration(args: argparse.Namespace, path: MatchingPath, device: torch.device, dtype) -> float:
+    """FLOPs of one outer iteration on ``path`` run eagerly (graphs off: the counter sees no replayed kernel)."""
+    counted = Synthesis(args, dataclasses.replace(path, graphs=False), device, dtype)
+    counted.iteration()  # the first unroll also checks the fast path's layers against the module (two forwards)
+    with FlopCounterMode(display=False) as counter:
+        counted.iteration()
+    return counter.get_total_flops()
+
+
+def measure(args: argparse.Namespace, names: list[str], device: torch.device, dtype: torch.dtype) -> list[dict]:
+    """Every path: its FLOPs per iteration, then --repeats rounds in which each path in turn runs --iterations
+    (interleaved, so that a machine busy with other work slows every path alike); the best round counts."""
+    paths = [MatchingPath.parse(name) for name in names]
+    flops = [flops_per_iteration(args, path, device, dtype) for path in paths]
+    syntheses = [Synthesis(args, path, device, dtype) for path in paths]
+    for synthesis in syntheses:
+        for _ in range(args.warmup):
+            synthesis.iteration()
+    best, best_cpu = [float("inf")] * len(paths), [float("inf")] * len(paths)
+    for _ in range(args.repeats):
+        for k, synthesis in enumerate(syntheses):
+            synchronise(device)
+            start, start_cpu = time.perf_counter(), time.process_time()
+            for _ in range(args.iterations):
+                loss = synthesis.iteration()
+            float(loss)  # waits for the device
+            best[k] = min(best[k], (time.perf_counter() - start) / args.iterations)
+            best_cpu[k] = min(best_cpu[k], (time.process_time() - start_cpu) / args.iterations)
+    rows = []
+    for k, (name, synthesis, count) in enumerate(zip(names, syntheses, flops, strict=True)):
+        ran = synthesis.fast.describe() if synthesis.fast is not None else synthesis.path.describe()
+        rows.append({"path": name, "ran": ran, "iterations_per_second": 1 / best[k], "seconds_per_iteration": best[k],
+                     "cpu_seconds_per_iteration": best_cpu[k], "gflop_per_iteration": count / 1e9,
+                     "tflops": count / best[k] / 1e12, "speedup": best[0] / best[k],
+                     "cpu_time_ratio": best_cpu[0] / best_cpu[k]})  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--width", type=int, default=32, help="ConvNet-3 channels (DynaFed: 128)")
+    parser.add_argument("--size", type=int, default=28, help="image side (Fashion-MNIST: 28)")
+    parser.add_argument("--per-class", type=int, default=15, help="D_syn images per class (10 classes)")
+    parser.add_argument("--inner-steps", type=int, default=20, help="s', unrolled steps per outer iteration")
+    parser.add_argument("--iterations", type=int, default=5, help="timed outer iterations per repeat")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed outer iterations first (graph capture)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--paths", help="comma-separated SHUFFLEFL_MATCHING values (default: reference, auto, and "
+                        "unless --quick each switch alone)")  # fmt: skip
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--quick", action="store_true", help="width 4, 16 px, 2 per class, 3 steps, 2 iterations, "
+                        "1 thread")  # fmt: skip
+    parser.add_argument("--paper", action="store_true", help="width 128 (DynaFed's ConvNet-3)")
+    parser.add_argument("--out", type=Path, help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:  # one thread unless told: at this size more only wait on each other (and on a busy machine)
+        args.width, args.size, args.per_class, args.inner_steps, args.iterations, args.repeats = 4, 16, 2, 3, 2, 1
+        args.threads = args.threads or 1
+    if args.paper:
+        args.width = 128
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if args.device == "auto" else args.device)  # fmt: skip
+    dtype = getattr(torch, args.dtype)
+    default = ["reference", "auto"]
+    if not args.quick:  # each switch alone (on the CPU: the fast path without its instance norm)
+        default += [f"fast+{s}" for s in SWITCHES] + ["fast"] if device.type == "cuda" else ["fast"]
+    paths = args.paths.split(",") if args.paths else default
+    try:
+        for name in paths:
+            MatchingPath.parse(name)
+    except InputError as error:
+        print(f"synthesis_bench: error: {error}", file=sys.stderr)
+        return 2
+    device_name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+                   else f"CPU, {torch.get_num_threads()} threads")  # fmt: skip
+    print(f"DynaFed synthesis on {device_name}, {args.dtype}: ConvNet-3 width {args.width}, {args.per_class * 10} "
+          f"images of {args.size}x{args.size}, s' = {args.inner_steps}, DSA; best of {args.repeats} x "
+          f"{args.iterations} iterations")  # fmt: skip
+    rows = measure(args, paths, device, dtype)
+    for row in rows:
+        print(f"{row['path']:>32s}  {row['iterations_per_second']:8.3f} it/s  {row['gflop_per_iteration']:9.2f} "
+              f"GFLOP/it  {row['tflops']:8.4f} TFLOP/s  N=1000: {1000 * row['seconds_per_iteration']:8.1f} s  "
+              f"x{row['speedup']:.2f} against {rows[0]['path']} (process CPU time: x{row['cpu_time_ratio']:.2f})  "
+              f"({row['ran']})")  # fmt: skip
+    if args.out:
+        args.out.write_text(
+            json.dumps({"device": device_name, "args": vars(args) | {"out": str(args.out)}, "rows": rows})
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
