@@ -42,6 +42,7 @@ from fl.config import from_dict
 from fl.run import read_metrics
 from theory.cli import ArgumentParser, format_table
 from theory.errors import InputError
+from theory.output import read_object
 
 DEFAULT = Path("results/ledger")
 REPORT = Path("results/REPORT.md")
@@ -57,17 +58,6 @@ ENTRY = "ledger.json"
 def ensure(ledger: Path) -> None:
     ledger.mkdir(parents=True, exist_ok=True)
     (ledger / LEDGER_MARK).touch()
-
-
-def read_json(path: Path, what: str) -> dict:
-    """A JSON object from ``path``, or an InputError naming ``what`` (never a traceback)."""
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: cannot read {what} ({type(error).__name__})") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: {what} is not a JSON object")
-    return value
 
 
 def identity(tree: dict, where: Path) -> dict:
@@ -96,7 +86,7 @@ def destination(run: Path, ledger: Path) -> Path:
     if not (run / "config.json").is_file():
         raise InputError(f"{run}: not a run folder (no config.json)")
     if run.parent.name == RUNS:  # a run of the FL artefacts: its key, whatever store it ran in
-        config = from_dict(read_json(run / "config.json", "config.json"))
+        config = from_dict(read_object(run / "config.json", "config.json"))
         return ledger / RUNS / run_key(config)
     return ledger / "runs" / run.name
 
@@ -115,11 +105,11 @@ def conflict(run: Path, entry: Path) -> str | None:
     """Why ``run`` cannot replace the ledger's ``entry`` of the same name (None: it may, being the same run as far
     or further). Configs, provenance (code version, synthetic sets) and the metrics rows the entry has must agree."""
     if (entry / "config.json").exists():
-        ours, theirs = (read_json(f / "config.json", "config.json") for f in (run, entry))
+        ours, theirs = (read_object(f / "config.json", "config.json") for f in (run, entry))
         if identity(ours, run) != identity(theirs, entry):
             return f"its config differs from the ledger's {entry}"
     if (entry / "provenance.json").exists() and (run / "provenance.json").exists():
-        ours, theirs = (read_json(f / "provenance.json", "provenance.json") for f in (run, entry))
+        ours, theirs = (read_object(f / "provenance.json", "provenance.json") for f in (run, entry))
         for key in ("code_version", "synthetic_sha256"):
             if ours.get(key) != theirs.get(key):
                 return f"its provenance {key} {ours.get(key)} differs from the ledger's {theirs.get(key)} ({entry})"
@@ -128,7 +118,7 @@ def conflict(run: Path, entry: Path) -> str | None:
         if new[: len(old)] != old:
             return f"its metrics disagree with the ledger's {entry} within the {len(old)} rounds the ledger has"
     if (entry / "summary.json").exists() and is_simulator_run(run):
-        if read_json(run / "summary.json", "summary") != read_json(entry / "summary.json", "summary"):
+        if read_object(run / "summary.json", "summary") != read_object(entry / "summary.json", "summary"):
             return f"its summary differs from the ledger's {entry}"
     return None
 
@@ -154,7 +144,7 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
     if dest.exists() and all((dest / f.name).exists() and (dest / f.name).read_bytes() == f.read_bytes()
                              for f in files):  # fmt: skip
         return f"{run}: already in the ledger as {dest} (unchanged)"
-    provenance = read_json(run / "provenance.json", "provenance") if (run / "provenance.json").exists() else {}
+    provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").exists() else {}
     record = {
         "source": str(run.resolve()),
         "added": datetime.date.today().isoformat(),
@@ -185,17 +175,17 @@ def entries(ledger: Path) -> list[Path]:
 
 def describe(entry: Path) -> list[str]:
     """(entry, what, rounds, code version, git, device) of one ledger entry."""
-    meta = read_json(entry / ENTRY, ENTRY) if (entry / ENTRY).exists() else {}
+    meta = read_object(entry / ENTRY, ENTRY) if (entry / ENTRY).exists() else {}
     name = str(entry.relative_to(entry.parent.parent))
     if not (entry / "config.json").exists():
         return [name, "simulator summary", "-", "-", meta.get("git") or "-", meta.get("device") or "-"]
-    config = read_json(entry / "config.json", "config.json")
+    config = read_object(entry / "config.json", "config.json")
     method, train = config.get("method", {}), config.get("train", {})
     what = f"{config.get('algorithm', {}).get('name', '?')} + {method.get('name', 'none')}, seed {train.get('seed')}"
     rows = read_metrics(entry / "metrics.jsonl")
     done = "done" if (entry / "summary.json").exists() else "partial"
     rounds = f"{rows[-1]['round'] if rows else 0} of {train.get('rounds')} ({done})"
-    provenance = read_json(entry / "provenance.json", "provenance") if (entry / "provenance.json").exists() else {}
+    provenance = read_object(entry / "provenance.json", "provenance") if (entry / "provenance.json").exists() else {}
     return [name, what, rounds, provenance.get("code_version", "-"), meta.get("git") or "-", meta.get("device") or "-"]
 
 
