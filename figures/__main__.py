@@ -129,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{artefact.name} ({args.scale}): {state} -> {artefact.folder(args.scale, args.root)}")
         print(format_table(result["headers"], result["rows"]))
         print(result["claim"]["text"])
+        for note in result.get("notes", []):
+            print(f"note: {note}")
     return 0
 
 

@@ -42,13 +42,15 @@ class Claim:
 @dataclass(frozen=True)
 class Built:
     """What a build returns: the table (headers, rows of numbers or strings; the paper's values as columns where
-    it has them), the claim, the figure files (relative to the artefact's scale folder) and the numbers it rests on."""
+    it has them), the claim, the figure files (relative to the artefact's scale folder), the numbers it rests on, and
+    notes for the reader (an optional arm left out, and why)."""
 
     headers: list[str]
     rows: list[list]
     claim: Claim
     figures: list[str]
     numbers: dict
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class Artefact:
             "claim": built.claim.to_dict(),
             "figures": built.figures,
             "numbers": built.numbers,
+            "notes": list(built.notes),
             "runs": sorted(f"{f.parent.name}/{f.name}" for f in USED),
             "seconds": time.perf_counter() - start,
         }

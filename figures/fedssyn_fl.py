@@ -28,6 +28,7 @@ from figures.flruns import (
     plt,
     rounds_or_cap,
     run_arms,
+    run_with_optional,
     save,
     seeds_text,
     show,
@@ -84,8 +85,40 @@ NONE, OWN, FEDSSYN = (
 )
 
 
-# Fig. 3's arms in this order, the same colour in Fig. 3 and Fig. 5: D_i, own, Fedssyn, real shuffle, centralised.
+# Fig. 3's arms in this order, the same colour in Fig. 3 and Fig. 5: D_i, own, Fedssyn, real shuffle, centralised;
+# then the DDPM arm where it is built.
 COLOURS = ("0.55", "tab:orange", "tab:red", "tab:blue", "k", "tab:green")
+DDPM_COLOUR = "tab:purple"
+
+# The paper's generator, a class-conditional DDPM per client, beside the β-VAEs of the cpu protocol: at cpu scale the
+# [method] table of configs/fedssyn_fmnist_ddpm.toml (a test keeps the two equal), whose DDPMs a GPU lease trains
+# (`bash scripts/gpu-campaign.sh start ddpm-sets`); their sets, unpacked into the store's _synthetic
+# (`python -m fl.synthesis unpack`), let the runs go on the CPU without training a generator. At quick scale tiny
+# DDPMs, which the tests train. The paper scale's Fedssyn arm is DDPM already. An arm whose sets are not here is
+# left out of the artefact, with a note saying so (:func:`figures.flruns.run_with_optional`).
+DDPM_CONFIG = "configs/fedssyn_fmnist_ddpm.toml"
+DDPM = {
+    "quick": ("method.generator=ddpm", "method.epochs=1", "method.sample_steps=4",
+              "method.generator_config={ timesteps = 50, beta_start = 2e-3, beta_end = 0.4, base_channels = 8, "
+              "channel_mults = [1], batch_size = 64 }"),
+    "cpu": ("method.generator=ddpm", "method.epochs=20", "method.sample_steps=50",
+            "method.generator_config={ base_channels = 32, timesteps = 1000, batch_size = 128 }"),
+}  # fmt: skip
+DDPM_LABEL = "D_i ∪ D̃_si (Fedssyn, DDPM)"
+DDPM_HOW = (
+    "a GPU lease makes the sets (`bash scripts/gpu-campaign.sh start ddpm-sets 540`), `python -m fl.synthesis unpack "
+    "ARCHIVE... --cache-dir $SHUFFLEFL_RUNS/_synthetic` brings them here, then `python -m figures table1 fig3 fig5 "
+    "--force` runs the arm on the CPU and `python -m figures ledger add` keeps its runs"
+)
+
+
+def ddpm_arms(scale: str, common: tuple[str, ...] = (), label: str = DDPM_LABEL) -> list[Arm]:
+    """The optional DDPM arm on top of ``common`` overrides (none at a scale without one)."""
+    return [Arm(label, (*common, "method.name=fedssyn", *DDPM[scale]))] if scale in DDPM else []
+
+
+def ddpm_notes(notes: list[str]) -> tuple[str, ...]:
+    return (*notes, DDPM_HOW) if notes else ()
 
 
 def real_shuffle(p: float) -> Arm:
@@ -105,7 +138,19 @@ def accuracy(result: Result) -> list[float]:
 # --- Fig. 3 -------------------------------------------------------------------------------------------------------
 
 
-def fig3_claim(results: dict[str, Result]) -> Claim:
+def ddpm_sentence(ddpm: Result | None, results: dict[str, Result]) -> str:
+    """What the DDPM arm adds to Fig. 3's and Fig. 5's claims (reported; the verdict stays the β-VAE arm's)."""
+    if ddpm is None:
+        return ""
+    ours, base = accuracy(ddpm), accuracy(results[NONE.label])
+    return (
+        f" With the paper's generator (per-client DDPMs), D_i ∪ D̃_si reaches {mean_sd(ours)[0]:.3f} against "
+        f"{mean_sd(base)[0]:.3f} on D_i ({'beyond' if beyond(ours, base) else 'within'} the seed spread); "
+        f"ζ̂²_p/ζ² {show(ddpm.estimate('zeta2_ratio'))}, δ² {show(ddpm.estimate('delta2'))}."
+    )
+
+
+def fig3_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
     """Fig. 3's caption: shuffled synthetic data boost the accuracy (over D_i alone, beyond the seed spread) "and in
     some cases even match the centralised accuracy". The sentence also reports the figure's ablation, D_i ∪ D̃_i
     (the same synthetic data kept by their owner), which the caption makes no claim about."""
@@ -122,12 +167,15 @@ def fig3_claim(results: dict[str, Result]) -> Claim:
         f"centralised real {m['central']:.3f}, which Fedssyn {'matches' if matches else 'does not match'} within the "
         f"seed spread."
     )
-    return Claim(held, text)
+    return Claim(held, text + ddpm_sentence(ddpm, results))
 
 
 def build_fig3(scale: str, folder: Path) -> Built:
-    arms = fig3_arms(scale)
-    results = {r.arm.label: r for r in run_arms("fig3", FMNIST[scale], arms, folder.parent.parent)}
+    main, extra, notes = run_with_optional(
+        "fig3", FMNIST[scale], fig3_arms(scale), ddpm_arms(scale), folder.parent.parent
+    )
+    ddpm = extra.get(DDPM_LABEL)
+    results = {r.arm.label: r for r in (*main, *extra.values())}
     rows = [
         [r.arm.label, show(accuracy(r)), show(r.values("rounds_to_target")), show(r.estimate("zeta2_ratio")),
          show(r.estimate("delta2"))]
@@ -142,7 +190,7 @@ def build_fig3(scale: str, folder: Path) -> Built:
     ):
         stats = [mean_sd(key(results[label])) for label in labels]
         ax.bar(range(len(labels)), [s[0] for s in stats], yerr=[s[1] for s in stats], capsize=3,
-               color=COLOURS[: len(labels)])  # fmt: skip
+               color=[*COLOURS[: len(main)], *[DDPM_COLOUR] * len(extra)])  # fmt: skip
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
         ax.set_ylabel(ylabel)
     axes[0].set_ylim(bottom=max(0.0, min(mean_sd(accuracy(r))[0] for r in results.values()) - 0.1))
@@ -150,9 +198,10 @@ def build_fig3(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ² (mean over rounds)", "δ²"],
         rows,
-        fig3_claim(results),
+        fig3_claim(results, ddpm),
         save(fig, folder / "fig3"),
-        {"seeds": list(FMNIST[scale].seeds), "real_shuffle_p": REAL_P[scale]},
+        {"seeds": list(FMNIST[scale].seeds), "real_shuffle_p": REAL_P[scale], "ddpm_arm": ddpm is not None},
+        ddpm_notes(notes),
     )
 
 
@@ -162,7 +211,7 @@ CURVES = (("zeta2_ratio", "ζ̂²_p / ζ² (ratio)"), ("sigma2_hat", "σ̂²_p (
           ("delta2", "δ² (squared gradient norm)"), ("test_accuracy", "test accuracy (fraction)"))  # fmt: skip
 
 
-def fig5_claim(results: dict[str, Result]) -> Claim:
+def fig5_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
     """Fig. 5: shuffled synthetic data lower ζ̂²_p throughout training (here: below 1 and below the own-data
     baseline at every measured round, beyond the seed spread of that round), while δ² records the synthetic
     data's distance from the real data (reported beside the real-data shuffle's, which is not 0 when clients differ in
@@ -182,15 +231,19 @@ def fig5_claim(results: dict[str, Result]) -> Claim:
         f"baseline's {np.nanmean(own):.2f} beyond the seed spread at {sum(lower)} of {len(lower)} measured rounds; "
         f"δ² averages {delta_syn:.3g} for the synthetic pool against {delta_real:.3g} for the real shuffle."
     )
-    return Claim(held, text)
+    return Claim(held, text + ddpm_sentence(ddpm, results))
 
 
 def build_fig5(scale: str, folder: Path) -> Built:
-    arms = fig3_arms(scale)[:4]
-    results = {r.arm.label: r for r in run_arms("fig5", FMNIST[scale], arms, folder.parent.parent)}
+    main, extra, notes = run_with_optional(
+        "fig5", FMNIST[scale], fig3_arms(scale)[:4], ddpm_arms(scale), folder.parent.parent
+    )
+    ddpm = extra.get(DDPM_LABEL)
+    results = {r.arm.label: r for r in (*main, *extra.values())}
     fig, axes = plt.subplots(1, len(CURVES), figsize=(13, 3.2))
     rows = []
-    for colour, (label, result) in zip(COLOURS, results.items()):  # one colour per arm in every panel
+    colours = [*COLOURS[: len(main)], *[DDPM_COLOUR] * len(extra)]
+    for colour, (label, result) in zip(colours, results.items()):  # one colour per arm in every panel
         for ax, (key, ylabel) in zip(axes, CURVES):
             ax.set(xlabel="communication round", ylabel=ylabel)
             rounds, values = result.curve(key)
@@ -211,26 +264,42 @@ def build_fig5(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "round", "ζ̂²_p/ζ²", "σ² (on D_i)", "σ̂²_p", "δ²"],
         rows,
-        fig5_claim(results),
+        fig5_claim(results, ddpm),
         save(fig, folder / "fig5"),
-        {"seeds": list(FMNIST[scale].seeds)},
+        {"seeds": list(FMNIST[scale].seeds), "ddpm_arm": ddpm is not None},
+        ddpm_notes(notes),
     )
 
 
 # --- Table 1 ------------------------------------------------------------------------------------------------------
 
 
+def algorithm_overrides(scale: str, algorithm: str) -> tuple[str, ...]:
+    """An algorithm's Table 1 settings: its name, its lr where the scale sets one, and estimators off except for
+    FedAvg (Table 1 reports rounds and accuracy; the estimators, as costly as training and without effect on it,
+    run in the FedAvg arms, which are Fig. 3's runs)."""
+    lr = ALGORITHM_LR.get(scale, {}).get(algorithm)
+    quiet = () if algorithm == "fedavg" else ("train.estimate_every=0",)
+    return (f"algorithm.name={algorithm}", *((f"train.lr={lr}",) if lr else ()), *quiet)
+
+
 def table1_arms(scale: str) -> list[Arm]:
     arms = []
     for algorithm in TABLE1_ALGORITHMS[scale]:
-        lr = ALGORITHM_LR.get(scale, {}).get(algorithm)
-        # Table 1 reports rounds and accuracy: the estimators (as costly as training, and without effect on it) run
-        # only in the FedAvg arms, which are Fig. 3's runs.
-        quiet = () if algorithm == "fedavg" else ("train.estimate_every=0",)
-        common = (f"algorithm.name={algorithm}", *((f"train.lr={lr}",) if lr else ()), *quiet)
+        common = algorithm_overrides(scale, algorithm)
         arms += [Arm(f"{algorithm}: D_i", (*common, "method.name=none")),
                  Arm(f"{algorithm}: D_i ∪ D̃_si", (*common, "method.name=fedssyn"))]  # fmt: skip
     return arms
+
+
+def ddpm_label(algorithm: str) -> str:
+    return f"{algorithm}: D_i ∪ D̃_si (DDPM)"
+
+
+def table1_ddpm_arms(scale: str) -> list[Arm]:
+    """Per algorithm, the optional arm with the DDPMs' sets (FedAvg's is Fig. 3's DDPM run)."""
+    return [arm for algorithm in TABLE1_ALGORITHMS[scale]
+            for arm in ddpm_arms(scale, algorithm_overrides(scale, algorithm), ddpm_label(algorithm))]  # fmt: skip
 
 
 def speedups(without: Result, with_: Result) -> list[float]:
@@ -239,9 +308,10 @@ def speedups(without: Result, with_: Result) -> list[float]:
     return [a / b for a, b in zip(rounds_or_cap(without), rounds_or_cap(with_))]
 
 
-def table1_claim(pairs: dict[str, tuple[Result, Result]]) -> Claim:
+def table1_claim(pairs: dict[str, tuple[Result, Result]], ddpm: dict[str, Result] | None = None) -> Claim:
     """Table 1: for every algorithm, shuffled synthetic data reach the target in fewer rounds (here: the rounds
-    with synthetic data are fewer beyond the seed spread)."""
+    with synthetic data are fewer beyond the seed spread). The verdict is the β-VAE arms'; the DDPM arms, where
+    built, are reported beside them."""
     faster = {a: beyond(rounds_or_cap(w), rounds_or_cap(s)) for a, (w, s) in pairs.items()}
     gains = {a: mean_sd(speedups(*pairs[a]))[0] for a in pairs}
     held = all(faster.values())
@@ -252,40 +322,62 @@ def table1_claim(pairs: dict[str, tuple[Result, Result]]) -> Claim:
         + ", ".join(f"{a} {g:.2f}x" for a, g in gains.items())
         + (f"; not beyond the seed spread for {', '.join(slower)}." if slower else ", each beyond the seed spread.")
     )
+    if ddpm:
+        beyond_ddpm = [a for a, r in ddpm.items() if beyond(rounds_or_cap(pairs[a][0]), rounds_or_cap(r))]
+        text += (
+            " With the paper's generator (per-client DDPMs): mean speed-ups "
+            + ", ".join(f"{a} {mean_sd(speedups(pairs[a][0], r))[0]:.2f}x" for a, r in ddpm.items())
+            + f", fewer rounds beyond the seed spread for {len(beyond_ddpm)} of {len(ddpm)} algorithms."
+        )
     return Claim(held, text)
 
 
 def build_table1(scale: str, folder: Path) -> Built:
-    results = run_arms("table1", FMNIST[scale], table1_arms(scale), folder.parent.parent)
     algorithms = TABLE1_ALGORITHMS[scale]
+    results, extra, notes = run_with_optional(
+        "table1", FMNIST[scale], table1_arms(scale), table1_ddpm_arms(scale), folder.parent.parent
+    )
     pairs = {a: (results[2 * k], results[2 * k + 1]) for k, a in enumerate(algorithms)}
+    ddpm = {a: extra[ddpm_label(a)] for a in algorithms if ddpm_label(a) in extra}
     paper = PAPER_TABLE1[PAPER_ALPHA[scale]]
     rows = []
     for algorithm, (without, with_) in pairs.items():
         reference = paper.get(algorithm)
+        own = ddpm.get(algorithm)
         rows.append([
             algorithm, show(without.values("rounds_to_target")), show(with_.values("rounds_to_target")),
             show(speedups(without, with_)), show(accuracy(without)), show(accuracy(with_)),
-            sum(s.get("diverged_at_round") is not None for s in without.summaries + with_.summaries),
+            *([show(own.values("rounds_to_target")), show(speedups(without, own)), show(accuracy(own))] if own
+              else ["-"] * 3 if ddpm else []),
+            sum(s.get("diverged_at_round") is not None for r in (without, with_, *([own] if own else []))
+                for s in r.summaries),
             f"{reference[1]} / {reference[0]} ({reference[2]})" if reference else "-",
         ])  # fmt: skip
     target = results[0].summaries[0]["target_accuracy"]
     fig, ax = plt.subplots(figsize=(7, 3.4))
     x = np.arange(len(algorithms))
-    for shift, index, label, colour in ((-0.2, 0, "D_i", "0.6"), (0.2, 1, "D_i ∪ D̃_si", "tab:red")):
-        stats = [mean_sd(rounds_or_cap(pairs[a][index])) for a in algorithms]
-        ax.bar(x + shift, [s[0] for s in stats], 0.4, yerr=[s[1] for s in stats], capsize=3, label=label, color=colour)
+    vae = "D_i ∪ D̃_si (β-VAE)" if ddpm else "D_i ∪ D̃_si"  # the paper scale's one Fedssyn arm is DDPM
+    bars = [("D_i", "0.6", [pairs[a][0] for a in algorithms]), (vae, "tab:red", [pairs[a][1] for a in algorithms])]
+    if ddpm:
+        bars.append(("D_i ∪ D̃_si (DDPM)", DDPM_COLOUR, [ddpm.get(a) for a in algorithms]))
+    width = 0.8 / len(bars)
+    for k, (label, colour, arm_results) in enumerate(bars):
+        stats = [mean_sd(rounds_or_cap(r)) if r else (np.nan, np.nan) for r in arm_results]
+        ax.bar(x + (k - (len(bars) - 1) / 2) * width, [s[0] for s in stats], width, yerr=[s[1] for s in stats],
+               capsize=3, label=label, color=colour)  # fmt: skip
     ax.set_xticks(x, algorithms)
     ax.set_ylabel(f"rounds to {target:.0%} test accuracy\n({CAPPED})", fontsize=8)
     ax.legend(fontsize=8)
     ax.set_title(f"Table 1 ({seeds_text(FMNIST[scale])})", fontsize=9)
     return Built(
         ["algorithm", f"rounds to {target:g}: D_i", "D_i ∪ D̃_si", "speed-up", "final acc. D_i", "final acc. D_i ∪ D̃_si",
+         *(["D_i ∪ D̃_si (DDPM)", "speed-up (DDPM)", "final acc. (DDPM)"] if ddpm else []),
          "diverged runs", f"paper (CIFAR-10, α = {PAPER_ALPHA[scale]}): without / with (speed-up)"],
         rows,
-        table1_claim(pairs),
+        table1_claim(pairs, ddpm),
         save(fig, folder / "table1"),
-        {"seeds": list(FMNIST[scale].seeds), "lr": ALGORITHM_LR.get(scale, {})},
+        {"seeds": list(FMNIST[scale].seeds), "lr": ALGORITHM_LR.get(scale, {}), "ddpm_arms": sorted(ddpm)},
+        ddpm_notes(notes),
     )  # fmt: skip
 
 

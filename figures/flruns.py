@@ -41,7 +41,7 @@ import matplotlib.pyplot as plt
 from figures.artefacts import used
 from fl.atomic import locked
 from fl.config import RunConfig, from_dict, load_config
-from fl.run import read_metrics
+from fl.run import missing_prepared, read_metrics
 from fl.sweep import mean_sd, prepare_run, run_one
 from theory.errors import InputError
 
@@ -238,6 +238,45 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
         summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
         results.append(Result(arm, summaries, [read_metrics(f / "metrics.jsonl") for f in folders]))
     return results
+
+
+def absent_data(protocol: Protocol, arm: Arm, root: Path) -> str | None:
+    """Why an arm whose data come from elsewhere (a GPU lease's DDPM sets, unpacked into the store's ``_synthetic``
+    with ``python -m fl.synthesis unpack``) cannot be had here, or None: each of its runs is finished in the store,
+    or finds every client's synthetic set in the cache (:func:`fl.run.missing_prepared`) and so trains no generator
+    on this machine. A run ledger only reads: there an unfinished run is absent."""
+    root = store(root)
+    configs = {seed: config_of(protocol, arm, seed, root) for seed in protocol.seeds}
+    unfinished = {seed: (c, run_folder(c, root)) for seed, c in configs.items()
+                  if not (run_folder(c, root) / "summary.json").exists()}  # fmt: skip
+    if unfinished and read_only(root):
+        seeds = ", ".join(f"seed {seed} ({reached(*cf)})" for seed, cf in unfinished.items())
+        return f"not finished in the run ledger: {seeds}"
+    why = []
+    for seed, (config, _) in unfinished.items():
+        if missing := missing_prepared(config):
+            generator = config.method.get("generator", config.method["name"])
+            why.append(f"seed {seed}: {len(missing)} of {config.data.clients} clients' {generator} sets are not in "
+                       f"{root / SYNTHETIC}")  # fmt: skip
+    return "; ".join(why) or None
+
+
+def run_with_optional(
+    name: str, protocol: Protocol, arms: Sequence[Arm], optional: Sequence[Arm], root: Path
+) -> tuple[list[Result], dict[str, Result], list[str]]:
+    """:func:`run_arms` of ``arms`` and of those ``optional`` arms whose data are here (:func:`absent_data`), in one
+    go: (the results of ``arms`` in order, the optional arms' results by label, one note per reason for leaving
+    optional arms out)."""
+    ready, left_out = [], {}
+    for arm in optional:
+        why = absent_data(protocol, arm, root)
+        if why:
+            left_out.setdefault(why, []).append(arm.label)  # arms sharing one cache share the reason: one note
+        else:
+            ready.append(arm)
+    results = run_arms(name, protocol, [*arms, *ready], root)
+    notes = [f"{'; '.join(labels)}: left out, {why}" for why, labels in left_out.items()]
+    return results[: len(arms)], {r.arm.label: r for r in results[len(arms) :]}, notes
 
 
 def plan(build: Callable[[], object]) -> list[tuple[str, str, int, RunConfig, Path]]:

@@ -51,6 +51,7 @@ def block(artefact: Artefact, scale: str, result: dict | None, failure: str | No
         "",
         f"**{'Claim held' if claim['held'] else 'Claim did not hold'}.** {claim['text']}",
         "",
+        *(line for note in result.get("notes", []) for line in (f"Note: {note}", "")),
         f"Ledger runs ({len(runs)}): " + (", ".join(f"`{r}`" for r in runs) or "none (a simulator's summary)") + ".",
         "",
     ]

@@ -28,7 +28,7 @@ from fl import provenance
 from fl.atomic import locked, write_atomically
 from fl.clients import LocalConfig, carried_rows
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
-from fl.data import load
+from fl.data import Dataset, load
 from fl.engine import (
     EngineState,
     apply_round,
@@ -58,6 +58,29 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def federation(config: RunConfig) -> tuple[Dataset, Split, np.random.Generator]:
+    """A run's data before its method: the dataset (subsampled as configured), the clients' split (D_i after any
+    real-data shuffle, validation indices, the original D_i) and the generator whose draws made the split (the
+    run goes on drawing from it when it assembles the clients)."""
+    seed = config.train.seed
+    dataset = load(config.data.dataset, config.data.data_root or None).subsample(
+        config.data.subsample, config.data.test_subsample, np.random.default_rng([seed, 2])
+    )
+    rng = np.random.default_rng([seed, 1])
+    split = Split(*split_clients(
+        dataset, config.data.partition, config.data.clients, rng, config.data.p, config.data.val_fraction,
+        config.data.partition_params(),
+    ))  # fmt: skip
+    return dataset, split, rng
+
+
+def missing_prepared(config: RunConfig) -> list[int]:
+    """The clients whose method would make data on this machine before round 1 that a cache could have held
+    (:meth:`fl.methods.Method.missing`: a Fedssyn generator not trained, a synthetic set not sampled)."""
+    dataset, split, _ = federation(config)
+    return build_method(config.method).missing(Setup(dataset, config.train.seed, config.data.p), split)
+
+
 class Experiment:
     """The pieces of one run, built from its config: data, model (flat parameters), algorithm, method."""
 
@@ -65,18 +88,11 @@ class Experiment:
         self.config = config
         self.device = resolve_device(config.train.device)
         seed = config.train.seed
-        dataset = load(config.data.dataset, config.data.data_root or None).subsample(
-            config.data.subsample, config.data.test_subsample, np.random.default_rng([seed, 2])
-        )
+        dataset, split, rng = federation(config)
         self.data_used = {
             "dataset": dataset.name, "folder": str(dataset.source), "train": len(dataset.y_train),
             "test": len(dataset.y_test),
         }  # fmt: skip
-        rng = np.random.default_rng([seed, 1])
-        split = Split(*split_clients(
-            dataset, config.data.partition, config.data.clients, rng, config.data.p, config.data.val_fraction,
-            config.data.partition_params(),
-        ))  # fmt: skip
         self.method = build_method(config.method)
         n_tilde = int(config.method.get("n_tilde", 0) or 0)
         if n_tilde:  # the synthetic sets a method makes: refused before any generator trains when they cannot fit

@@ -198,6 +198,12 @@ class Method:
         synthetic set), or None (nothing)."""
         return None
 
+    def missing(self, setup: Setup, split: Split) -> list[int]:
+        """The clients whose :meth:`prepare_client` has work to do on this machine that a cache could have spared
+        (training a generator): none by default. ``python -m figures`` asks before it runs an arm whose data must
+        come from elsewhere (a GPU lease's DDPM sets)."""
+        return []
+
     def prepare_server(self, setup: Setup, split: Split, sent: list, seconds: float) -> tuple[Split, dict]:
         """The server's share of :meth:`prepare`: the federation from what the clients sent (``seconds``: the
         wall time their share took) and what to report."""

@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from fl.methods.base import Method, Setup, Split
-from fl.synthesis.fedssyn import FedssynConfig, synthesize_client
+from fl.synthesis.fedssyn import FedssynConfig, set_cached, synthesize_client
 from theory.errors import InputError
 
 
@@ -69,6 +69,12 @@ class Fedssyn(FedssynConfig, Method):
             Path(self.cache_dir), device=setup.device,
         )  # fmt: skip
         return {"x": x, "y": y, "info": info}
+
+    def missing(self, setup: Setup, split: Split) -> list[int]:
+        """The clients whose synthetic set is not in ``cache_dir`` (:func:`~fl.synthesis.fedssyn.set_cached`)."""
+        data, protocol, cache = setup.dataset, self.protocol(), Path(self.cache_dir)
+        return [i for i, index in enumerate(split.original)
+                if not set_cached(data.name, index, protocol, setup.seed, i, cache)]  # fmt: skip
 
     def prepare_server(self, setup: Setup, split: Split, sent: list, seconds: float) -> tuple[Split, dict]:
         """The server pools the N sets and deals them (:meth:`deal`; the dealing itself is

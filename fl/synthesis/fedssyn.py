@@ -205,6 +205,30 @@ def client_folder(cache_root: Path, key: dict) -> Path:
     return cache_root / f"client{key['client']}-{cache_key(key)}"
 
 
+def client_seed(seed: int, i: int) -> int:
+    """The seed of client i's generator (its ρ-subset, initial weights and samples) in a run of seed ``seed``."""
+    return seed * 1_000_003 + i
+
+
+def set_files(folder: Path, config: FedssynConfig, seed: int) -> tuple[dict, Path, Path]:
+    """(key, images file, info file) of the synthetic set that ``config`` samples in a generator folder (``seed``:
+    the client's, :func:`client_seed`)."""
+    set_key = {**config.sampling_key(), "seed": seed}
+    name = f"synthetic-{cache_key(set_key)}"
+    return set_key, folder / f"{name}.npz", folder / f"{name}.json"
+
+
+def set_cached(
+    dataset_name: str, index: np.ndarray, config: FedssynConfig, seed: int, i: int, cache_root: Path
+) -> bool:
+    """Whether client i's synthetic set (and its generator's training info) is in ``cache_root``: then
+    :func:`synthesize_client` trains and samples nothing, as with a set unpacked from a GPU lease."""
+    config = config.check()
+    folder = client_folder(cache_root, client_key(dataset_name, index, config, seed, i))
+    _, images, info = set_files(folder, config, client_seed(seed, i))
+    return (folder / "generator.json").exists() and images.exists() and info.exists()
+
+
 def _record_keys(folder: Path, generator_key: dict | None = None, set_name: str = "", set_key: dict | None = None):
     """Add to ``folder/key.json``: the generator's key, or the key of one synthetic set (by its file name)."""
     path = folder / KEY_FILE
@@ -295,10 +319,7 @@ def sample_generator(
     """ñ images from the checkpoint of epoch ``config.last_epoch()`` in ``folder``, of the labels
     :func:`synthetic_labels` gives (class counts matching the subset's frequencies; uniform under DP); cached as
     ``synthetic-{key}.npz`` next to the checkpoints."""
-    set_key = {**config.sampling_key(), "seed": seed}
-    key = cache_key(set_key)
-    path = folder / f"synthetic-{key}.npz"
-    meta = folder / f"synthetic-{key}.json"
+    set_key, path, meta = set_files(folder, config, seed)
     if path.exists() and meta.exists():
         keys = folder / KEY_FILE
         if not keys.exists() or path.name not in json.loads(keys.read_text())["sets"]:  # sampled before key.json
@@ -388,13 +409,13 @@ def synthesize_client(
     config = config.check()
     key = client_key(dataset_name, index, config, seed, i)
     folder = client_folder(cache_root, key)
-    client_seed = seed * 1_000_003 + i
+    seed_i = client_seed(seed, i)
     with locked(folder / ".lock"):  # runs in parallel (python -m figures --jobs) may need the same generator
         if not (folder / KEY_FILE).exists():
             _record_keys(folder, generator_key=key)
-        trained = train_generator(x_train[index], y_train[index], n_classes, config, client_seed, folder, log, device)
+        trained = train_generator(x_train[index], y_train[index], n_classes, config, seed_i, folder, log, device)
         x, y, sampled = sample_generator(
-            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], client_seed, log, device
+            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], seed_i, log, device
         )
     return x, y, {**trained, **sampled, "cached": trained["cached"] and sampled["cached"]}
 
