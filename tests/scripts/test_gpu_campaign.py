@@ -45,29 +45,19 @@ def test_wait_packs_metrics_and_dsyn_apart(tmp_path):
 
 
 def start(tmp_path, group: str, done_arms: list[str], calls_expected: int) -> list[str]:
-    """`start GROUP 0` on a store whose named DynaFed arms have finished; the stand-in Python's calls."""
-    store = tmp_path / "store"
+    """`start GROUP 0` on a store whose named DynaFed arms have finished: the stand-in Python's ``-m`` calls, once
+    there are ``calls_expected`` of them (:func:`start_group`)."""
     for name in done_arms:
-        arm = store / "runs" / name
+        arm = tmp_path / "store" / "runs" / name
         arm.mkdir(parents=True)
         for file in ("config.json", "summary.json", "checkpoint_round19.pt"):
             (arm / file).write_text("{}")
-    calls, python = tmp_path / "calls.txt", tmp_path / "python"
-    python.write_text(f'#!/bin/sh\n[ "$1" = "-m" ] && echo "$@" >> {calls}\nexit 0\n')
-    python.chmod(0o755)
-    env = {"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(store), "OUT": str(tmp_path / "out"), "PYTHON": str(python)}
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu-campaign.sh"), "start", group, "0"],
-        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    deadline = time.monotonic() + 30  # the arms run in their own sessions (setsid): wait for their calls
-    while time.monotonic() < deadline:
-        lines = calls.read_text().splitlines() if calls.exists() else []
-        if len(lines) >= calls_expected:
-            return lines
-        time.sleep(0.2)
-    raise AssertionError(f"{len(lines)} calls of {calls_expected}: {lines}")
+
+    def modules(lines: list[str]) -> list[str]:
+        return [line for line in lines if line.startswith("-m ")]
+
+    lines, _ = start_group(tmp_path, group, lambda lines: len(modules(lines)) >= calls_expected)
+    return modules(lines)
 
 
 def test_the_seeds_group_runs_fedavg_beside_dynafed_for_seeds_1_and_2(tmp_path):
