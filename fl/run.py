@@ -442,6 +442,21 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
     return to_json(row)  # a diverged model's NaN loss is written as null: the file stays strict JSON
 
 
+def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
+    """``out`` made ready for a new run (fl.run's folder, :func:`theory.cli.make_dir`): refused in one line when it
+    holds a run already and not ``overwrite`` (``instead``: what to do, in the caller's terms)."""
+    if (out / "metrics.jsonl").exists() and not overwrite:
+        raise InputError(f"{out} already holds a run; {instead}")
+    return make_dir(out, "run directory", tool="fl.run", overwrite=overwrite)
+
+
+def read_run_config(out: Path) -> RunConfig:
+    """The config a run folder was started with (its ``config.json``), refused in one line if it is none."""
+    if not (out / "config.json").is_file():
+        raise InputError(f"{out}: not a run directory (no config.json)")
+    return from_dict(read_object(out / "config.json", "config.json of the run"))
+
+
 def execute(
     config: RunConfig,
     out: Path,
@@ -626,9 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         config = load_config(args.config, overrides)
         out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
-        if (out / "metrics.jsonl").exists() and not args.overwrite:
-            raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
-        make_dir(out, "run directory", tool="fl.run", overwrite=args.overwrite)
+        new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
     # one process per run folder: a second start or resume stops
     with locked(out / RUN_LOCK, busy=f"run directory {out}"):
         if args.resume:

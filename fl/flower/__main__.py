@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fl.atomic import locked
-from fl.config import RunConfig, from_dict, load_config
-from fl.run import RUN_LOCK
-from theory.cli import ArgumentParser, guarded, make_dir
+from fl.config import RunConfig, load_config
+from fl.run import RUN_LOCK, new_run_folder, read_run_config
+from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
 from theory.output import read_object
 
@@ -101,10 +101,6 @@ def shutdown_ray() -> None:
         ray.shutdown()
 
 
-def read_config(out: Path) -> RunConfig:
-    return from_dict(read_object(out / "config.json", "config.json of the run"))
-
-
 @guarded("fl.flower")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m fl.flower", description="Run one config in Flower's simulation engine.")
@@ -128,22 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.config or args.set:
             raise InputError("--resume takes the run's own config; drop --config/--set")
         out = args.resume
-        if not (out / "config.json").is_file():
-            raise InputError(f"{out}: not a run directory (no config.json)")
-        config = read_config(out)  # read again under the lock; here only to check it before anything runs
+        config = read_run_config(out)  # read again under the lock; here only to check it before anything runs
     else:
         config = load_config(args.config, args.set)
         out = args.out or Path("results/runs") / f"{args.config.stem if args.config else 'default'}_flower"
     check_supported(config)
     check_resources(args.cpus_per_client, config.data.clients)
     if not args.resume:
-        if (out / "metrics.jsonl").exists() and not args.overwrite:
-            raise InputError(f"{out} already holds a run; use --resume {out}, --overwrite, or another --out")
-        make_dir(out, "run directory", tool="fl.run", overwrite=args.overwrite)  # fl.run's folder, fl.run's owner
+        new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
     # one writer per run folder, fl.run or fl.flower: a second start or resume stops before writing anything
     with locked(out / RUN_LOCK, busy=f"run directory {out}"):
         if args.resume:
-            config = read_config(out)
+            config = read_run_config(out)
         else:
             (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
         summary = simulate(config, out, bool(args.resume), args.cpus_per_client, args.accept_code_change)
