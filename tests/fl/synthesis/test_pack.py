@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 
 import fl.synthesis.generators.ddpm as ddpm
+from fl.config import load_config
 from fl.data.formats import write_pickle_batch
 from fl.run import main as run_main
+from fl.run import missing_prepared
 from fl.synthesis.__main__ import main as synthesis_main
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 
@@ -126,6 +128,22 @@ def test_packed_sets_are_reused_without_training_and_refused_for_another_d_i(pro
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unpacked (python -m fl.synthesis unpack) without its weights" in err
     assert "n_tilde=6" in err and "n_tilde=4" in err
+
+
+def test_missing_prepared_names_the_clients_whose_sets_are_not_cached(produced):
+    """What ``python -m figures`` asks before it runs an arm whose sets come from a lease: the clients a run would
+    train a generator for (another seed or ñ: all of them; a set deleted: that client; no generator: none)."""
+    root, cache = produced
+
+    def config(*extra: str):
+        return load_config(None, fedssyn_args(root, cache, *extra)[1::2])
+
+    assert missing_prepared(config()) == []
+    assert missing_prepared(config("train.seed=1")) == missing_prepared(config("method.n_tilde=4")) == [0, 1, 2]
+    (one,) = list(cache.glob("client1-*/synthetic-*.npz"))
+    one.unlink()
+    assert missing_prepared(config()) == [1]
+    assert missing_prepared(config("method.name='none'")) == []
 
 
 def rewrite(archive: Path, change) -> Path:
