@@ -54,7 +54,8 @@ def listing(root: Path) -> str:
 
 
 def status(names: list[str], scale: str, root: Path) -> str:
-    """One line per run of the named artefacts at ``scale`` and the CPU-hours left (one thread per run)."""
+    """One line per run of the named artefacts at ``scale`` (and per optional arm left out, with the reason) and the
+    CPU-hours left (one thread per run)."""
     chosen = [find(name, ARTEFACTS) for name in (names or list(ARTEFACTS))]
     lines, seen, measured, left, unknown = [], set(), [], 0.0, 0
     for artefact in chosen:
@@ -66,7 +67,7 @@ def status(names: list[str], scale: str, root: Path) -> str:
         if artefact.name not in FL_ARTEFACTS:
             lines.append(f"{artefact.name}: {artefact.state(scale, root)} (a simulator: built in one go)")
             continue
-        tasks = plan(lambda artefact=artefact: artefact.build(scale, artefact.folder(scale, root)))
+        tasks, left_out = plan(lambda artefact=artefact: artefact.build(scale, artefact.folder(scale, root)))
         rows = []
         for name, label, seed, config, folder in tasks:
             state = progress(config, folder)
@@ -92,6 +93,7 @@ def status(names: list[str], scale: str, root: Path) -> str:
                 else:
                     unknown += 1
             lines.append(f"{text} [{folder}]")
+        lines += [f"{name} | {label}: left out ({why})" for name, label, why in left_out]
     estimate = f"{left / 3600:.1f} CPU-hours left (one thread per run)"
     if unknown:
         estimate += f", plus {unknown} not-started run(s) with no measured speed yet"

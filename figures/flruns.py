@@ -49,7 +49,8 @@ RUNS, SYNTHETIC = "_runs", "_synthetic"
 JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
 STORE: dict[str, Path | None] = {"path": None}  # python -m figures --runs sets it (set_store)
 LEDGER_MARK = ".ledger"  # a store holding this file is a run ledger: read, never run in (figures.ledger)
-PLAN: dict[str, list | None] = {"tasks": None}  # python -m figures status lists the runs instead of running them
+# python -m figures status lists the runs instead of running them, and the optional arms left out with the reason
+PLAN: dict[str, list | None] = {"tasks": None, "left_out": None}
 
 
 class Planned(Exception):
@@ -274,21 +275,25 @@ def run_with_optional(
             left_out.setdefault(why, []).append(arm.label)  # arms sharing one cache share the reason: one note
         else:
             ready.append(arm)
+    if PLAN["left_out"] is not None:
+        PLAN["left_out"].extend((name, label, why) for why, labels in left_out.items() for label in labels)
     results = run_arms(name, protocol, [*arms, *ready], root)
     notes = [f"{'; '.join(labels)}: left out, {why}" for why, labels in left_out.items()]
     return results[: len(arms)], {r.arm.label: r for r in results[len(arms) :]}, notes
 
 
-def plan(build: Callable[[], object]) -> list[tuple[str, str, int, RunConfig, Path]]:
-    """The (artefact, arm, seed, config, folder) of every run ``build`` would use, without running any."""
-    PLAN["tasks"] = []
+def plan(build: Callable[[], object]) -> tuple[list[tuple[str, str, int, RunConfig, Path]], list[tuple[str, str, str]]]:
+    """The (artefact, arm, seed, config, folder) of every run ``build`` would use, without running any, and the
+    (artefact, arm, reason) of each optional arm it would leave out (:func:`run_with_optional`)."""
+    PLAN["tasks"], PLAN["left_out"] = [], []
     try:
         build()
     except Planned:
         pass
     finally:
-        tasks, PLAN["tasks"] = PLAN["tasks"], None
-    return tasks
+        tasks, left_out = PLAN["tasks"], PLAN["left_out"]
+        PLAN["tasks"] = PLAN["left_out"] = None
+    return tasks, left_out
 
 
 def progress(config: RunConfig, folder: Path) -> dict:

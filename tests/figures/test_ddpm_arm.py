@@ -36,6 +36,8 @@ def test_the_ddpm_arm_joins_once_its_sets_are_unpacked(tmp_path, capsys, monkeyp
     result = json.loads((root / "fig3/quick/result.json").read_text())
     assert fedssyn_fl.DDPM_LABEL not in [row[0] for row in result["rows"]] and len(result["notes"]) == 2
     assert not result["numbers"]["ddpm_arm"]
+    assert main(["status", "fig3", "--scale", "quick", "--root", str(root)]) == 0
+    assert "fig3 | D_i ∪ D̃_si (Fedssyn, DDPM): left out (seed 0: 5 of 5 clients'" in capsys.readouterr().out
 
     # the lease: tiny DDPMs trained in its own cache, packed; here: unpacked into the store's cache
     config = flruns.config_of(fedssyn_fl.FMNIST["quick"], fedssyn_fl.ddpm_arms("quick")[0], 0, lease)
@@ -45,6 +47,8 @@ def test_the_ddpm_arm_joins_once_its_sets_are_unpacked(tmp_path, capsys, monkeyp
     here = flruns.config_of(fedssyn_fl.FMNIST["quick"], fedssyn_fl.ddpm_arms("quick")[0], 0, root)
     assert missing_prepared(here) == []
 
+    assert main(["status", "fig3", "--scale", "quick", "--root", str(root)]) == 0
+    assert "fig3 | D_i ∪ D̃_si (Fedssyn, DDPM), seed 0: not started" in capsys.readouterr().out
     assert main(["fig3", "table1", "fig5", "--scale", "quick", "--root", str(root), "--force"]) == 0
     assert "note:" not in capsys.readouterr().out
     fig3 = json.loads((root / "fig3/quick/result.json").read_text())

@@ -24,7 +24,7 @@ def store(tmp_path, monkeypatch):
 
 
 def quick_methods_runs(root):
-    return flruns.plan(lambda: methods_fl.ARTEFACT.build("quick", root / "methods" / "quick"))
+    return flruns.plan(lambda: methods_fl.ARTEFACT.build("quick", root / "methods" / "quick"))[0]
 
 
 def test_the_run_store_honours_shufflefl_runs(store, tmp_path):
