@@ -121,6 +121,19 @@ def ddpm_notes(notes: list[str]) -> tuple[str, ...]:
     return (*notes, DDPM_HOW) if notes else ()
 
 
+def with_ddpm(name: str, scale: str, arms: list[Arm], folder: Path) -> tuple[dict[str, Result], Result | None, list]:
+    """Fig. 3's and Fig. 5's runs: the arms' results by label with the DDPM arm's last where it is built (also
+    returned alone, None where left out), and the notes of an arm left out."""
+    main, extra, notes = run_with_optional(name, FMNIST[scale], arms, ddpm_arms(scale), folder.parent.parent)
+    return {r.arm.label: r for r in (*main, *extra.values())}, extra.get(DDPM_LABEL), notes
+
+
+def colours(results: dict[str, Result]) -> list[str]:
+    """One colour per arm, the same in Fig. 3 and Fig. 5 (:data:`COLOURS`, the DDPM arm's :data:`DDPM_COLOUR`)."""
+    main = [label for label in results if label != DDPM_LABEL]
+    return [*COLOURS[: len(main)], *[DDPM_COLOUR] * (len(results) - len(main))]
+
+
 def real_shuffle(p: float) -> Arm:
     return Arm(f"real shuffle p={p:g}", ("method.name=none", f"data.p={p}"))
 
@@ -171,11 +184,7 @@ def fig3_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
 
 
 def build_fig3(scale: str, folder: Path) -> Built:
-    main, extra, notes = run_with_optional(
-        "fig3", FMNIST[scale], fig3_arms(scale), ddpm_arms(scale), folder.parent.parent
-    )
-    ddpm = extra.get(DDPM_LABEL)
-    results = {r.arm.label: r for r in (*main, *extra.values())}
+    results, ddpm, notes = with_ddpm("fig3", scale, fig3_arms(scale), folder)
     rows = [
         [r.arm.label, show(accuracy(r)), show(r.values("rounds_to_target")), show(r.estimate("zeta2_ratio")),
          show(r.estimate("delta2"))]
@@ -190,7 +199,7 @@ def build_fig3(scale: str, folder: Path) -> Built:
     ):
         stats = [mean_sd(key(results[label])) for label in labels]
         ax.bar(range(len(labels)), [s[0] for s in stats], yerr=[s[1] for s in stats], capsize=3,
-               color=[*COLOURS[: len(main)], *[DDPM_COLOUR] * len(extra)])  # fmt: skip
+               color=colours(results))  # fmt: skip
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
         ax.set_ylabel(ylabel)
     axes[0].set_ylim(bottom=max(0.0, min(mean_sd(accuracy(r))[0] for r in results.values()) - 0.1))
@@ -235,15 +244,10 @@ def fig5_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
 
 
 def build_fig5(scale: str, folder: Path) -> Built:
-    main, extra, notes = run_with_optional(
-        "fig5", FMNIST[scale], fig3_arms(scale)[:4], ddpm_arms(scale), folder.parent.parent
-    )
-    ddpm = extra.get(DDPM_LABEL)
-    results = {r.arm.label: r for r in (*main, *extra.values())}
+    results, ddpm, notes = with_ddpm("fig5", scale, fig3_arms(scale)[:4], folder)
     fig, axes = plt.subplots(1, len(CURVES), figsize=(13, 3.2))
     rows = []
-    colours = [*COLOURS[: len(main)], *[DDPM_COLOUR] * len(extra)]
-    for colour, (label, result) in zip(colours, results.items()):  # one colour per arm in every panel
+    for colour, (label, result) in zip(colours(results), results.items()):  # one colour per arm in every panel
         for ax, (key, ylabel) in zip(axes, CURVES):
             ax.set(xlabel="communication round", ylabel=ylabel)
             rounds, values = result.curve(key)

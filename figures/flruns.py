@@ -247,9 +247,8 @@ def absent_data(protocol: Protocol, arm: Arm, root: Path) -> str | None:
     or finds every client's synthetic set in the cache (:func:`fl.run.missing_prepared`) and so trains no generator
     on this machine. A run ledger only reads: there an unfinished run is absent."""
     root = store(root)
-    configs = {seed: config_of(protocol, arm, seed, root) for seed in protocol.seeds}
-    unfinished = {seed: (c, run_folder(c, root)) for seed, c in configs.items()
-                  if not (run_folder(c, root) / "summary.json").exists()}  # fmt: skip
+    runs = {seed: (c, run_folder(c, root)) for seed in protocol.seeds for c in [config_of(protocol, arm, seed, root)]}
+    unfinished = {seed: run for seed, run in runs.items() if progress(*run)["state"] != "done"}
     if unfinished and read_only(root):
         seeds = ", ".join(f"seed {seed} ({reached(*cf)})" for seed, cf in unfinished.items())
         return f"not finished in the run ledger: {seeds}"
