@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from figures.verdict import HELD, check
 from fl.atomic import write_atomically
 from theory.errors import InputError
 
@@ -30,13 +31,23 @@ def used(folders: Iterable[Path]) -> None:
 
 @dataclass(frozen=True)
 class Claim:
-    """A paper's claim and whether our numbers support it: ``text`` is the sentence the report prints."""
+    """A paper's claim judged on our numbers: ``verdict`` one of :data:`figures.verdict.WORDS` (given by the rule of
+    :mod:`figures.verdict`), ``text`` the sentence the report prints, ``size`` ours against the paper's number where
+    the claim has one ("" where it has none)."""
 
-    held: bool
+    verdict: str
     text: str
+    size: str = ""
+
+    def __post_init__(self) -> None:
+        check(self.verdict)
+
+    @property
+    def held(self) -> bool:
+        return self.verdict == HELD
 
     def to_dict(self) -> dict:
-        return {"held": self.held, "text": self.text}
+        return {"verdict": self.verdict, "held": self.held, "text": self.text, "size": self.size}
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from figures.artefacts import used
+from figures.verdict import censored_mark
 from fl.atomic import locked
 from fl.config import RunConfig, from_dict, load_config
 from fl.run import missing_prepared, read_metrics
@@ -250,7 +251,12 @@ def absent_data(protocol: Protocol, arm: Arm, root: Path) -> str | None:
     runs = {seed: (c, run_folder(c, root)) for seed in protocol.seeds for c in [config_of(protocol, arm, seed, root)]}
     unfinished = {seed: run for seed, run in runs.items() if progress(*run)["state"] != "done"}
     if unfinished and read_only(root):
-        seeds = ", ".join(f"seed {seed} ({reached(*cf)})" for seed, cf in unfinished.items())
+        states = {seed: reached(*cf) for seed, cf in unfinished.items()}
+        if all(state == "absent" for state in states.values()):
+            generator = next(iter(runs.values()))[0].method.get("generator", "")
+            needs = " (its sets need a GPU)" if generator == "ddpm" else ""
+            return f"not run{needs}: no run in the ledger"
+        seeds = ", ".join(f"seed {seed} ({state})" for seed, state in states.items())
         return f"not finished in the run ledger: {seeds}"
     why = []
     for seed, (config, _) in unfinished.items():
@@ -342,6 +348,23 @@ def rounds_or_cap(result: Result) -> list[float]:
     """Rounds to the target per seed, a run that never reached it counted as its last round + 1 (a lower bound on
     its true count: speed-ups computed from it are lower bounds when the baseline never reached the target)."""
     return [s["rounds_to_target"] or s["rounds"] + 1 for s in result.summaries]
+
+
+def censored(result: Result) -> list[bool]:
+    """Per seed, whether the run never reached the target (its rounds count is then a lower bound)."""
+    return [not s["rounds_to_target"] for s in result.summaries]
+
+
+def show_rounds(result: Result) -> str:
+    """Rounds to the target, ``mean ± sd`` over seeds, a seed that never reached it counted as its last round + 1;
+    marked "≥" when one did (the mean is then a lower bound)."""
+    return censored_mark(any(censored(result)), False) + show(rounds_or_cap(result))
+
+
+def show_ratio(without: Result, with_: Result, ratios: Sequence[float]) -> str:
+    """A rounds ratio without / with (a speed-up), marked "≥" when a run without never reached the target (its
+    count is a lower bound), "≤" when one with it never did, "?" when both."""
+    return censored_mark(any(censored(without)), any(censored(with_))) + show(ratios)
 
 
 def save(fig, path: Path) -> list[str]:

@@ -126,9 +126,14 @@ def test_table1_claim_flips_with_the_numbers():
     assert claim.held and "fedavg 2.46x" in claim.text  # mean of 8/3 and 9/4
     slow = fast | {"scaffold": (result("w", [0.8, 0.8], [8, 9]), result("s", [0.8, 0.8], [8, 8]))}
     claim = fedssyn_fl.table1_claim(slow)
-    assert not claim.held and "not beyond the seed spread for scaffold" in claim.text
+    assert claim.verdict == "not resolved" and "for 1 of 2 algorithms (not for scaffold)" in claim.text
     never = {"fedavg": (result("w", [0.6, 0.6], [None, None]), result("s", [0.8, 0.8], [3, 3]))}
     assert fedssyn_fl.speedups(*never["fedavg"]) == [7.0, 7.0]  # (20 + 1) / 3: a lower bound
+    claim = fedssyn_fl.table1_claim(never, paper={"fedavg": (8, 68, "8.5x")}, alpha=0.1)
+    assert "fedavg ≥ 7.00x" in claim.text and "lower bound: fedavg" in claim.text
+    assert claim.size == "speed-ups 7.00-7.00x against the paper's 8.5-8.5x (CIFAR-10, α = 0.1, per algorithm): " + (
+        "smaller than the paper's"
+    )
 
 
 def test_fig4_claim_flips_with_the_numbers():
@@ -182,16 +187,23 @@ def test_methods_claim_flips_with_the_numbers():
     better = [result(m, [0.85, 0.86]) for m in methods_fl.METHODS]
     assert methods_fl.methods_claim([fedavg, *better]).held
     claim = methods_fl.methods_claim([fedavg, *better[:-1], result("hfmds", [0.80, 0.80])])
-    assert not claim.held and "hfmds -0.005 (within the seed spread)" in claim.text
+    assert claim.verdict == "not resolved" and "hfmds -0.005 (not resolved)" in claim.text
+    claim = methods_fl.methods_claim([fedavg, *better[:-1], result("hfmds", [0.70, 0.71])])
+    assert claim.verdict == "contradicted" and "hfmds -0.100 (contradicted)" in claim.text
 
 
 def test_fig2_claim_flips_with_the_numbers():
     p = np.array([0.0, 0.2, 0.4, 0.6])
     theory = np.array([1.0, 0.75, 0.5, 0.3])
-    assert catalogue.fig2_claim(p, theory * 1.01, theory).held
-    square = (1 - p) ** 2
+    claim = catalogue.fig2_claim(p, theory * 0.99, theory)
+    assert claim.held and "it follows Corollary I's ratio" in claim.text
+    claim = catalogue.fig2_claim(p, theory * 1.05, theory)
+    assert claim.verdict == "contradicted" and "lies above it" in claim.text
+    claim = catalogue.fig2_claim(p, theory * 1.05, theory, ci_low=theory * 0.98)  # the interval reaches the bound
+    assert claim.held
+    square = (1 - p) ** 2  # below the bound: the saving is larger than the corollary's shape
     claim = catalogue.fig2_claim(p, square, theory)
-    assert not claim.held and "did not hold" in claim.text
+    assert claim.held and "it follows (1-p)²" in claim.text and claim.size.startswith("follows (1-p)²")
 
 
 def test_lemma1_claim_flips_with_the_numbers():
