@@ -31,6 +31,8 @@ from fl.engine import init_state, run_round  # noqa: E402
 from fl.federation import build_clients  # noqa: E402
 from fl.flat import FlatModel  # noqa: E402
 from fl.models import build_model  # noqa: E402
+from theory.cli import ArgumentParser  # noqa: E402
+from theory.errors import InputError  # noqa: E402
 
 
 def plain_round(model, server_state, data, lr: float, batch_size: int, seed: int) -> dict:
@@ -53,17 +55,32 @@ def plain_round(model, server_state, data, lr: float, batch_size: int, seed: int
     return total
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    args = parser.parse_args()
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (a count of clients, repeats or threads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="engine_bench.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=positive_int, default=10)
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    data = build_clients(
-        load("fmnist"), "dirichlet", args.clients, np.random.default_rng(0), partition_params={"alpha": 0.1}
-    )
+    try:
+        data = build_clients(
+            load("fmnist"), "dirichlet", args.clients, np.random.default_rng(0), partition_params={"alpha": 0.1}
+        )
+    except InputError as error:  # no Fashion-MNIST, more clients than Dirichlet(0.1) can fill
+        print(f"engine_bench.py: error: {error}", file=sys.stderr)
+        return 2
     torch.manual_seed(0)
     model = build_model("fedcog-cnn", (1, 28, 28), 10)
     plain_model = build_model("fedcog-cnn", (1, 28, 28), 10)

@@ -11,7 +11,6 @@ one thread, so the arithmetic is the same). Writes ``flower_bench.json`` and a m
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fl.flower.loopback import Loopback  # noqa: E402
+from theory.cli import ArgumentParser  # noqa: E402
+from theory.errors import InputError  # noqa: E402
 
 
 def metrics(run: Path) -> list[dict]:
@@ -49,14 +50,34 @@ def timed(command: list[str], env: dict) -> float:
     return time.monotonic() - start
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="flower_bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/fmnist_quick.toml")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--out", type=Path, default=Path("results/bench/flower"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    from fl.config import load_config
+
+    try:  # a missing or bad config stops here, before OUT is made (the three ways would each fail on it)
+        config = load_config(Path(args.config), args.set)
+    except InputError as error:
+        print(f"flower_bench.py: error: {error}", file=sys.stderr)
+        return 2
+    args.config = str(Path(args.config).resolve())  # the runs below start in the checkout's root
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return bench(args, config, out)
+    except subprocess.CalledProcessError as error:  # the way's own error is on stderr above
+        print(
+            f"flower_bench.py: error: {' '.join(map(str, error.cmd[1:4]))} ... exited {error.returncode}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def bench(args, config, out: Path) -> int:
+    """The three ways on ``config`` (read from ``args.config`` with ``args.set``), results into ``out``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     sets = [arg for item in args.set for arg in ("--set", item)]
     runs = {name: out / name for name in ("fl.run", "flower-simulation", "flower-loopback")}
@@ -73,9 +94,6 @@ def main() -> int:
     results["flower-simulation"] = measured(runs["flower-simulation"], wall)
     print("flower-simulation", json.dumps(results["flower-simulation"]))
 
-    from fl.config import load_config
-
-    config = load_config(Path(args.config), args.set)
     summary = runs["flower-loopback"] / "summary.json"
     summary.unlink(missing_ok=True)
     start = time.monotonic()

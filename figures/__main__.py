@@ -25,15 +25,26 @@ run is named in its output.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from figures.artefacts import ROOT, SCALES, find
-from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED
-from figures.flruns import plan, progress, set_jobs, set_store
+from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED, set_rerun_sims
+from figures.flruns import plan, progress, set_jobs, set_store, store
 from figures.ledger import check_main, ledger_main
 from theory.cli import ArgumentParser, format_table, guarded
+from theory.errors import InputError
+
+SUBCOMMANDS = """\
+subcommands (check, report and ledger have their own --help):
+  status [NAME...]      one line per run of the artefacts at --scale: done, round r of R (ETA) or not started
+  check [NAME...]       verify the run ledger (files whole, summaries = metrics, no stray file), then fail if
+                        results/REPORT.md's generated sections differ from what the ledger gives
+  report                rewrite results/REPORT.md's claims table and artefact blocks from the run ledger alone
+  ledger add|list       copy runs' small records into the run ledger (results/ledger), or list its entries
+"""
 
 
 def positive_int(text: str) -> int:
@@ -107,20 +118,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ledger_main(argv[1:])
     if argv[:1] in (["check"], ["report"]):
         return check_main(argv[1:], write=argv[0] == "report")
-    parser = ArgumentParser(prog="python -m figures", description="Build the paper's figures and tables.")
+    parser = ArgumentParser(
+        prog="python -m figures",
+        description="Build the paper's figures and tables (NAME...), or list them and their state (no NAME).",
+        epilog=SUBCOMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"artefacts: {', '.join(ARTEFACTS)}, or all")
     parser.add_argument("--scale", choices=SCALES, default="cpu", help="quick (seconds), cpu (2 cores), paper")
     parser.add_argument("--root", type=Path, default=ROOT, help=f"where results live (default {ROOT})")
     parser.add_argument("--force", action="store_true", help="rebuild even what is done (finished runs are reused)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="FL runs at a time, one torch thread each")
     parser.add_argument("--runs", type=Path, help="the FL run store (default $SHUFFLEFL_RUNS, else under --root)")
+    parser.add_argument(
+        "--rerun-sims",
+        action="store_true",
+        help="run the simulators (fig2, lemma1, figB2) even when --runs is a run ledger, whose summaries they read",
+    )
     args = parser.parse_args(argv)
     set_jobs(args.jobs)
     set_store(args.runs)
+    set_rerun_sims(args.rerun_sims)
     if not args.names:
         print(listing(args.root))
         return 0
     if args.names[0] == "status":
+        named = "--runs" if args.runs else "$SHUFFLEFL_RUNS" if os.environ.get("SHUFFLEFL_RUNS") else None
+        if named and not store(args.root).is_dir():  # else every run would read "not started", the store unnamed
+            raise InputError(f"the run store {store(args.root)} ({named}) is missing: no run of it can be reported")
         print(status(args.names[1:], args.scale, args.root))
         return 0
     names = [n for n, a in ARTEFACTS.items() if args.scale in a.scales] if args.names == ["all"] else args.names

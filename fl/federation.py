@@ -8,6 +8,7 @@ import torch
 
 from fl.clients import ClientSet
 from fl.data import Dataset, mix_synthetic, partition, shuffle_partition
+from fl.data.partition import NATURAL, natural
 from theory.errors import InputError
 from theory.shuffle import n_exchanged
 
@@ -35,7 +36,13 @@ def split_clients(
         raise InputError(f"val_fraction must lie in [0, 1), got {val_fraction}")
     if n_clients > len(data.y_train):
         raise InputError(f"{n_clients} clients but only {len(data.y_train)} training samples")
-    parts = partition(scheme, data.y_train, n_clients, rng, **(partition_params or {}))
+    if scheme == NATURAL:  # the clients the data name (an npz's client_ids)
+        if data.client_ids is None:
+            raise InputError(f"config data.partition: natural needs data that name their clients ({data.name} has "
+                             "no client_ids; see fl.data.custom)")  # fmt: skip
+        parts = natural(data.client_ids, n_clients)
+    else:
+        parts = partition(scheme, data.y_train, n_clients, rng, **(partition_params or {}))
     val, original = [], []
     for part in parts:
         order = rng.permutation(part)

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from fl.plugins import is_plugin, resolve
 from theory import _validate
 from theory.errors import InputError
 
@@ -353,6 +354,8 @@ def build_model(name: str, in_shape: Sequence[int], n_classes: int, **kwargs: ob
     theory.errors.InputError: unknown model 'resnet'; known models: convnet3, fedcog-cnn, hfmds-cnn, mlp, vgg11
     """
     cls = MODELS.get(name) if isinstance(name, str) else None
+    if cls is None and is_plugin(name):  # a user's SplitModel, "package.module:Class" (fl.plugins)
+        cls = resolve(name, "model.name", SplitModel)
     if cls is None:
         raise InputError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
     signature = inspect.signature(cls)

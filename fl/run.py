@@ -44,10 +44,11 @@ from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
 from fl.methods import Picture, Setup, Split, new_state
 from fl.methods.base import WORK_FOLDER
+from fl.sinks import TensorBoard, require_tensorboard
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
-from theory.output import read_object, to_json
+from theory.output import fsync_path, read_object, to_json, write_text_atomically
 
 
 def resolve_device(name: str) -> torch.device:
@@ -89,10 +90,7 @@ class Experiment:
         self.device = resolve_device(config.train.device)
         seed = config.train.seed
         dataset, split, rng = federation(config)
-        self.data_used = {
-            "dataset": dataset.name, "folder": str(dataset.source), "train": len(dataset.y_train),
-            "test": len(dataset.y_test),
-        }  # fmt: skip
+        self.data_used = dataset.record()  # name, folder, sample counts, files and digests: what a resume compares
         self.method = build_method(config.method)
         n_tilde = int(config.method.get("n_tilde", 0) or 0)
         if n_tilde:  # the synthetic sets a method makes: refused before any generator trains when they cannot fit
@@ -179,6 +177,17 @@ class Experiment:
         self.flat.load(x)
         return evaluate(self.flat, self.data.x[val], self.data.y[val])[1]
 
+    def client_accuracy(self, x: torch.Tensor) -> dict:
+        """The server model x on each client's own held-out split (``train.client_eval_every``; see
+        :class:`fl.config.TrainConfig`): the mean accuracy over the clients, the mean of the worst tenth of them
+        (⌈N/10⌉ clients) and the standard deviation across them; clients without a held-out split are left out."""
+        self.flat.load(x)
+        scores = np.array([evaluate(self.flat, self.data.x[v], self.data.y[v])[1] for v in self.data.val if len(v)])
+        if not len(scores):
+            return {}
+        worst = np.sort(scores)[: -(-len(scores) // 10)]
+        return {"mean": scores.mean(), "worst_decile": worst.mean(), "std": scores.std(), "clients": len(scores)}
+
     def tune_lr(self) -> tuple[float, list[dict]]:
         """Pick the client step size from the grid by validation accuracy after ``tune_rounds`` rounds."""
         grid = self.config.train.lr
@@ -219,6 +228,7 @@ def config_key(config: RunConfig) -> str:
     run may move to): kept in the state (``extra["config_key"]``), so a resume refuses an edited config.json."""
     tree = config.identity()
     tree["train"].pop("device", None)
+    tree.pop("plugins", None)  # a plug-in's code is provenance's to check (fl.provenance.check_plugins)
     return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -438,6 +448,8 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
         row["diverged"] = True
     elif train.estimate_every and (t % train.estimate_every == 0 or t == 1):
         row["estimates"] = exp.measure(state.x, t, state.method)
+    if train.client_eval_every and not row.get("diverged") and (t % train.client_eval_every == 0 or t == train.rounds):
+        row["client_accuracy"] = exp.client_accuracy(state.x)
     row["seconds"] = seconds
     return to_json(row)  # a diverged model's NaN loss is written as null: the file stays strict JSON
 
@@ -497,13 +509,19 @@ def _execute(
         print(f"{out}: no checkpoint yet; starting again from {start_from or 'round 1'} with its config")
         resume = False
     elif start_from is not None:
-        origin.write_text(str(start_from))
+        write_text_atomically(origin, str(start_from))
     synthetic = provenance.synthetic_hash(exp.synthetic)
     if not resume:
-        provenance.record(out, synthetic, where_it_ran(exp))
+        provenance.record(out, synthetic, where_it_ran(exp) | {"plugins": config.plugins()})
     key = config_key(config)
     if resume:
         state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
+        data_note = provenance.check_data(out, exp.data_used)  # first: never train the rest on other data
+        if data_note:
+            print(data_note, file=sys.stderr)
+        note = provenance.check_plugins(out, config.plugins(), state.round, accept_code_change)
+        if note:
+            print(note, file=sys.stderr)
         if state.extra.get("config_key", key) != key:
             raise InputError(
                 f"{out / 'config.json'} differs from the config its checkpoint was trained with (edited?); restore "
@@ -513,21 +531,24 @@ def _execute(
         if note:
             print(note, file=sys.stderr)
         rows = resumable_rows(metrics_path, state.round)
-        metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_text_atomically(metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
     elif start_from is not None:
         state, rows = init_from(config, start_from, exp)
-        metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_text_atomically(metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
     else:
         lr, table = exp.tune_lr()
         state = exp.fresh_state(lr)
         state.extra["lr_tuning"] = table
         rows = []
-        metrics_path.write_text("")
+        write_text_atomically(metrics_path, "")
     state.extra["config_key"] = key
     train = config.train
     start = time.perf_counter() - (rows[-1]["seconds"] if rows else 0.0)
     communication = rows[-1]["communication"] if rows else 0
     bar = tqdm(total=train.rounds, initial=state.round - 1, desc="rounds", unit="round", disable=quiet or None)
+    sink = None  # live curves (fl.sinks), fed each row once it is written; never changes a number
+    if config.log.tensorboard:
+        sink = TensorBoard(Path(config.log.tensorboard), rows)
     noted = False
     try:
         with metrics_path.open("a") as log:
@@ -545,8 +566,11 @@ def _execute(
                     rows.append(row)
                     log.write(json.dumps(row) + "\n")
                     log.flush()
+                    if sink is not None:
+                        sink.write(row)
                     t = row["round"]
                     if t % train.checkpoint_every == 0 or t == train.rounds:
+                        os.fsync(log.fileno())  # the rows a checkpoint continues are on disk before it is
                         save_checkpoint(checkpoint, state)
                     if t == train.keep_round:
                         save_checkpoint(out / f"checkpoint_round{t}.pt", state)
@@ -562,15 +586,21 @@ def _execute(
                     raise KeyboardInterrupt
     except (KeyboardInterrupt, WorkerLost) as stop:  # the round in flight is lost, the state before it is whole
         with held():
+            fsync_path(metrics_path)
             save_checkpoint(checkpoint, state)
+        if sink is not None:
+            sink.close()
         bar.close()
         why = f"{stop}; saved" if isinstance(stop, WorkerLost) else "interrupted"
         raise InputError(f"{why} after round {state.round - 1}; continue with --resume {out}") from None
     bar.close()
+    if sink is not None:
+        sink.close()
     summary = summarise(config, rows, state, exp, time.perf_counter() - start)
     for picture in exp.method.pictures(state.method):
         draw(picture, out)
-    (out / "summary.json").write_text(json.dumps(to_json(summary), indent=2, allow_nan=False))
+    summary["provenance_sha256"] = provenance.digest(out)  # a provenance.json altered after the run shows
+    write_text_atomically(out / "summary.json", json.dumps(to_json(summary), indent=2, allow_nan=False))
     return summary
 
 
@@ -613,10 +643,34 @@ def build_parser() -> ArgumentParser:
     add("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="rounds to target and speed-up")
     add("--quiet", action="store_true", help="no progress bar")
     add(
+        "--tensorboard", type=Path, metavar="DIR",
+        help="write TensorBoard event files of every round into DIR (shortcut for --set log.tensorboard=DIR; allowed "
+        "with --resume; needs pip install 'shufflefl[tensorboard]')",
+    )  # fmt: skip
+    add(
         "--accept-code-change", action="store_true",
         help="with --resume: continue a run that other code started (the change is recorded in provenance.json)",
     )  # fmt: skip
     return parser
+
+
+def run_flags(args) -> list[str]:
+    """The flags of ``args`` that start or continue a run (which ``--compare``, reading two finished runs, refuses)."""
+    given = {
+        "--config": args.config, "--set": args.set, "--out": args.out, "--resume": args.resume,
+        "--init-from": args.init_from, "--overwrite": args.overwrite, "--device": args.device,
+        "--workers": args.workers is not None, "--accept-code-change": args.accept_code_change,
+        "--tensorboard": args.tensorboard,
+    }  # fmt: skip
+    return [flag for flag, value in given.items() if value]
+
+
+def resume_in_place(run: Path, out: Path | None, overwrite: bool) -> None:
+    """``--resume RUN`` continues RUN in RUN: refuse an ``--out`` elsewhere and ``--overwrite`` (fl.run, fl.flower)."""
+    if out is not None and out.resolve() != run.resolve():
+        raise InputError(f"--resume continues the run in its own folder {run}; drop --out {out}")
+    if overwrite:
+        raise InputError("--overwrite starts a run anew, --resume continues one: use one of them")
 
 
 RUN_LOCK = ".running"  # the lock file fl.run holds in a run folder while it runs (it holds the runner's pid)
@@ -626,20 +680,26 @@ RUN_LOCK = ".running"  # the lock file fl.run holds in a run folder while it run
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.compare:
+        if run_flags(args):
+            raise InputError(f"--compare reads two finished runs and runs nothing: drop {', '.join(run_flags(args))}")
         print(compare(*args.compare))
         return 0
     overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
     overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
+    overrides += [f"log.tensorboard={json.dumps(str(args.tensorboard))}"] if args.tensorboard else []
     if args.init_from and args.resume:
         raise InputError("--init-from starts a new run; --resume continues one: use one of them")
     if args.resume:
         if args.config or args.set:
             raise InputError("--resume takes the run's own config; drop --config/--set")
+        resume_in_place(args.resume, args.out, args.overwrite)
         out = args.resume
         if not (out / "config.json").is_file():
             raise InputError(f"{out}: not a run directory (no config.json)")
     else:
         config = load_config(args.config, overrides)
+        if config.log.tensorboard:
+            require_tensorboard()  # before anything is written: one line naming the extra
         out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
         new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
     # one process per run folder: a second start or resume stops
@@ -651,11 +711,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise InputError(f"{out / 'config.json'}: its [train] is not a table")
             if args.device:  # what a resumed run may change: the device, the worker count
                 train["device"] = args.device
+            if args.tensorboard:  # where the curves go: no number changes
+                tree.setdefault("log", {})["tensorboard"] = str(args.tensorboard)
             if args.workers is not None:
                 train["workers"] = args.workers
             config = from_dict(tree)
+            if config.log.tensorboard:
+                require_tensorboard()
         else:
-            (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+            write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
         summary = execute(
             config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from,
             accept_code_change=args.accept_code_change,

@@ -14,24 +14,38 @@ holds it): a finished run is reused, an interrupted one resumed, so re-running t
 continues where it stopped. Outputs: ``table.csv``, ``sweep.json`` (every run's summary), ``sweep.png`` (accuracy
 per round; final accuracy against each value). OUT is fl.sweep's own (theory.cli.make_dir): a non-empty folder that
 fl.sweep did not make needs ``--overwrite``.
+
+``--jobs N`` runs N of the runs at a time, each in its own ``python -m fl.run --resume FOLDER`` process with one torch
+thread and no client workers (:func:`run_processes`, the pool ``python -m figures --jobs`` runs its arms in): every
+draw of a run derives from its seed and each process computes with one thread, so the numbers are those of
+``--jobs 1`` bit for bit; each run holds its folder's lock as ``fl.run`` does, and Ctrl-C or SIGTERM checkpoints every
+running one (re-running the command resumes them). ``--tensorboard DIR`` writes one TensorBoard run per arm and seed,
+``DIR/<name>/seed<s>`` (:mod:`fl.sinks`; a finished run that is reused has its rows written there once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
+import signal
+import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from fl.atomic import locked
-from fl.config import RunConfig, from_dict, load_config, parse_override
-from fl.run import RUN_LOCK, execute
+from fl.config import LogConfig, RunConfig, from_dict, load_config, parse_override
+from fl.run import RUN_LOCK, execute, read_metrics
+from fl.sinks import replay, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
-from theory.output import read_object, to_json, write_csv
+from theory.output import read_object, to_json, write_csv, write_text_atomically
 
 TOOL = "fl.sweep"
 ESTIMATES = ("zeta2_ratio", "zeta2_hat", "sigma2_hat", "delta2")
@@ -113,7 +127,7 @@ def prepare_run(config: RunConfig, out: Path, overwrite: bool = False) -> str:
     if state in ("done", "resume"):
         return state
     make_dir(out, "run directory", tool="fl.run", overwrite=overwrite or state == "restart")
-    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
     return "start"
 
 
@@ -132,6 +146,59 @@ def run_one(config: RunConfig, out: Path, quiet: bool, overwrite: bool = False) 
         if state == "done":
             return read_summary(out)
         return execute(config, out, resume=state == "resume", quiet=quiet)
+
+
+def run_processes(
+    pending: Sequence[tuple[RunConfig, Path]], jobs: int, poll: float = 0.5, hold: Callable[[Path], Path] | None = None,
+    flags: Callable[[Path], list[str]] | None = None, quiet_output: bool = False, overwrite: bool = False,
+) -> None:  # fmt: skip
+    """Each run of ``pending`` (config, folder) in its own ``python -m fl.run --resume FOLDER --quiet`` (one torch
+    thread, no client workers: ``jobs`` is the parallelism), ``jobs`` at a time. Its folder is made ready first
+    (:func:`prepare_run`, under the folder's lock); the process then holds that lock as ``fl.run`` does. ``hold``:
+    a lock file per folder held for the whole run as well (``python -m figures``' ``<hash>.lock``); ``flags``: more
+    flags per folder; ``quiet_output``: drop the processes' standard output (their errors still show);
+    ``overwrite``: as :func:`prepare_run`'s. On Ctrl-C /
+    SIGTERM every running one gets SIGTERM (it checkpoints and exits) and is waited for before the interrupt goes
+    on; a run that fails stops the others the same way, then the whole with its exit code in one line."""
+    queue, running = list(pending), []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "SHUFFLEFL_WORKERS": "1"}
+    output = subprocess.DEVNULL if quiet_output else None
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                config, folder = queue.pop(0)
+                lock = contextlib.ExitStack()
+                if hold is not None:
+                    lock.enter_context(locked(hold(folder)))
+                ready = prepare_run(config, folder, overwrite)  # as run_one: the folder first, then its lock
+                if ready != "done":
+                    with locked(folder / RUN_LOCK, busy=f"run directory {folder}"):
+                        ready = prepare_run(config, folder)
+                if ready == "done":  # another process finished it while we waited
+                    lock.close()
+                    continue
+                command = [sys.executable, "-m", "fl.run", "--resume", str(folder), "--quiet"]
+                command += flags(folder) if flags is not None else []
+                process = subprocess.Popen(command, env=env, stdout=output)
+                running.append((process, lock, folder, time.perf_counter()))
+            time.sleep(poll)
+            for entry in [r for r in running if r[0].poll() is not None]:
+                process, lock, folder, start = entry
+                running.remove(entry)
+                lock.close()
+                if process.returncode:
+                    raise InputError(f"{folder}: python -m fl.run exited with {process.returncode} (see above)")
+                done, total = len(pending) - len(queue) - len(running), len(pending)
+                print(f"  finished {folder} ({time.perf_counter() - start:.0f} s; {done} of {total} runs)", flush=True)
+    except BaseException:
+        for process, *_ in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, lock, *_ in running:
+            with contextlib.suppress(KeyboardInterrupt):
+                process.wait()
+            lock.close()
+        raise
 
 
 def accuracy_curve(out: Path) -> list[tuple[int, float]]:
@@ -188,9 +255,12 @@ def sweep(
     quiet: bool = False,
     with_base: bool = True,
     overwrite: bool = False,
+    jobs: int = 1,
+    tensorboard: Path | None = None,
 ) -> list[dict]:
-    """Run (or reuse) every run of the sweep; write table.csv, sweep.json and sweep.png into ``out``, a folder of
-    fl.sweep's own (``overwrite``: or any, see :func:`sweep_folder`)."""
+    """Run (or reuse) every run of the sweep, ``jobs`` at a time (:func:`run_processes`; 1: one after another in
+    this process); write table.csv, sweep.json and sweep.png into ``out``, a folder of fl.sweep's own
+    (``overwrite``: or any, see :func:`sweep_folder`); ``tensorboard``: a TensorBoard run per arm and seed there."""
     seeds = [check_seed(seed, "a sweep's seed") for seed in seeds]
     runs = plan(base, varies, product)
     configs = {
@@ -210,13 +280,36 @@ def sweep(
         for seed in seeds:
             run_state(configs[name, seed], out / run_dir_name(name) / f"seed{seed}", overwrite)
     sweep_folder(out, overwrite)
+    if tensorboard is not None:
+        require_tensorboard()
+        curves = {(name, seed): tensorboard / run_dir_name(name) / f"seed{seed}" for name, _ in runs for seed in seeds}
+        configs = {k: replace(c, log=LogConfig(str(curves[k]))) for k, c in configs.items() if k in curves}
+    if jobs > 1:
+        pending = []
+        for index, (name, _) in enumerate(runs):
+            for seed in seeds:
+                folder = out / run_dir_name(name) / f"seed{seed}"
+                state = run_state(configs[name, seed], folder, overwrite)
+                print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder} ({state})", flush=True)
+                if state != "done":
+                    pending.append((configs[name, seed], folder))
+
+        def curve_flags(folder: Path) -> list[str]:  # the run's own TensorBoard folder, DIR/<name>/seed<s>
+            return ["--tensorboard", str(tensorboard / folder.parent.name / folder.name)] if tensorboard else []
+
+        run_processes(pending, jobs, flags=curve_flags, quiet_output=True, overwrite=overwrite)
     results, rows = {}, []
     for index, (name, _) in enumerate(runs):
         summaries = []
         for seed in seeds:
             folder = out / run_dir_name(name) / f"seed{seed}"
-            print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder}", flush=True)
-            summaries.append(run_one(configs[name, seed], folder, quiet, overwrite))
+            if jobs > 1:
+                summaries.append(read_summary(folder))
+            else:
+                print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder}", flush=True)
+                summaries.append(run_one(configs[name, seed], folder, quiet, overwrite))
+            if tensorboard is not None:  # a reused finished run: its rows, once
+                replay(read_metrics(folder / "metrics.jsonl"), tensorboard / run_dir_name(name) / f"seed{seed}")
         results[name] = {
             "overrides": dict(runs)[name],
             "summaries": summaries,
@@ -301,6 +394,16 @@ def build_parser() -> ArgumentParser:
     )  # fmt: skip
     add("--no-base", action="store_true", help="run only the variations, not the base config itself")
     add("--quiet", action="store_true", help="no per-round progress bars")
+    add(
+        "--jobs", type=int, default=1, metavar="N",
+        help="runs at a time, each its own fl.run process with one torch thread (default 1: one after another)",
+    )  # fmt: skip
+    add(
+        "--tensorboard",
+        type=Path,
+        metavar="DIR",
+        help="TensorBoard event files, one run per arm and seed: DIR/NAME/seedS",
+    )
     return parser
 
 
@@ -313,9 +416,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError("--vary: each key once (put all its values in one --vary)")
     if "train.seed" in keys + [".".join(parse_override(text)[0]) for text in args.set]:
         raise InputError("fl.sweep sets train.seed of every run from --seeds (e.g. --seeds 0,1,2); drop train.seed")
+    if args.jobs < 1:
+        raise InputError(f"--jobs {args.jobs}: give a whole number >= 1")
     out = args.out or Path("results/sweeps") / (args.config.stem if args.config else "default")
     seeds = parse_seeds(args.seeds)
-    sweep(args.config, list(args.set), varies, seeds, out, args.product, args.quiet, not args.no_base, args.overwrite)
+    sweep(
+        args.config, list(args.set), varies, seeds, out, args.product, args.quiet, not args.no_base, args.overwrite,
+        args.jobs, args.tensorboard,
+    )  # fmt: skip
     return 0
 
 

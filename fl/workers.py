@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import os
 import signal
+import sys
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -149,7 +150,8 @@ class Workers:
             return
         for tensor in (run.data.x, run.data.y, run.data.test_x, run.data.test_y, *run.data.train):
             tensor.share_memory_()
-        for k in range(self.size):
+        for k in range(self.size):  # first where to import from: a plug-in's module (fl.plugins) must unpickle
+            self.send(k, ("path", list(sys.path)), "setting up")
             self.send(k, ("setup", run), "setting up")
         for k in range(self.size):
             self.receive(k, "setting up")
@@ -298,7 +300,9 @@ def serve(conn: Connection, parent: int) -> None:
         except (EOFError, OSError):
             return
         try:
-            if kind == "setup":
+            if kind == "path":
+                sys.path.extend(p for p in payload if p not in sys.path)
+            elif kind == "setup":
                 run, flat = payload, FlatModel(payload.model())
                 conn.send(("ok",))
             elif kind == "round":

@@ -4,14 +4,33 @@
 # each part, and writes everything into one folder (summary.json, summary.md, a log per part). Sized for 25 minutes
 # of one H100. `--dry` runs the same parts at tiny sizes on whatever device there is (a minute on CPU; the default
 # test suite runs it so the script keeps working).
-#   bash scripts/gpu-check.sh [--dry] [OUT]      (OUT: default results/gpu-check, or results/gpu-check-dry)
+#   bash scripts/gpu-check.sh [--dry] [OUT]      (OUT: default results/gpu-check, or results/gpu-check-dry; a folder
+#                                                 that holds files gpu-check did not make is refused)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$(command -v python || command -v python3)}
 DRY=0
-if [ "${1:-}" = "--dry" ]; then DRY=1; shift; fi
-OUT=${1:-results/gpu-check$([ $DRY = 1 ] && echo -dry)}
-mkdir -p "$OUT"
+OUT=
+for arg in "$@"; do  # --dry before or after OUT; any other flag (a misspelt --dry) or a second OUT is refused
+  case $arg in
+    --dry) DRY=1 ;;
+    -h|--help) sed -n '2,8p' scripts/gpu-check.sh | cut -c3-; exit 0 ;;
+    -*) echo "scripts/gpu-check.sh: error: unknown option $arg (usage: bash scripts/gpu-check.sh [--dry] [OUT])" >&2; exit 2 ;;
+    *) if [ -n "$OUT" ]; then echo "scripts/gpu-check.sh: error: one OUT folder, got $OUT and $arg" >&2; exit 2; fi
+       OUT=$arg ;;
+  esac
+done
+OUT=${OUT:-results/gpu-check$([ $DRY = 1 ] && echo -dry)}
+# OUT is the check's own folder (its .shufflefl-output file says gpu-check): one that holds anything else is refused,
+# so a user's summary.json or parts.jsonl there is never overwritten
+if [ -e "$OUT" ] && [ ! -d "$OUT" ]; then
+  echo "scripts/gpu-check.sh: error: OUT $OUT is a file, not a folder" >&2; exit 2
+fi
+if [ -n "$(ls -A "$OUT" 2>/dev/null)" ] && [ "$(cat "$OUT/.shufflefl-output" 2>/dev/null)" != gpu-check ]; then
+  echo "scripts/gpu-check.sh: error: OUT $OUT is not empty and was not made by gpu-check; choose another OUT" >&2
+  exit 2
+fi
+mkdir -p "$OUT" && echo gpu-check > "$OUT/.shufflefl-output" || exit 2
 : > "$OUT/parts.jsonl"
 
 part() {  # part NAME COMMAND...: run, log to OUT/NAME.log, record seconds and exit code

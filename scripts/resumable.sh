@@ -1,9 +1,13 @@
 # Sourced by the experiment scripts: run OUT ARGS... starts `python -m fl.run ARGS --out OUT`, resumes OUT when it
 # has started (config.json) and skips it when it has finished (summary.json), so a script run again after an
-# interruption continues where it stopped. Uses $PYTHON (default: python).
+# interruption continues where it stopped. Uses $PYTHON (default: python); ACCEPT_CODE_CHANGE=1 resumes a run that
+# other code started (fl.run --accept-code-change: the change is recorded in its provenance.json).
 run() {
   local out=$1; shift
   if [ -f "$out/summary.json" ]; then echo "$out: done"; return; fi
-  if [ -f "$out/config.json" ]; then "${PYTHON:-python}" -m fl.run --resume "$out" --quiet; return; fi
+  if [ -f "$out/config.json" ]; then
+    "${PYTHON:-python}" -m fl.run --resume "$out" --quiet ${ACCEPT_CODE_CHANGE:+--accept-code-change}
+    return
+  fi
   "${PYTHON:-python}" -m fl.run "$@" --out "$out" --overwrite --quiet
 }

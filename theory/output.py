@@ -1,11 +1,13 @@
-"""Writing and reading results (the simulators' and the FL runs'): JSON that survives numpy types and NaN, JSON files
-read back without a traceback, and CSV tables."""
+"""Writing and reading results (the simulators' and the FL runs'): JSON that survives numpy types and NaN, files
+replaced whole and fsynced (a crash leaves the old file or the new one), JSON files read back without a traceback,
+and CSV tables."""
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,47 @@ def to_json(value):
     if isinstance(value, np.integer):
         return int(value)
     return value
+
+
+def fsync_path(path: Path, folder: bool = False) -> None:
+    """Ask the OS to put ``path``'s data (a folder's: its entries, where the OS allows it) on disk."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0)
+    try:
+        handle = os.open(path, flags)
+    except OSError:
+        if folder:  # a folder that cannot be opened (some systems): its file is synced, the rename may lag
+            return
+        raise
+    try:
+        os.fsync(handle)
+    except OSError:
+        if not folder:  # folders cannot be synced on every file system (EINVAL): nothing more to do there
+            raise
+    finally:
+        os.close(handle)
+
+
+def replace_durably(path: Path, write: Callable[[Path], object], suffix: str = ".tmp") -> None:
+    """``write(tmp)`` with ``tmp`` beside ``path`` (its name + ``suffix``), fsync it, ``os.replace(tmp, path)``
+    and fsync the folder: after a crash or a lost machine ``path`` is the old file or the new one, whole, never
+    half of one. A leftover ``tmp`` (a link included) is removed first and never followed; a writer that fails
+    leaves ``path`` as it was and no ``tmp``."""
+    path = Path(path)
+    tmp = path.with_name(path.name + suffix)
+    tmp.unlink(missing_ok=True)
+    try:
+        write(tmp)
+        fsync_path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_path(path.parent, folder=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text``, written whole and fsynced (:func:`replace_durably`)."""
+    replace_durably(path, lambda tmp: tmp.write_text(text))
 
 
 def write_csv(path: Path, header: Sequence[str], rows) -> None:

@@ -1,5 +1,6 @@
-"""``python -m fl.data``: where each dataset is found (``list``), load one and describe it (``info NAME``),
-or download one with checksum verification (``fetch NAME``)."""
+"""``python -m fl.data``: where each dataset is found (``list``: a damaged copy is skipped and said), load one and
+describe it (``info NAME``: MNIST / Fashion-MNIST files checked against their published md5), or download one with
+checksum verification (``fetch NAME``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from fl.data.datasets import LAYOUTS, canonical_name, data_roots, load, locate
+from fl.data.datasets import LAYOUTS, canonical_name, check_root, data_roots, load, survey
 from fl.data.fetch import fetch
-from fl.data.formats import DataError
 from theory.cli import ArgumentParser, guarded
 
 
@@ -38,13 +38,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "info":
         print(load(args.name, args.data_root).describe())
     else:
+        check_root(args.data_root)  # a named root (the flag, $SHUFFLEFL_DATA) that does not exist: one line
         print("roots searched, in order: " + ", ".join(str(r) for r in data_roots(args.data_root)))
         for name, layout in LAYOUTS.items():
-            try:
-                where = str(locate(name, args.data_root))
-            except DataError:
-                where = f"not found (python -m fl.data fetch {name})"
-            print(f"  {name:10s} {layout.title}: {where}")
+            whole, damaged, _ = survey(name, args.data_root)
+            where = str(whole[0]) if whole else f"not found (python -m fl.data fetch {name})"
+            skipped = f" [skipped, damaged: {'; '.join(damaged)}]" if damaged else ""
+            print(f"  {name:10s} {layout.title}: {where}{skipped}")
     return 0
 
 

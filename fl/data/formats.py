@@ -39,15 +39,19 @@ IDX_DTYPES = {
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when it starts with the gzip magic (whatever its name)."""
+def read_raw(path: Path) -> bytes:
+    """The file's bytes as stored (gzipped or not)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except OSError as error:
         raise DataError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def gunzipped(raw: bytes, path: Path) -> bytes:
+    """``raw`` (the bytes of ``path``) gunzipped when it starts with the gzip magic, else as it is."""
     if raw[:2] == GZIP_MAGIC:
         try:
             return gzip.decompress(raw)
@@ -56,9 +60,18 @@ def read_bytes(path: Path) -> bytes:
     return raw
 
 
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when it starts with the gzip magic (whatever its name)."""
+    return gunzipped(read_raw(path), Path(path))
+
+
 def read_idx(path: Path) -> np.ndarray:
     """An IDX file as a numpy array (native byte order), e.g. (60000, 28, 28) uint8 images or (60000,) labels."""
-    data = read_bytes(path)
+    return parse_idx(read_bytes(path), Path(path))
+
+
+def parse_idx(data: bytes, path: Path) -> np.ndarray:
+    """The IDX bytes ``data`` (of ``path``, named in errors) as a numpy array in native byte order."""
     if len(data) < 4 or data[:2] != b"\0\0" or data[2] not in IDX_DTYPES:
         raise DataError(
             f"{path}: not an IDX file (expected magic 0x0000 + type byte, got {data[:4].hex() or 'nothing'})"

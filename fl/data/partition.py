@@ -31,11 +31,13 @@ more skewed). Compare runs within one scheme.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fl.plugins import is_plugin, resolve
 from theory import _validate
 from theory.errors import InputError
 
@@ -325,8 +327,59 @@ PARTITIONERS: dict[str, Callable[..., Partition]] = {
 }
 
 
+NATURAL = "natural"  # the clients a dataset names itself (an npz's client_ids): :func:`natural`
+PLUGIN_PARAMS = ("alpha", "min_size", "classes_per_client")  # the config keys a plug-in partitioner may take
+
+
+def natural(client_ids: ArrayLike, n_clients: int) -> Partition:
+    """The clients a dataset names (``client_ids``, one per sample): client k holds the samples of the k-th
+    smallest id. ``n_clients`` must be the number of distinct ids.
+
+    >>> [c.tolist() for c in natural([7, 3, 7, 3, 9], 3)]
+    [[1, 3], [0, 2], [4]]
+    """
+    ids = np.asarray(client_ids)
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    if distinct.size != n_clients:
+        raise InputError(f"config data.clients: the data's client_ids name {distinct.size} clients, not {n_clients}")
+    order = np.argsort(inverse, kind="stable")
+    return [np.sort(part) for part in np.split(order, np.cumsum(np.bincount(inverse, minlength=n_clients))[:-1])]
+
+
+def partitioner_params(function: Callable, key: str = "data.partition") -> tuple[str, ...]:
+    """The config keys (of :data:`PLUGIN_PARAMS`) a plug-in partitioner takes; InputError when it cannot be called
+    as ``function(labels, n_clients, rng, **those keys)``."""
+    try:
+        signature = inspect.signature(function)
+        named = tuple(k for k in PLUGIN_PARAMS if k in signature.parameters)
+        signature.bind(np.zeros(1, np.int64), 1, np.random.default_rng(0), **dict.fromkeys(named))
+    except (TypeError, ValueError):
+        raise InputError(f"config {key}: a partitioner is called as f(labels, n_clients, rng, **keys)") from None
+    return named
+
+
+def check_partition(parts, n_samples: int, n_clients: int, name: str) -> Partition:
+    """A plug-in partitioner's result, checked: ``n_clients`` integer index arrays into ``n_samples``, no index
+    twice (a sample may be left out)."""
+    if not isinstance(parts, list | tuple) or len(parts) != n_clients:
+        raise InputError(f"partition {name}: must return a list of {n_clients} index arrays")
+    out = [np.asarray(part) for part in parts]
+    if any(part.ndim != 1 or (part.size and not np.issubdtype(part.dtype, np.integer)) for part in out):
+        raise InputError(f"partition {name}: every client's indices must be a 1-d integer array")
+    every = np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
+    if every.size and (every.min() < 0 or every.max() >= n_samples):
+        raise InputError(f"partition {name}: indices outside 0..{n_samples - 1}")
+    if np.unique(every).size != every.size:
+        raise InputError(f"partition {name}: a sample is given to two clients (or twice to one)")
+    return [np.sort(part.astype(np.int64)) for part in out]
+
+
 def partition(name: str, labels: ArrayLike, n_clients: int, rng: np.random.Generator, **params) -> Partition:
-    """Dispatch by name (a key of :data:`PARTITIONERS`) with keyword parameters."""
+    """Dispatch by name (a key of :data:`PARTITIONERS`, or a plug-in "package.module:function", see
+    :mod:`fl.plugins`) with keyword parameters."""
+    if is_plugin(name):
+        function = resolve(name, "data.partition", what="a partitioner")
+        return check_partition(function(np.asarray(labels), n_clients, rng, **params), len(labels), n_clients, name)
     if name not in PARTITIONERS:
         raise InputError(f"unknown partition {name!r}; known: {', '.join(PARTITIONERS)}")
     try:

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
-from fl.run import RUN_LOCK, new_run_folder, read_run_config
+from fl.run import RUN_LOCK, new_run_folder, read_run_config, resume_in_place
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
-from theory.output import read_object
+from theory.output import read_object, write_text_atomically
 
 RAY_RESOLUTION = 1e-4  # Ray refuses a fractional resource finer than this
 
@@ -104,11 +104,18 @@ def shutdown_ray() -> None:
 @guarded("fl.flower")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m fl.flower", description="Run one config in Flower's simulation engine.")
-    parser.add_argument("--config", type=Path)
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--resume", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument(
+        "--config", type=Path, help="TOML config (see configs/); defaults apply to anything it leaves out"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value"
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, help="run directory (default results/runs/<config name>_flower)")
+    parser.add_argument(
+        "--resume", type=Path, metavar="RUN_DIR",
+        help="continue the interrupted run in RUN_DIR (fl.run's or fl.flower's), with its own config",
+    )  # fmt: skip
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing run directory's results")
     parser.add_argument(
         "--cpus-per-client", type=float, default=1.0,
         help="CPUs Ray reserves per client (from 0.0001 to the machine's CPUs; 1 by default)",
@@ -123,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.resume:
         if args.config or args.set:
             raise InputError("--resume takes the run's own config; drop --config/--set")
+        resume_in_place(args.resume, args.out, args.overwrite)
         out = args.resume
         config = read_run_config(out)  # read again under the lock; here only to check it before anything runs
     else:
@@ -137,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.resume:
             config = read_run_config(out)
         else:
-            (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+            write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
         summary = simulate(config, out, bool(args.resume), args.cpus_per_client, args.accept_code_change)
     print(f"{out}: {summary['rounds']} rounds, final test accuracy {summary['final_test_accuracy']}")
     return 0

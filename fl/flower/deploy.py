@@ -18,6 +18,7 @@ from fl.config import RunConfig, load_config
 from fl.flower.app import FlowerExperiment
 from fl.run import RUN_LOCK, execute, new_run_folder, read_run_config
 from theory.errors import InputError
+from theory.output import write_text_atomically
 
 server_app = ServerApp()
 
@@ -54,6 +55,6 @@ def main(grid: Grid, context: Context) -> None:
         if resume:
             config = read_run_config(out)
         else:
-            (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+            write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
         exp = FlowerExperiment(config, grid, timeout=float(run.get("timeout", 600)))
         execute(config, out, resume=resume, quiet=True, exp=exp)

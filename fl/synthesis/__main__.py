@@ -19,11 +19,19 @@ def build_parser() -> ArgumentParser:
     packing = commands.add_parser("pack", help="the finished sets of CACHE_DIR into OUT_DIR/NAME[-k].tar")
     packing.add_argument("cache_dir", type=Path, help="a generator cache (method.cache_dir, e.g. results/synthetic)")
     packing.add_argument("out_dir", type=Path)
-    packing.add_argument("--name", default="synthetic_sets", help="archive name (default: synthetic_sets)")
+    packing.add_argument(
+        "--name", default="synthetic_sets", help="archive name, a plain file name (default: synthetic_sets)"
+    )
     limit = "largest archive, MiB (default 15: the device tool brings back files under 16)"
     packing.add_argument("--max-mib", type=float, default=DEFAULT_MAX_BYTES / 2**20, help=limit)
     packing.add_argument("--generator", choices=GENERATORS, help="only this generator's folders")
-    unpacking = commands.add_parser("unpack", help="archives into a generator cache, checked first")
+    packing.add_argument(
+        "--overwrite", action="store_true",
+        help="replace archives of that name in OUT_DIR that pack did not write from this cache (a user's own file)",
+    )  # fmt: skip
+    unpacking = commands.add_parser(
+        "unpack", help="archives into a generator cache, checked first (names, SHA-256, sizes; no links followed)"
+    )
     unpacking.add_argument("archives", type=Path, nargs="+")
     unpacking.add_argument("--cache-dir", type=Path, default=Path("results/synthetic"),
                            help="the cache runs read (method.cache_dir; default results/synthetic)")  # fmt: skip
@@ -34,9 +42,11 @@ def build_parser() -> ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "pack":
-        if not args.max_mib > 0:
-            build_parser().error("--max-mib must be > 0")
-        archives, notes = pack(args.cache_dir, args.out_dir, args.name, int(args.max_mib * 2**20), args.generator)
+        if not 0 < args.max_mib < 2**20:  # nan and inf included
+            build_parser().error("--max-mib must be > 0 and finite (MiB)")
+        archives, notes = pack(
+            args.cache_dir, args.out_dir, args.name, int(args.max_mib * 2**20), args.generator, args.overwrite
+        )
         for note in notes:
             print(f"left out: {note}")
         for archive in archives:

@@ -24,7 +24,9 @@ import dataclasses
 import hashlib
 import json
 import math
+import pickle
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,8 +84,8 @@ class FedssynConfig:
             raise InputError(f"config method.generator: must be one of {', '.join(GENERATORS)}")
         if not 0 < self.rho <= 1:
             raise InputError("config method.rho: must lie in (0, 1]")
-        if self.n_tilde < 0:
-            raise InputError("config method.n_tilde: must be >= 0")
+        if self.n_tilde < 1:  # ñ = 0 sends nothing: D_i alone, which is method.name = "none" without the generators
+            raise InputError('config method.n_tilde: must be >= 1 (for D_i alone use method.name = "none")')
         if self.epochs < 1:
             raise InputError("config method.epochs: must be >= 1")
         if not 0 <= self.sample_epoch <= self.epochs:
@@ -276,7 +278,7 @@ def train_generator(
         model = build_generator(config.generator, x.shape[1:], n_classes, config.generator_config, device)
         if progress["epochs"]:
             saved = folder / f"generator_epoch{progress['epochs']}.pt"
-            model.load_state_dict(torch.load(saved, weights_only=True, map_location=device))
+            load_weights(model, saved, config.generator, device)
             log(f"  generator {folder.name}: resuming after epoch {progress['epochs']}")
         generator = torch.Generator().manual_seed(torch_seed + progress["epochs"])
         losses = model.fit(
@@ -324,8 +326,14 @@ def sample_generator(
         keys = folder / KEY_FILE
         if not keys.exists() or path.name not in json.loads(keys.read_text())["sets"]:  # sampled before key.json
             _record_keys(folder, set_name=path.name, set_key=set_key)
-        with np.load(path) as saved:
-            return saved["x"], saved["y"], {**json.loads(meta.read_text()), "cached": True}
+        x, y = read_set(path, in_shape, n_classes, config.n_tilde)
+        try:
+            info = json.loads(meta.read_text())
+        except ValueError:
+            info = None
+        if not isinstance(info, dict):
+            raise InputError(f"{meta}: damaged synthetic set info (not a JSON object); delete it and {path.name}")
+        return x, y, {**info, "cached": True}
     epoch = config.last_epoch()
     weights = folder / f"generator_epoch{epoch}.pt"
     if not weights.exists() and (folder / PACKED_FILE).exists():
@@ -335,11 +343,10 @@ def sample_generator(
             f"synthetic sets for {sorted(map(_describe_set, held.values())) or 'nothing'} only, not for "
             f"{_describe_set(set_key)}: run with one of those, or delete the folder to train the generator here"
         )
-    state = torch.load(weights, weights_only=True, map_location=device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = build_generator(config.generator, in_shape, n_classes, config.generator_config, device)
-    model.load_state_dict(state)
+    load_weights(model, weights, config.generator, device)
     labels = synthetic_labels(config, class_counts_subset, n_classes)
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
@@ -357,6 +364,57 @@ def sample_generator(
     _write_json(meta, info)
     log(f"  sampled {len(labels)} images from {folder.name} epoch {epoch} in {info['seconds_sample']:.1f} s")
     return images, labels, {**info, "cached": False}
+
+
+def _first_reason(error: BaseException) -> str:
+    """The line of a torch.load error that says what is wrong with the file, without torch's advice around it (to
+    load it with weights_only=False: exactly what a file that fails here must never get)."""
+    lines = [line.strip(" .") for line in str(error).splitlines()]
+    advice = ("weights_only", "weights only", "torch.load", "documentation", "file an issue")
+    kept = [line for line in lines if line and not any(word in line.lower() for word in advice)]
+    return (kept[0].split(". ")[0] if kept else type(error).__name__)[:200]
+
+
+def load_weights(model, path: Path, generator: str, device: str) -> None:
+    """Load generator checkpoint ``path`` into ``model`` with ``torch.load(weights_only=True)``; a file that load
+    refuses (a crafted pickle, a torn or foreign file) or whose tensors do not fit the model is one line naming it."""
+    fix = f"delete {path.parent} to train the generator again"
+    try:
+        state = torch.load(path, weights_only=True, map_location=device)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError) as error:
+        raise InputError(
+            f"{path}: not a generator checkpoint that loads safely ({_first_reason(error)}); {fix}"
+        ) from None
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, KeyError, AttributeError) as error:
+        raise InputError(
+            f"{path}: its weights do not fit the {generator} of this config ({_first_reason(error)}); {fix}"
+        ) from None
+
+
+def read_set(path: Path, in_shape: tuple[int, ...], n_classes: int, n_tilde: int) -> tuple[np.ndarray, np.ndarray]:
+    """A cached synthetic set (x, y) as :func:`sample_generator` writes it: ñ uint8 images of ``in_shape`` and ñ
+    integer labels in [0, n_classes). Anything else (a torn file, an object array, another shape, a label out of
+    range) is one line naming the file, not a failure deep inside training."""
+    try:
+        with np.load(path) as saved:  # allow_pickle=False: an object array is refused, never unpickled
+            x, y = saved["x"], saved["y"]
+    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
+        why = f"{type(error).__name__}: {_first_reason(error)}"
+    else:
+        expected = (n_tilde, *in_shape)
+        if x.dtype != np.uint8 or x.shape != expected:
+            why = f"images of {x.dtype} {x.shape}, expected uint8 {expected}"
+        elif y.dtype.kind not in "iu" or y.shape != (n_tilde,):
+            why = f"labels of {y.dtype} {y.shape}, expected {n_tilde} whole numbers"
+        elif y.size and (y.min() < 0 or y.max() >= n_classes):
+            why = f"labels from {y.min()} to {y.max()}, expected 0 to {n_classes - 1}"
+        else:
+            return x, y.astype(np.int64, copy=False)
+    raise InputError(
+        f"{path}: damaged synthetic set ({why}); delete it and {path.with_suffix('.json').name} to sample it again"
+    )
 
 
 def _describe_set(key: dict) -> str:

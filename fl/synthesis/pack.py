@@ -10,14 +10,23 @@ device tool brings back must stay under 16 MiB), each with a ``manifest.json`` o
 SHA-256. The generators' weights stay behind (a width-32 DDPM's last checkpoint is 5.5 MB, twenty of them more than
 a lease brings back).
 
-:func:`unpack` checks every archive before writing anything: each folder's name is the hash of its recorded key
-(so a folder cannot be renamed onto another client's or another D_i's key), each set's file name the hash of its
-set key, each file its SHA-256; a file already in the cache must be identical. It writes the folders into the
-cache with a ``packed.json`` marker. A run then finds a folder only where its own D_i, settings and seed hash to
-the same key, so sets made for another D_i (another dataset, partition or seed) are never used: such a run trains
-its own generators. A run that asks an unpacked folder for a set it lacks (another ñ, say) stops with one line.
+What :func:`pack` writes it records in ``OUT_DIR/.synthetic-pack.json`` (each archive's SHA-256 and the cache it
+came from): it replaces or removes an archive of that name only where the record says it wrote it from the same
+cache and the file is unchanged since; anything else there (a user's own ``NAME.tar``, another cache's parts) is
+refused in one line unless ``overwrite``. ``NAME`` is a plain file name.
 
-    python -m fl.synthesis pack CACHE_DIR OUT_DIR [--name ddpm_sets] [--max-mib 15] [--generator ddpm]
+:func:`unpack` checks every archive before writing anything: each folder's name is the hash of its recorded key
+(so a folder cannot be renamed onto another client's or another D_i's key; names are matched whole, so a newline
+or any other control character fails), each set's file name the hash of its set key, each file its SHA-256; a file
+already in the cache must be identical, and a symbolic link in the cache folder is refused, never followed. Members
+are streamed, never read whole, and an archive may expand to at most :data:`EXPANSION` times its size
+(:data:`MIN_EXPANSION` at least; a member at most :data:`MAX_MEMBER_BYTES`): a decompression bomb is refused before
+anything is written. It writes the folders into the cache with a ``packed.json`` marker. A run then finds a folder
+only where its own D_i, settings and seed hash to the same key, so sets made for another D_i (another dataset,
+partition or seed) are never used: such a run trains its own generators. A run that asks an unpacked folder for a
+set it lacks (another ñ, say) stops with one line.
+
+    python -m fl.synthesis pack CACHE_DIR OUT_DIR [--name ddpm_sets] [--max-mib 15] [--generator ddpm] [--overwrite]
     python -m fl.synthesis unpack ARCHIVE... [--cache-dir results/synthetic]
 """
 
@@ -28,6 +37,7 @@ import io
 import json
 import re
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,9 +46,16 @@ from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 from theory.errors import InputError
 
 MANIFEST = "manifest.json"
-FOLDER = re.compile(r"^client(\d+)-([0-9a-f]{16})$")
-SET = re.compile(r"^synthetic-([0-9a-f]{16})\.(npz|json)$")
+FOLDER = re.compile(r"client([0-9]+)-([0-9a-f]{16})")  # matched whole (fullmatch): no newline, nothing after
+SET = re.compile(r"synthetic-([0-9a-f]{16})\.(npz|json)")
 DEFAULT_MAX_BYTES = 15 * 2**20  # under the device tool's 16 MiB per file, with room for the tar headers
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # an archive name: a plain file name, no folder
+RECORD = ".synthetic-pack.json"  # in OUT_DIR: the archives pack wrote there (SHA-256, size, cache)
+EXPANSION, MIN_EXPANSION = 8, 64 * 2**20  # an archive unpacks to at most max(MIN_EXPANSION, EXPANSION x its size)
+MAX_MEMBER_BYTES = 2**30  # one file of a pack (a pack writes plain tar files of at most --max-mib)
+MAX_MEMBERS = 100_000
+MAX_MANIFEST_BYTES = 16 * 2**20
+KEPT_FILES = ("generator.json", "key.json")  # besides the sets (SET), the files a pack holds of a folder
 
 
 @dataclass(frozen=True)
@@ -58,14 +75,29 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _shown(name: str) -> str:
+    """``name`` as a message shows it: quoted with escapes when it holds a newline or another control character."""
+    return name if name.isprintable() else repr(name)
+
+
 def _check_folder_name(name: str, keys: dict) -> None:
     """InputError unless ``name`` is client{i}-{hash of the generator key} with i the key's client."""
-    match = FOLDER.match(name)
-    generator = keys.get("generator")
+    match = FOLDER.fullmatch(name)
+    generator = keys.get("generator") if isinstance(keys, dict) else None
     if not match or not isinstance(generator, dict):
-        raise InputError(f"{name}: not a generator folder with a recorded key")
+        raise InputError(f"{_shown(name)}: not a generator folder with a recorded key")
     if int(match.group(1)) != generator.get("client") or match.group(2) != cache_key(generator):
-        raise InputError(f"{name}: the folder's name does not match its recorded key (client, D_i, settings, seed)")
+        raise InputError(
+            f"{_shown(name)}: the folder's name does not match its recorded key (client, D_i, settings, seed)"
+        )
 
 
 def finished_folders(cache_dir: Path, generator: str | None = None) -> tuple[list[Folder], list[str]]:
@@ -73,7 +105,7 @@ def finished_folders(cache_dir: Path, generator: str | None = None) -> tuple[lis
     name matches its recorded key), sorted by name; and a note for every client folder left out, with why."""
     folders, notes = [], []
     for folder in sorted(cache_dir.glob("client*-*")):
-        if not folder.is_dir() or not FOLDER.match(folder.name):
+        if not folder.is_dir() or not FOLDER.fullmatch(folder.name):
             continue
         keys_path = folder / KEY_FILE
         if not (folder / "generator.json").exists() or not keys_path.exists():
@@ -91,7 +123,7 @@ def finished_folders(cache_dir: Path, generator: str | None = None) -> tuple[lis
         for set_name, set_key in keys.get("sets", {}).items():
             npz, meta = folder / set_name, folder / set_name.replace(".npz", ".json")
             if (
-                SET.match(set_name)
+                SET.fullmatch(set_name)
                 and set_name == f"synthetic-{cache_key(set_key)}.npz"
                 and npz.exists()
                 and meta.exists()
@@ -105,11 +137,15 @@ def finished_folders(cache_dir: Path, generator: str | None = None) -> tuple[lis
 
 
 def pack(cache_dir: Path, out_dir: Path, name: str = "synthetic_sets", max_bytes: int = DEFAULT_MAX_BYTES,
-         generator: str | None = None) -> tuple[list[Path], list[str]]:  # fmt: skip
+         generator: str | None = None, overwrite: bool = False) -> tuple[list[Path], list[str]]:  # fmt: skip
     """Pack the finished folders of ``cache_dir`` into ``out_dir/NAME.tar`` (or ``NAME-1.tar``, ``NAME-2.tar``,
     ... where one file would exceed ``max_bytes``), each written whole before it replaces an older one; older parts
-    of that name beyond the new count are removed. Returns the archives and the notes of
-    :func:`finished_folders`. Nothing to pack: no archive, and none removed."""
+    of that name beyond the new count are removed. Only archives pack wrote from this cache, unchanged since
+    (:data:`RECORD`), are replaced or removed: any other file of those names is refused in one line, before
+    anything is written, unless ``overwrite``. Returns the archives and the notes of :func:`finished_folders`.
+    Nothing to pack: no archive, and none removed."""
+    if not NAME.fullmatch(name):
+        raise InputError(f"--name {name!r}: an archive name is a plain file name (letters, digits, '.', '_', '-')")
     if not cache_dir.is_dir():
         raise InputError(f"{cache_dir}: no such generator cache")
     folders, notes = finished_folders(cache_dir, generator)
@@ -126,6 +162,16 @@ def pack(cache_dir: Path, out_dir: Path, name: str = "synthetic_sets", max_bytes
             used = 0
         parts[-1].append(folder)
         used += cost
+    record = _pack_record(out_dir)
+    pattern = re.compile(rf"{re.escape(name)}(-[0-9]+)?\.tar")
+    present = sorted(p for p in out_dir.iterdir() if pattern.fullmatch(p.name)) if out_dir.is_dir() else []
+    if not overwrite:
+        for path in present:
+            why = _not_ours(path, record.get(path.name), cache_dir)
+            if why:
+                raise InputError(
+                    f"{path}: {why}; pack into another folder or --name, or pass --overwrite to replace it"
+                )
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [f"{name}.tar"] if len(parts) == 1 else [f"{name}-{k}.tar" for k in range(1, len(parts) + 1)]
     written = []
@@ -135,11 +181,35 @@ def pack(cache_dir: Path, out_dir: Path, name: str = "synthetic_sets", max_bytes
         if path.stat().st_size > max_bytes:
             raise InputError(f"{path}: {path.stat().st_size} bytes, over the limit of {max_bytes}")
         written.append(path)
-    pattern = re.compile(rf"{re.escape(name)}(-\d+)?\.tar")
-    for path in out_dir.iterdir():
-        if pattern.fullmatch(path.name) and path not in written:
+        record[archive_name] = {"sha256": _file_sha256(path), "bytes": path.stat().st_size,
+                                "cache": str(cache_dir.resolve())}  # fmt: skip
+    for path in present:
+        if path not in written:
             path.unlink()
+            record.pop(path.name, None)
+    write_atomically(out_dir / RECORD, lambda tmp: tmp.write_text(json.dumps(record, indent=2)))
     return written, notes
+
+
+def _pack_record(out_dir: Path) -> dict:
+    """What pack wrote into ``out_dir`` (:data:`RECORD`): archive name -> sha256, bytes, cache; {} when none."""
+    try:
+        record = json.loads((out_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _not_ours(path: Path, entry: object, cache_dir: Path) -> str | None:
+    """Why pack may not replace or remove ``path`` (its record ``entry``), None when it may: it wrote the file from
+    ``cache_dir`` and the file is unchanged since."""
+    if not isinstance(entry, dict) or not path.is_file() or path.is_symlink():
+        return "not an archive pack wrote here"
+    if entry.get("bytes") != path.stat().st_size or entry.get("sha256") != _file_sha256(path):
+        return "changed since pack wrote it"
+    if entry.get("cache") != str(cache_dir.resolve()):
+        return f"holds the sets of another cache ({entry.get('cache')})"
+    return None
 
 
 def _entry(folder: Folder, digest: str | None = None) -> dict:
@@ -162,64 +232,157 @@ def _add(archive: tarfile.TarFile, name: str, payload: bytes) -> None:
     archive.addfile(info, io.BytesIO(payload))
 
 
-def read_archive(path: Path) -> tuple[dict, dict[str, dict[str, bytes]]]:
-    """The manifest and every folder's files of one archive, checked (see the module docstring): InputError
-    naming the archive and what is wrong."""
+def _check_file_name(folder_name: str, file: str, sets: dict) -> None:
+    """InputError unless ``file`` is one a pack holds of a folder: generator.json, key.json, or a set whose name is
+    the hash of its recorded key (matched whole: a newline or other control character fails)."""
+    if not isinstance(file, str) or (file not in KEPT_FILES and not SET.fullmatch(file)):
+        raise InputError(f"{_shown(folder_name)}/{_shown(str(file))}: not a file a pack holds")
+    if SET.fullmatch(file):
+        npz = file.removesuffix(".json") + ".npz" if file.endswith(".json") else file
+        if npz != f"synthetic-{cache_key(sets.get(npz, {}))}.npz":
+            raise InputError(f"{folder_name}/{file}: its name does not match its recorded set key")
+
+
+def _stream_sha256(source, size: int) -> str:
+    digest, left = hashlib.sha256(), size
+    for block in iter(lambda: source.read(1 << 20), b""):
+        left -= len(block)
+        if left < 0:
+            raise InputError("a member longer than its header says")
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def _members(archive: tarfile.TarFile, path: Path) -> dict[str, tarfile.TarInfo]:
+    """The archive's file members by name, read header by header: at most :data:`MAX_MEMBERS`, each at most
+    :data:`MAX_MEMBER_BYTES`, all together at most what ``path`` may expand to (:data:`EXPANSION`)."""
+    limit = max(MIN_EXPANSION, EXPANSION * path.stat().st_size)
+    members, total = {}, 0
+    for count, member in enumerate(archive, 1):
+        if count > MAX_MEMBERS:
+            raise InputError(f"more than {MAX_MEMBERS} members: not a pack of synthetic sets")
+        if not member.isfile():
+            continue
+        if member.size > MAX_MEMBER_BYTES:
+            raise InputError(f"{member.name!r}: {member.size} bytes, more than a pack's file may hold "
+                             f"({MAX_MEMBER_BYTES})")  # fmt: skip
+        total += member.size
+        if total > limit:
+            raise InputError(
+                f"expands to more than {limit} bytes ({EXPANSION} times its size, {MIN_EXPANSION} at least): "
+                "refused as a decompression bomb"
+            )
+        members[member.name] = member
+    return members
+
+
+def read_archive(path: Path) -> tuple[dict, dict[str, dict[str, tuple[str, int]]], dict[str, bytes]]:
+    """The manifest of one archive and, of every folder's files, (SHA-256, size), checked (see the module
+    docstring) with every member streamed; and the small key.json files' bytes by member name. InputError naming the
+    archive and what is wrong."""
     try:
         with tarfile.open(path, "r") as archive:
-            members = {m.name: m for m in archive.getmembers() if m.isfile()}
+            members = _members(archive, path)
             if MANIFEST not in members:
-                raise InputError(f"{path}: no {MANIFEST}: not a pack of synthetic sets")
+                raise InputError(f"no {MANIFEST}: not a pack of synthetic sets")
+            if members[MANIFEST].size > MAX_MANIFEST_BYTES:
+                raise InputError(f"its {MANIFEST} is over {MAX_MANIFEST_BYTES} bytes: not a pack of synthetic sets")
             manifest = json.loads(archive.extractfile(members[MANIFEST]).read())
-            contents: dict[str, dict[str, bytes]] = {}
+            contents: dict[str, dict[str, tuple[str, int]]] = {}
+            keys: dict[str, bytes] = {}
             for folder_name, entry in manifest.get("folders", {}).items():
                 _check_folder_name(folder_name, entry.get("keys", {}))
                 sets = entry["keys"].get("sets", {})
                 contents[folder_name] = {}
                 for file, digest in entry.get("files", {}).items():
-                    if "/" in file or file.startswith("."):
-                        raise InputError(f"{folder_name}/{file}: not a file name")
-                    if SET.match(file):
-                        npz = file.removesuffix(".json") + ".npz" if file.endswith(".json") else file
-                        if npz != f"synthetic-{cache_key(sets.get(npz, {}))}.npz":
-                            raise InputError(f"{folder_name}/{file}: its name does not match its recorded set key")
+                    _check_file_name(folder_name, file, sets)
                     member = members.get(f"{folder_name}/{file}")
                     if member is None:
                         raise InputError(f"{folder_name}/{file}: in the manifest, not in the archive")
-                    payload = archive.extractfile(member).read()
-                    if _sha256(payload) != digest:
+                    if file == KEY_FILE:
+                        if member.size > MAX_MANIFEST_BYTES:
+                            raise InputError(f"{folder_name}/{file}: over {MAX_MANIFEST_BYTES} bytes")
+                        keys[member.name] = archive.extractfile(member).read()
+                        found = _sha256(keys[member.name])
+                    else:
+                        found = _stream_sha256(archive.extractfile(member), member.size)
+                    if found != digest:
                         raise InputError(f"{folder_name}/{file}: its SHA-256 differs from the manifest's")
-                    contents[folder_name][file] = payload
-    except (tarfile.TarError, json.JSONDecodeError, KeyError, AttributeError) as error:
-        raise InputError(f"{path}: not a readable pack of synthetic sets ({error})") from None
+                    contents[folder_name][file] = (digest, member.size)
+    except (tarfile.TarError, json.JSONDecodeError, KeyError, AttributeError, TypeError, EOFError, OSError,
+            zlib.error) as error:  # fmt: skip
+        said = " ".join(str(error).split())  # tarfile's messages may run over several lines
+        raise InputError(f"{path}: not a readable pack of synthetic sets ({type(error).__name__}: {said})") from None
     except InputError as error:
         raise InputError(f"{path}: {error}") from None
-    return manifest, contents
+    return manifest, contents, keys
+
+
+def _no_link(cache_dir: Path, target: Path) -> None:
+    """InputError when ``target`` or a folder between ``cache_dir`` and it is a symbolic link (never followed)."""
+    for path in (target.parent, target):
+        if path.is_symlink():
+            raise InputError(f"{path}: a symbolic link in the cache folder; unpack does not follow links (remove it)")
 
 
 def unpack(archives: list[Path], cache_dir: Path) -> list[str]:
-    """Check every archive (:func:`read_archive`) and every file already in ``cache_dir``, then write the folders
-    (with a ``packed.json`` marker where no weights are there); nothing is written when any check fails. Returns
-    the folders written or completed."""
-    plan: dict[Path, bytes] = {}
+    """Check every archive (:func:`read_archive`: names, keys, SHA-256, sizes, members streamed) and every file
+    already in ``cache_dir`` (identical, no symbolic link), then write the folders (with a ``packed.json`` marker
+    where no weights are there), streaming each member into place; nothing is written when any check fails.
+    Returns the folders written or completed."""
+    plan: dict[Path, tuple[Path, str, str] | bytes] = {}  # target -> (archive, member, sha256) or the bytes
     for archive in archives:
-        _, contents = read_archive(archive)
+        _, contents, keys = read_archive(archive)
         for folder_name, files in contents.items():
             folder = cache_dir / folder_name
-            for file, payload in files.items():
+            for file, (digest, _) in files.items():
                 target = folder / file
+                _no_link(cache_dir, target)
                 if file == KEY_FILE:
-                    payload = _merged_keys(target, plan.get(target), payload)
-                elif target.exists() and target.read_bytes() != payload:
+                    planned = plan.get(target)
+                    plan[target] = _merged_keys(target, planned if isinstance(planned, bytes) else None,
+                                                keys[f"{folder_name}/{file}"])  # fmt: skip
+                    continue
+                if target.exists() and (not target.is_file() or _file_sha256(target) != digest):
                     raise InputError(f"{target}: already in the cache and different from {archive.name}'s")
-                plan[target] = payload
-            if not any(folder.glob("generator_epoch*.pt")):
+                plan[target] = (archive, f"{folder_name}/{file}", digest)
+            if not folder.is_symlink() and not any(folder.glob("generator_epoch*.pt")):
                 marker = {"archive": archive.name, "sets": sorted(f for f in files if f.endswith(".npz"))}
+                _no_link(cache_dir, folder / PACKED_FILE)
                 plan[folder / PACKED_FILE] = json.dumps(marker).encode()
-    for target, payload in plan.items():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, lambda tmp, payload=payload: tmp.write_bytes(payload))
+    opened: dict[Path, tarfile.TarFile] = {}
+    try:
+        for target, source in plan.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _no_link(cache_dir, target)
+            if isinstance(source, bytes):
+                write_atomically(target, lambda tmp, payload=source: tmp.write_bytes(payload))
+                continue
+            archive, name, digest = source
+            if archive not in opened:
+                opened[archive] = tarfile.open(archive, "r")
+            write_atomically(target, lambda tmp, a=opened[archive], n=name, d=digest: _extract(tmp, a, n, d))
+    except (tarfile.TarError, EOFError, zlib.error, KeyError) as error:
+        raise InputError(f"{cache_dir}: an archive changed while being unpacked ({type(error).__name__})") from None
+    finally:
+        for handle in opened.values():
+            handle.close()
     return sorted({target.parent.name for target in plan})
+
+
+def _extract(tmp: Path, archive: tarfile.TarFile, name: str, digest: str) -> None:
+    """Stream member ``name`` of ``archive`` into ``tmp``; InputError when it is no longer what was checked."""
+    source = archive.extractfile(archive.getmember(name))
+    found, written = hashlib.sha256(), 0
+    with tmp.open("wb") as handle:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            written += len(block)
+            if written > MAX_MEMBER_BYTES:
+                raise InputError(f"{archive.name}: {name} grew while being unpacked")
+            found.update(block)
+            handle.write(block)
+    if found.hexdigest() != digest:
+        raise InputError(f"{archive.name}: {name} changed while being unpacked (its SHA-256 differs from the check's)")
 
 
 def _merged_keys(existing: Path, planned: bytes | None, incoming: bytes) -> bytes:

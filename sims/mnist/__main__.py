@@ -6,11 +6,14 @@ summary.json; prints the table and the verdict on each claim.
 
 Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
 request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
-(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number.
+(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number, and a run estimated over an hour
+(experiment.seconds_needed) without --yes. A run estimated over a minute says so and shows its progress on stderr
+(--quiet: neither); training that overflows stops with the round it diverged at.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -18,14 +21,21 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tqdm import tqdm
-
-from sims.limits import check_steps
-from sims.mnist.experiment import Config, config_dict, loop_steps, memory_needed, quick, run, summarise
+from sims.limits import announce, check_steps, check_time, progress_bar
+from sims.mnist.experiment import (
+    Config,
+    config_dict,
+    loop_steps,
+    memory_needed,
+    quick,
+    run,
+    seconds_needed,
+    summarise,
+)
 from sims.mnist.problem import DATASETS, PARTITIONS
 from sims.output import output_folder
 from theory.cli import ArgumentParser, check_memory, finite_float, format_table, guarded, seed_arg
-from theory.output import to_json, write_csv
+from theory.output import to_json, write_csv, write_text_atomically
 
 TOOL = "sims.mnist"
 OUTPUTS = (
@@ -87,6 +97,8 @@ def build_parser() -> ArgumentParser:
     add("--estimate-every", type=int, help="rounds between ζ², σ² measurements")
     add("--seeds", type=int, help="independent draws averaged")
     add("--seed", type=seed_arg, help="base seed (0 to 2^32-1)")
+    add("--yes", action="store_true", help="run even when the estimate is over an hour (else refused before it starts)")
+    add("--quiet", action="store_true", help="no progress bar and no estimate line on stderr")
     return parser
 
 
@@ -143,15 +155,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(seeds x partitions x p) and {config.rounds} rounds",
     )
     check_steps(loop_steps(config), "sims.mnist with these sizes")
+    estimate = seconds_needed(config)
+    check_time(estimate, "sims.mnist with these sizes", args.yes)
     output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "rows", "claims"))
     start = time.perf_counter()
-    with tqdm(total=config.rounds * len(config.epochs), desc="rounds", leave=False, disable=None) as bar:
-        result = run(config, progress=bar.update)
+    with contextlib.ExitStack() as stack:
+        bars = []
+
+        def started() -> None:  # once the data is read: an error on it stays the only line on stderr
+            announce(TOOL, estimate, args.quiet)
+            total = config.rounds * len(config.epochs)
+            bars.append(stack.enter_context(progress_bar(total, "rounds", estimate, args.quiet, unit="round")))
+
+        result = run(config, progress=lambda done: bars[0].update(done), on_start=started)
     seconds = time.perf_counter() - start
     summary = summarise(result)
     lines = verdict(summary["claims"], config)
-    (args.out / "summary.json").write_text(
-        json.dumps(to_json({"config": config_dict(config), **summary, "verdict": lines, "seconds": seconds}), indent=2)
+    write_text_atomically(
+        args.out / "summary.json",
+        json.dumps(to_json({"config": config_dict(config), **summary, "verdict": lines, "seconds": seconds}), indent=2),
     )
     rows = [[row[k] if row[k] is not None else float("nan") for k in TABLE_KEYS] for row in summary["rows"]]
     write_csv(args.out / "table.csv", TABLE_KEYS, rows)

@@ -83,8 +83,12 @@ class Run:
     seed: int
 
 
-def run(config: Config, progress: Callable[[int], None] | None = None) -> dict:
+def run(
+    config: Config, progress: Callable[[int], None] | None = None, on_start: Callable[[], None] | None = None
+) -> dict:
     """Train every (scheme, p, seed) run for every E; return curves (E, run, round) and estimator records.
+    ``on_start()`` is called once the data is read and the clients are built (what can fail on the data has),
+    before training; ``progress(1)`` after every round.
 
     Returns a dict with ``runs`` (list of Run), ``loss`` and ``accuracy`` arrays (len(epochs), R, rounds+1), and
     ``estimates``: a list of dicts (E, run index, round, ζ², σ² before and after shuffling, σ̃², Lemma 1 bounds).
@@ -108,6 +112,8 @@ def run(config: Config, progress: Callable[[int], None] | None = None) -> dict:
     labels = torch.from_numpy(digits.labels)
     test_x, test_y = torch.from_numpy(digits.test_features), torch.from_numpy(digits.test_labels)
     clients = torch.from_numpy(np.stack(shuffled))
+    if on_start is not None:
+        on_start()
     shape = (len(config.epochs), len(runs), config.rounds + 1)
     loss, accuracy = np.zeros(shape), np.zeros(shape)
     estimates: list[dict] = []
@@ -115,6 +121,15 @@ def run(config: Config, progress: Callable[[int], None] | None = None) -> dict:
         generator = torch.Generator().manual_seed(sgd_seeds[e])
 
         def on_round(t: int, x: torch.Tensor, e: int = e, epochs: int = epochs) -> None:
+            diverged = ~torch.isfinite(x).flatten(1).all(dim=1)
+            if diverged.any():  # an overflowed model: no loss, accuracy or ζ² of it means anything
+                where = sorted(
+                    {f"{runs[r].scheme} p={runs[r].p:g}" for r in torch.nonzero(diverged).flatten().tolist()}
+                )
+                raise InputError(
+                    f"training diverged at round {t} (E={epochs}; {', '.join(where)}): the server model is no longer "
+                    f"finite at lr {config.lr:g}; use a smaller --lr"
+                )
             loss[e, :, t], accuracy[e, :, t] = (v.numpy() for v in evaluate(x, test_x, test_y))
             if t % config.estimate_every == 0 or t == config.rounds:
                 for r, one in enumerate(runs):
@@ -280,6 +295,32 @@ def loop_steps(config: Config) -> float:
     n = config.per_class * 10 // config.n_clients
     batches = -(-n // config.batch_size)
     return float(sum(config.rounds * epochs * batches for epochs in config.epochs))
+
+
+# Wall time on one core, measured on the CPUs these runs were made on (within about 2x there): per (run, client)
+# and training image of a local step (its rows of the batched products), per (run, client) and step (the 7840
+# numbers of the noise and the update), per (run, test image) of an evaluation, per training image of a ζ²/σ²
+# measurement of one run (two float64 passes over the chosen images).
+ROW_SECONDS = 9e-9 * 784
+STEP_SECONDS = 8e-9 * 7840
+TEST_SECONDS = 0.5e-9 * 7840
+MEASURE_SECONDS = 35e-6
+
+
+def seconds_needed(config: Config) -> float:
+    """Rough wall time of a run of ``config`` on one core (the check before a long run, and its announcement):
+    training, the test evaluation after every round and the ζ², σ² measurements. inf beyond float range."""
+    try:
+        F = 10 * config.per_class
+        R = config.seeds * len(config.partitions) * len(config.p_values)
+        n, N = F // config.n_clients, config.n_clients
+        rows = config.rounds * sum(config.epochs) * n  # images each client visits
+        train = R * N * (rows * ROW_SECONDS + loop_steps(config) * STEP_SECONDS)
+        test = R * len(config.epochs) * (config.rounds + 1) * min(TEST_IMAGES, 2 * F) * TEST_SECONDS
+        measurements = len(config.epochs) * R * (config.rounds // config.estimate_every + 2)
+        return float(train + test + measurements * F * MEASURE_SECONDS)
+    except OverflowError:
+        return math.inf
 
 
 def config_dict(config: Config) -> dict:

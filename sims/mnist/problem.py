@@ -98,10 +98,21 @@ def gradient_moments(x: np.ndarray, features: np.ndarray, labels: np.ndarray, cl
     n = clients.shape[1]
     means = (a.transpose(1, 2) @ r).reshape(len(a), -1).numpy() / n  # ḡ_i, (N, 7840)
     sq_norms = ((a * a).sum(-1) * (r * r).sum(-1)).numpy()  # ||g_ij||² = ||a_ij||²·||r_ij||², (N, n)
-    sigma2_i = sq_norms.mean(axis=1) - np.sum(means**2, axis=1)
+    sigma2_i = non_negative(sq_norms.mean(axis=1) - np.sum(means**2, axis=1), sq_norms.mean(axis=1))
     mean_all = means.mean(axis=0)
     return {
         "zeta2": estimators.zeta2(means[:, None, :]),
         "sigma2": float(np.mean(sigma2_i)),
-        "sigma2_tilde": float(sq_norms.mean() - np.sum(mean_all**2)),
+        "sigma2_tilde": float(non_negative(sq_norms.mean() - np.sum(mean_all**2), sq_norms.mean())),
     }
+
+
+ROUND_OFF = 1e-12  # relative: a variance E||g||² - ||E g||² below -ROUND_OFF·E||g||² is no rounding error
+
+
+def non_negative(variance: np.ndarray | float, scale: np.ndarray | float) -> np.ndarray:
+    """``variance`` = E||g||² - ||E g||² (>= 0 exactly) with the round-off of the difference set to 0: a value in
+    [-ROUND_OFF·scale, 0) (e.g. -1.9e-15 where every client holds one sample, so the two terms are equal) becomes 0;
+    a larger negative one stays, for the estimators' check to refuse."""
+    variance = np.asarray(variance, dtype=np.float64)
+    return np.where((variance < 0) & (variance >= -ROUND_OFF * np.asarray(scale)), 0.0, variance)

@@ -5,7 +5,10 @@ p, L_p, measured ζ*² ratio, (1-p)², fitted A_p/A_0, theory ratio (1-p)√(1-p
 
 Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
 request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
-(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number.
+(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number; a problem on which p can have no
+effect or whose numbers overflow (Config.check_meaningful), --tau with the epoch solver, and a run estimated over an
+hour (experiment.seconds_needed) without --yes. A run estimated over a minute says so and shows its progress on
+stderr (--quiet: neither).
 """
 
 from __future__ import annotations
@@ -18,9 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
-from sims.limits import check_steps
+from sims.limits import announce, check_steps, check_time, progress_bar
 from sims.output import output_folder
 from sims.quadratic.experiment import (
     AUTHORS_DIAGNOSTICS,
@@ -33,10 +35,12 @@ from sims.quadratic.experiment import (
     quick,
     run_panel_a,
     run_panels_bcd,
+    seconds_needed,
 )
 from sims.quadratic.problem import MEAN_SCALES
 from theory.cli import ArgumentParser, check_memory, finite_float, format_table, guarded, seed_arg
-from theory.output import to_json, write_csv
+from theory.errors import InputError
+from theory.output import to_json, write_csv, write_text_atomically
 
 MATCH_P_MAX = 0.6  # the paper says the fitted ratio matches the theory ratio for p <= 0.6 (Fig. 2c)
 TOOL = "sims.quadratic"
@@ -85,6 +89,8 @@ def build_parser() -> ArgumentParser:
     add("--eps-grid", type=finite_float, nargs="+", help="ε values used to fit R_p = A_p/√ε + B_p (>= 6 advised)")
     add("--reach", choices=("first", "stay"), help="rounds to reach eps: first hit, or stays below from then on")
     add("--n-boot", type=int, help="bootstrap resamples")
+    add("--yes", action="store_true", help="run even when the estimate is over an hour (else refused before it starts)")
+    add("--quiet", action="store_true", help="no progress bar and no estimate line on stderr")
     return parser
 
 
@@ -98,7 +104,13 @@ def resolve_config(args) -> Config:
         if getattr(args, name, None) is not None and name not in ("preset", "extra")
     }
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
-    return replace(config, **overrides).validate()
+    config = replace(config, **overrides).validate()
+    if args.tau is not None and config.local == "epoch":  # else summary.json would record a τ that never ran
+        raise InputError(
+            "--tau sets the full-batch and mini-batch solvers' local steps; the epoch solver (--local epoch, "
+            "--preset paper) takes one local epoch, tau = n: drop --tau"
+        )
+    return config
 
 
 def fit_errors(p: np.ndarray, a_ratio: np.ndarray, theory_ratio: np.ndarray) -> tuple[float, float] | None:
@@ -174,7 +186,7 @@ def write_outputs(
         "seconds": timings,
     }
     summary = to_json(summary)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomically(out / "summary.json", json.dumps(summary, indent=2))
     write_csv(out / "table.csv", TABLE_HEADERS, table_rows)
     rounds_a = panel_a["errors"].shape[-1]
     write_csv(
@@ -244,15 +256,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(config.p_grid)} x {len(config.etas)} (p, step size) pairs and {config.rounds} rounds",
     )
     check_steps(loop_steps(config), "sims.quadratic with these sizes")
+    seconds = seconds_needed(config)
+    check_time(seconds, "sims.quadratic with these sizes", args.yes)
     output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "p", "A_ratio", "zeta2_star_ratio"))
     timings = {}
-    steps_a = len(config.sigma2_levels)
+    announce(TOOL, seconds, args.quiet)
+    steps_a = config.rounds_a * len(config.sigma2_levels)
     steps_b = config.rounds * config.seeds if config.local == "epoch" else config.seeds
-    with tqdm(total=steps_a, desc="panel (a)", unit="σ²", leave=False, disable=None) as bar:
+    with progress_bar(steps_a, "panel (a)", seconds, args.quiet, unit="round") as bar:
         start = time.perf_counter()
         panel_a = run_panel_a(config, progress=bar.update)
         timings["panel_a"] = time.perf_counter() - start
-    with tqdm(total=steps_b, desc="panels (b)-(d)", leave=False, disable=None) as bar:
+    with progress_bar(steps_b, "panels (b)-(d)", seconds, args.quiet) as bar:
         start = time.perf_counter()
         panels = run_panels_bcd(config, progress=bar.update)
         timings["panels_bcd"] = time.perf_counter() - start

@@ -99,8 +99,46 @@ class Config:
             raise InputError("eps must be > 0 (both --eps and --eps-grid)")
         if len(self.eps_grid) < 2:
             raise InputError("eps_grid needs at least 2 values to fit R_p = A_p/sqrt(eps) + B_p (6 or more advised)")
+        self.check_meaningful()
         # Sorted so that p = 0, the reference every ratio divides by, comes first.
         return replace(self, p_grid=tuple(sorted(set(self.p_grid))), p_a=tuple(sorted(set(self.p_a))))
+
+    def check_meaningful(self) -> None:
+        """Refuse a problem on which p can have no effect (its table would print a κ that means nothing) or whose
+        numbers overflow float64 (every result NaN or inf)."""
+        for name, value in (("zeta2", self.zeta2), *(("sigma2", s) for s in self.sigma2_levels)):
+            if value > MAX_SCALE:
+                raise InputError(
+                    f"{name} = {value:g} overflows float64 in the squared errors and gradient norms (at most "
+                    f"{MAX_SCALE:g}; the problem is the same at any scale relative to eps)"
+                )
+        if self.zeta2 == 0:
+            raise InputError(
+                "zeta2 = 0: every client has the same optimum (all at 0, so panels (b)-(d) start at it and shuffling "
+                "has nothing to mix): p can have no effect; give zeta2 > 0"
+            )
+        if self.n_clients < 2:
+            raise InputError(
+                "one client: a shuffle exchanges samples between clients, so p can have no effect; use N >= 2"
+            )
+        if self.n_per_client < 2:
+            raise InputError(
+                "one sample per client: a shuffle then only renames the clients, so p can have no effect; use n >= 2"
+            )
+        idle = sorted({float(p) for p in (*self.p_grid, *self.p_a) if p > 0 and exchanged(p, self.n_per_client) == 0})
+        if idle:
+            raise InputError(
+                f"p = {', '.join(f'{p:g}' for p in idle)} moves round(p*n) = 0 of n = {self.n_per_client} samples per "
+                "client: those rows would repeat p = 0; use larger p or n"
+            )
+
+
+MAX_SCALE = 1e200  # zeta2 and sigma2 beyond this overflow float64 (squared norms of N*n*d gradients of size ~N^2 ζ²)
+
+
+def exchanged(p: float, n: int) -> int:
+    """round(p·n), the samples each client gives to the shuffle (theory.shuffle.n_exchanged), for any size of n."""
+    return round(p * n) if n < 2**53 else 1
 
 
 PRESETS: dict[str, Config] = {
@@ -160,18 +198,23 @@ def shuffled_problems(config: Config, p_values, sigma2: float, stage: str) -> Pr
 
 
 def run_panel_a(config: Config, progress: Callable[[int], None] | None = None) -> dict:
-    """Fig. 2(a): error per round for each σ² level and p at one fixed step size."""
+    """Fig. 2(a): error per round for each σ² level and p at one fixed step size; ``progress(k)`` counts rounds
+    (``rounds_a`` per level)."""
     curves = []
     eta = np.array([config.eta_a])
     for level, sigma2 in enumerate(config.sigma2_levels):
         problem = shuffled_problems(config, config.p_a, sigma2, stage=f"a{level}")
         rng = seed_rngs(config, f"a-run{level}", 1)[0]
         if config.local == "epoch":
-            errors = fedavg.epoch(problem, eta, config.rounds_a, rng)
+            errors = fedavg.epoch(problem, eta, config.rounds_a, rng, progress=progress)
         elif sigma2 == 0:
             errors = fedavg.full_batch(problem, eta, config.tau, config.rounds_a)
+            if progress:
+                progress(config.rounds_a)
         else:
-            errors = fedavg.minibatch(problem, eta, config.tau, config.rounds_a, config.batch_size, rng)
+            errors = fedavg.minibatch(
+                problem, eta, config.tau, config.rounds_a, config.batch_size, rng, progress=progress
+            )
         errors = errors[..., 0, :]  # (seeds, P, R+1)
         bad = fedavg.diverged(errors)
         if bad.any():
@@ -181,8 +224,6 @@ def run_panel_a(config: Config, progress: Callable[[int], None] | None = None) -
                 "choose a smaller one"
             )
         curves.append(errors.mean(axis=0))
-        if progress:
-            progress(1)
     return {"sigma2": list(config.sigma2_levels), "p": list(config.p_a), "errors": np.stack(curves)}
 
 
@@ -328,6 +369,50 @@ def loop_steps(config: Config) -> float:
     else:
         steps += float(noisy) * config.rounds_a * config.tau
     return steps
+
+
+# Wall time on one core, measured on the CPUs these runs were made on (within about 2x there; another machine
+# scales all of them alike): one pass of a Python loop's body of numpy calls, one float64 element through such a
+# pass, and per element of the closed form's error curves (x eps values for the rounds to reach them).
+STEP_SECONDS = 150e-6
+ELEMENT_SECONDS = 15e-9
+CURVE_SECONDS = 20e-9
+CURVE_EPS_SECONDS = 8e-9
+EPOCH_SECONDS = 30e-9  # per (p, step size, round, client, sample) of the epoch solver, plus 1 ns per dimension
+
+
+def seconds_needed(config: Config) -> float:
+    """Rough wall time of a run of ``config`` on one core (the check before a long run, and its announcement):
+    panel (a)'s solvers, panels (b)-(d)'s solver and the rounds to reach each ε. inf for sizes beyond float range."""
+    try:
+        return _seconds_needed(config)
+    except OverflowError:
+        return math.inf
+
+
+def _seconds_needed(config: Config) -> float:
+    S, N, n, d = config.seeds, config.n_clients, config.n_per_client, config.dim
+    Pa, Pb, E, K = len(config.p_a), len(config.p_grid), len(config.etas), len(config.eps_grid) + 1
+    chunk = fedavg.EPOCH_CHUNK
+
+    def epoch(batch: float, E: int, rounds: int) -> float:  # fedavg.epoch: a batched product per chunk of rounds
+        chunks = -(-rounds // chunk)
+        return chunks * (STEP_SECONDS + batch * E * chunk * N * n * (EPOCH_SECONDS + 1e-9 * d))
+
+    seconds = 0.0
+    for sigma2 in config.sigma2_levels:
+        if config.local == "epoch":
+            seconds += epoch(S * Pa, 1, config.rounds_a)
+        elif sigma2 == 0:
+            seconds += S * Pa * (config.rounds_a + 1) * CURVE_SECONDS
+        else:  # fedavg.minibatch: τ steps a round, each over (seeds, p, N, B, d) draws
+            step = STEP_SECONDS + ELEMENT_SECONDS * S * Pa * N * d * (config.batch_size + 1)
+            seconds += float(config.rounds_a) * config.tau * step
+    curves = S * Pb * E * (config.rounds + 1)
+    if config.local == "epoch":
+        seconds += S * epoch(Pb, E, config.rounds)
+    seconds += curves * (CURVE_SECONDS + K * CURVE_EPS_SECONDS)
+    return seconds
 
 
 def config_dict(config: Config) -> dict:

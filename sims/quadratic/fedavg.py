@@ -85,8 +85,10 @@ def minibatch(
     batch_size: int,
     rng: np.random.Generator,
     x0: np.ndarray | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """Errors of FedAvg with τ local mini-batch SGD steps (batches drawn with replacement)."""
+    """Errors of FedAvg with τ local mini-batch SGD steps (batches drawn with replacement); ``progress(1)`` after
+    every round."""
     etas = _check(etas, tau, rounds)
     if int(batch_size) < 1:
         raise InputError(f"batch_size must be >= 1, got {batch_size}")
@@ -107,6 +109,8 @@ def minibatch(
                 local -= eta * (h_b[..., None, :, None] * local - c_b[..., None, :, :])
             x = local.mean(axis=-2)
             errors[..., t] = np.sum((x - x_star) ** 2, axis=-1)
+            if progress:
+                progress(1)
     return _clean(errors)
 
 

@@ -74,4 +74,4 @@ def test_a_ledger_without_the_ddpm_runs_names_them(tmp_path, monkeypatch):
     (tmp_path / flruns.LEDGER_MARK).write_text("")
     monkeypatch.setattr(flruns, "missing_prepared", lambda config: pytest.fail("a ledger looked for sets"))
     why = flruns.absent_data(fedssyn_fl.FMNIST["cpu"], fedssyn_fl.ddpm_arms("cpu")[0], tmp_path)
-    assert why == "not finished in the run ledger: seed 0 (absent), seed 1 (absent)"
+    assert why == "not run (its sets need a GPU): no run in the ledger"

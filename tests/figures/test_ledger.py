@@ -81,6 +81,7 @@ def test_a_conflicting_run_is_refused_and_nothing_is_overwritten(tmp_path, chang
     other = make_run(tmp_path / "b" / "r", seed=change.get("seed", 0), code=change.get("code", "abc"))
     if change.get("rows"):
         (other / "metrics.jsonl").write_text('{"round": 1, "test_accuracy": 0.9, "communication": 1}\n')
+        (other / "summary.json").write_text(json.dumps({"rounds": 1}))  # the run agrees with itself
     with pytest.raises(ledger.InputError, match=why) as error:
         ledger.add(other, tmp_path / "L")
     assert "\n" not in str(error.value) and "nothing was overwritten" in str(error.value)
@@ -134,14 +135,26 @@ def test_the_check_fails_when_one_metrics_row_changes(tmp_path, capsys):
     assert main(["report", "--ledger", str(copy), "--report", str(report)]) == 0
     assert "Hand text." in report.read_text() and "### dynafed-table1 (paper)" in report.read_text()
     assert main(["check", "dynafed-table1", "--ledger", str(copy), "--report", str(report)]) == 0
-    metrics = copy / "runs" / DYNAFED[-1].name / "metrics.jsonl"
-    rows = metrics.read_text().splitlines()
-    row = json.loads(rows[-1])
-    row["test_accuracy"] = round(row["test_accuracy"] - 0.05, 4)
-    metrics.write_text("\n".join([*rows[:-1], json.dumps(row)]) + "\n")
+
+    def lower_the_last_accuracy(run: Path) -> Path:
+        metrics = copy / "runs" / run.name / "metrics.jsonl"
+        rows = metrics.read_text().splitlines()
+        row = json.loads(rows[-1])
+        row["test_accuracy"] = round(row["test_accuracy"] - 0.05, 4)
+        metrics.write_text("\n".join([*rows[:-1], json.dumps(row)]) + "\n")
+        return metrics
+
+    # an unfinished run (no summary.json): only the rebuilt numbers can tell; its last row is the common round
+    partial = min((r for r in DYNAFED if not (r / "summary.json").exists()),
+                  key=lambda r: len((r / "metrics.jsonl").read_text().splitlines()))  # fmt: skip
+    lower_the_last_accuracy(partial)
     capsys.readouterr()
     assert main(["check", "dynafed-table1", "--ledger", str(copy), "--report", str(report)]) == 1
     assert "differs from what" in capsys.readouterr().out
+    # a finished run: its summary.json no longer agrees with its rows, and the ledger check names the file
+    metrics = lower_the_last_accuracy(DYNAFED[-1])
+    assert main(["check", "dynafed-table1", "--ledger", str(copy), "--report", str(report)]) == 1
+    assert capsys.readouterr().out.startswith(f"{metrics}: disagrees with summary.json: final_test_accuracy")
 
 
 @pytest.mark.slow

@@ -1,148 +1,332 @@
-"""scripts/gpu-campaign.sh: what `wait` packs for the device tool to bring back (metrics without checkpoints;
-DynaFed's D_syn apart), on a store the test writes; what each group of `start` asks Python for (``fl.run``, the DDPM
-sets' trainer and ``fl.synthesis pack``, the synthesis benchmark and the gpu tests), with a stand-in for Python that
-records it (DynaFed arms written as done or checkpointed where a FedAvg partner waits for them, so nothing trains);
-bad arguments."""
+"""scripts/gpu-campaign.sh and its scheduler scripts/campaign.py, on the CPU: `start all` launches every open task in
+priority order under a limit of 3 (at least 6 of them, with a stand-in Python that plays fl.run's part), each
+dependent arm once the kept round-49 / round-19 / round-23 state exists; the per-minute report and the end summary
+(a stand-in nvidia-smi); a lease cut off mid-way (its processes killed) whose packed files, on a fresh store, let the
+runs continue to the numbers of uninterrupted ones, bit for bit (tiny FedCOG runs on a tiny CIFAR-10); what each
+group asks Python for; what `wait` packs; bad arguments."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from fl.data.formats import write_pickle_batch
+from fl.run import main as run_main
+from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
+from scripts import campaign
+
 ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gpu-campaign.sh"
 
 
-def test_wait_packs_metrics_and_dsyn_apart(tmp_path):
-    store, out = tmp_path / "store", tmp_path / "out"
-    run = store / "runs" / "dynafed_fmnist_a001_paper_n1000_dsa"
-    run.mkdir(parents=True)
-    (run / "metrics.jsonl").write_text('{"round": 1, "test_accuracy": 0.5}\n')
-    for name in ("dynafed_synthesis.pt", "checkpoint.pt", "checkpoint_round19.pt"):
-        (run / name).write_bytes(b"x")
-    failed = store / "runs" / "hfmds_fmnist_shards_seed1_hfmds"
-    failed.mkdir()
-    (store / "logs").mkdir()
-    (store / "logs" / "hfmds_shards_1.log").write_text("Traceback (most recent call last):\n")
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu-campaign.sh"), "wait", "0"],
-        env={"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(store), "OUT": str(out), "PYTHON": "python3"},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert 'dynafed_fmnist_a001_paper_n1000_dsa rows=1 "test_accuracy": 0.5' in done.stdout
-    assert "FAILED: " in done.stdout and "hfmds_shards_1.log" in done.stdout
-    with tarfile.open(out / "metrics.tgz") as archive:
-        names = archive.getnames()
-    assert "runs/dynafed_fmnist_a001_paper_n1000_dsa/metrics.jsonl" in names and not any(
-        n.endswith(".pt") for n in names
+def stand_ins(tmp_path: Path, sleep: float = 0.0) -> tuple[Path, Path, Path]:
+    """A folder holding a stand-in ``nvidia-smi`` (87 % busy, 23456 of 81559 MiB used, 12288 MiB free) and a
+    stand-in Python that records every call (``calls.txt``: its arguments; ``times.txt``: start and end) and plays
+    fl.run: ``--out`` gets config.json, the kept checkpoint_round{K}.pt of ``--set train.keep_round=K`` and
+    summary.json after ``sleep`` seconds; an ``--init-from`` file missing at the start is recorded."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(
+        '#!/bin/sh\ncase "$*" in\n  *memory.free*) echo 12288 ;;\n  *utilization.gpu*) echo "87, 23456, 81559" ;;\n'
+        '  *) echo "NVIDIA Stand-in, 81559 MiB, 580.00" ;;\nesac\n'
     )
-    with tarfile.open(out / "dsyn.tgz") as archive:
-        assert archive.getnames() == ["runs/dynafed_fmnist_a001_paper_n1000_dsa/dynafed_synthesis.pt"]
+    calls, times, python = tmp_path / "calls.txt", tmp_path / "times.txt", bin_dir / "python"
+    python.write_text(f"""#!/bin/sh
+echo "$@" >> {calls}
+echo "start $(date +%s.%N) $*" >> {times}
+out=""; init=""; keep=""; prev=""
+for arg in "$@"; do
+  case $prev in
+    --out) out=$arg ;;
+    --init-from) init=$arg ;;
+    --set) case $arg in train.keep_round=*) keep=${{arg#train.keep_round=}} ;; esac ;;
+  esac
+  prev=$arg
+done
+if [ -n "$init" ] && [ ! -f "$init" ]; then echo "missing $init" >> {times}; fi
+sleep {sleep}
+if [ -n "$out" ]; then
+  mkdir -p "$out" && echo '{{}}' > "$out/config.json"
+  if [ -n "$keep" ]; then echo x > "$out/checkpoint_round$keep.pt"; fi
+  echo '{{}}' > "$out/summary.json"
+fi
+echo "end $(date +%s.%N) $*" >> {times}
+""")  # fmt: skip
+    for tool in (smi, python):
+        tool.chmod(0o755)
+    return bin_dir, calls, times
 
 
-def start(tmp_path, group: str, done_arms: list[str], calls_expected: int) -> list[str]:
-    """`start GROUP 0` on a store whose named DynaFed arms have finished: the stand-in Python's ``-m`` calls, once
-    there are ``calls_expected`` of them (:func:`start_group`)."""
+def environment(tmp_path: Path, bin_dir: Path, python: str, **more: str) -> dict[str, str]:
+    return {
+        "PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "SHUFFLEFL_RUNS": str(tmp_path / "store"),
+        "OUT": str(tmp_path / "out"), "SHUFFLEFL_DATA": str(tmp_path), "PYTHON": python,
+        "CAMPAIGN_PYTHON": sys.executable, "CAMPAIGN_POLL_SECONDS": "0.05", "CAMPAIGN_REPORT_SECONDS": "1", **more,
+    }  # fmt: skip
+
+
+def campaign_call(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def ended(store: Path, timeout: float = 60) -> dict:
+    """The status once the scheduler has ended (so that no test leaves it running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = campaign.read_status(store)
+        if status and status.get("ended"):
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"the scheduler did not end: {campaign.read_status(store)}")
+
+
+def overlap(intervals: list[tuple[float, float, int]]) -> int:
+    """The most slots held at once by (start, end, slots) intervals."""
+    events = sorted([(s, w) for s, _, w in intervals] + [(e, -w) for _, e, w in intervals], key=lambda x: (x[0], x[1]))
+    held = most = 0
+    for _, change in events:
+        held += change
+        most = max(most, held)
+    return most
+
+
+def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_state(tmp_path):
+    bin_dir, _, times = stand_ins(tmp_path, sleep=0.1)
+    env = environment(tmp_path, bin_dir, str(bin_dir / "python"), CAMPAIGN_JOBS="3")
+    done = campaign_call(env, "start", "all", "120")
+    print(done.stdout)  # the per-minute report (here every second) and the end summary
+    assert done.returncode == 0, done.stderr
+    status = ended(tmp_path / "store")
+    rows = status["tasks"]
+    planned = [t for t in campaign.plan(tmp_path / "store") if "all" in t.groups]
+    assert [r["name"] for r in rows] == [t.name for t in planned] and len(rows) >= 6
+    assert all(r["state"] == "done" for r in rows), [r for r in rows if r["state"] != "done"]
+    # three at a time, as the scheduler saw it and as the processes ran (the DDPM trainer holds all 3 slots)
+    assert overlap([(r["start"], r["end"], min(r["slots"], 3)) for r in rows]) == 3
+    lines = times.read_text().splitlines()
+    assert not any(line.startswith("missing") for line in lines)  # every --init-from file was there at the start
+    spans: dict[str, list[float]] = {}
+    for line in lines:
+        _, stamp, call = line.split(" ", 2)
+        if not call.startswith("-c"):  # the device line's torch version
+            spans.setdefault(call, []).append(float(stamp))
+    assert len(spans) >= 6 and overlap([(s, e, 1) for s, e in spans.values()]) <= 3
+    # priority order among the tasks that wait for nothing; each dependent after its source wrote the state
+    free = sorted((r for r in rows if not r["needs"]), key=lambda r: r["start"])
+    assert [r["priority"] for r in free] == sorted(r["priority"] for r in free)
+    by_name = {r["name"]: r for r in rows}
+    kept = {r["needs"].rsplit("_", 1)[1] for r in rows if r["needs"]}
+    assert kept == {"round49.pt", "round19.pt", "round23.pt"}
+    for row in rows:
+        if row["needs"]:
+            assert row["start"] >= by_name[row["after"]]["end"] - 0.5, row["name"]
+    fedcog = by_name["fedcog_fmnist_niid1_seed0_fedcog"]
+    assert fedcog["needs"] == "runs/fedcog_fmnist_niid1_seed0/checkpoint_round49.pt"
+    assert (
+        by_name["hfmds_fmnist_shards_seed2_fedavg"]["needs"]
+        == "runs/hfmds_fmnist_shards_seed2_hfmds/checkpoint_round19.pt"
+    )
+    # the report and the summary
+    assert "GPU 87 %, 23456 / 81559 MiB" in done.stdout and "running (limit 3)" in done.stdout
+    assert "waiting for a slot (" in done.stdout
+    assert (
+        "waiting for the state they start from (" in done.stdout and "(after fedcog_fmnist_niid1_seed0)" in done.stdout
+    )
+    assert f"finished ({len(rows)}): ddpm_sets_seed0 " in done.stdout and "== summary after" in done.stdout
+    assert "back (1 files" in done.stdout  # the records: nothing unfinished, no DDPM set
+
+
+def test_the_limit_comes_from_cores_and_free_gpu_memory(tmp_path, monkeypatch):
+    bin_dir, _, _ = stand_ins(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.delenv("CAMPAIGN_JOBS", raising=False)
+    monkeypatch.setattr(campaign.os, "cpu_count", lambda: 16)
+    assert campaign.job_limit() == (3, "16 CPU cores, 12288 MiB GPU memory free at 4 GiB a run")
+    monkeypatch.setenv("CAMPAIGN_GIB_PER_RUN", "0.5")
+    assert campaign.job_limit()[0] == 16
+    monkeypatch.setenv("CAMPAIGN_JOBS", "5")
+    assert campaign.job_limit() == (5, "CAMPAIGN_JOBS")
+    monkeypatch.delenv("CAMPAIGN_JOBS")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert campaign.job_limit()[0] == 16 or campaign.job_limit()[1].endswith("no GPU")
+
+
+def tiny_cifar(root: Path) -> Path:
+    """tests/conftest.py's ``cifar_root``: 5 x 40 training and 30 test images whose mean depends on the label."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name, n in [(f"data_batch_{i}", 40) for i in range(1, 6)] + [("test_batch", 30)]:
+        labels = rng.integers(0, 10, n)
+        data = np.clip(rng.normal(100 + 12 * labels[:, None], 30, (n, 3072)), 0, 255).astype(np.uint8)
+        write_pickle_batch(folder / name, {"data": data, "labels": labels.tolist()})
+    return root
+
+
+def tiny_args(root: Path, rounds: int, *extra: str) -> list[str]:
+    settings = [
+        "data.dataset='cifar10'", f"data.data_root='{root}'", "data.partition='iid'", "data.clients=4",
+        "model.name='fedcog-cnn'", f"train.rounds={rounds}", "train.batch_size=16", "train.checkpoint_every=2",
+        "train.device='cpu'", "train.participation=0.5", "train.local_steps=3", *extra,
+    ]  # fmt: skip
+    return [arg for setting in settings for arg in ("--set", setting)]
+
+
+ROUNDS = 14  # the FedCOG arms' (rounds 5-14 with FedCOG)
+
+
+def rows_of(run: Path) -> list[dict]:
+    """A run's metrics rows without their timings (the whole lines: a row being written is not yet one)."""
+    text = (run / "metrics.jsonl").read_text() if (run / "metrics.jsonl").exists() else ""
+    rows = [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+    return [{k: v for k, v in row.items() if not k.startswith("seconds")} for row in rows]
+
+
+@pytest.mark.slow  # ~6 Python processes, mostly one after the other: 39-74 s on 2 busy cores
+def test_a_lease_cut_off_mid_way_continues_from_its_files_as_if_never_stopped(tmp_path):
+    """FedAvg keeps its round-3 state; two FedCOG arms start from it (FedCOG from round 5). Each arm is killed
+    (SIGKILL) mid-way, then the scheduler; the files packed then, unpacked into a fresh store by `resume`, carry
+    both arms to the metrics of uninterrupted runs, bit for bit."""
+    data, store = tiny_cifar(tmp_path / "data"), tmp_path / "store"
+    fedcog = ["method.name='fedcog'", "method.start_round=5", "method.generate_steps=2", "method.kd_batch_size=5"]
+    kept = "runs/src/checkpoint_round3.pt"
+    arms = {"arm1": ["method.n_generate=12"], "arm2": ["method.n_generate=8"]}
+    plan = [{"name": "src", "priority": 1, "run": "runs/src", "args": tiny_args(data, 4, "train.keep_round=3")}]
+    plan += [
+        {"name": name, "priority": 2, "run": f"runs/{name}", "needs": kept, "after": "src",
+         "args": [*tiny_args(data, ROUNDS, *fedcog, *more), "--init-from", str(store / kept)]}
+        for name, more in arms.items()
+    ]  # fmt: skip
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    bin_dir, _, _ = stand_ins(tmp_path)
+    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="3", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
+    lease = subprocess.Popen(["bash", str(SCRIPT), "start", "all", "120"], env=env, stdout=subprocess.PIPE, text=True)
+    cut = set()
+    deadline = time.monotonic() + 120
+    while len(cut) < len(arms) and time.monotonic() < deadline:  # each arm killed past its first FedCOG round
+        status = campaign.read_status(store)
+        assert not status or status["ended"] is None, "the lease ended before its arms could be cut off"
+        for row in status["tasks"] if status else []:
+            run = store / row["run"]
+            if row["name"] in arms and row["name"] not in cut and row["state"] == "running":
+                if (run / "checkpoint.pt").exists() and len(rows_of(run)) >= 6:
+                    os.killpg(row["pid"], signal.SIGKILL)  # mid-round, as when the machine goes
+                    cut.add(row["name"])
+        time.sleep(0.02)
+    os.kill(campaign.read_status(store)["pid"], signal.SIGKILL)  # and the scheduler
+    first, _ = lease.communicate(timeout=60)
+    print(first)
+    assert lease.returncode == 0
+    assert all(len(rows_of(store / "runs" / name)) < ROUNDS for name in arms)  # cut off mid-way
+    assert "will resume (2): arm1 (round " in first and "finished (1): src" in first
+    back = sorted((tmp_path / "out").iterdir())
+    sizes = {p.name: p.stat().st_size for p in back}
+    print("packed:", sizes)
+    assert len(back) <= 8 and all(size < 16 * 2**20 for size in sizes.values())
+    assert [p.name for p in back] == ["records-1.tgz", "state-1.tar"]
+    with tarfile.open(tmp_path / "out" / "state-1.tar") as archive:
+        listed = archive.getnames()
+    names = set(listed)
+    assert len(names) == len(listed)  # the round-3 state the two arms start from, once
+    assert {"runs/arm1/checkpoint.pt", "runs/arm2/checkpoint.pt", "runs/src/checkpoint_round3.pt"} <= names
+    assert "runs/src/checkpoint.pt" not in names  # src finished: only the state the arms start from
+    # the uninterrupted runs, in this process
+    reference = tmp_path / "reference"
+    assert run_main([*tiny_args(data, 4, "train.keep_round=3"), "--out", str(reference / "src"), "--quiet"]) == 0
+    for name, more in arms.items():
+        start = ["--init-from", str(reference / "src" / "checkpoint_round3.pt")]
+        args = [*tiny_args(data, ROUNDS, *fedcog, *more), *start, "--out", str(reference / name), "--quiet"]
+        assert run_main(args) == 0
+    # the next lease: a fresh machine, the files carried
+    carried = tmp_path / "carried"
+    shutil.copytree(tmp_path / "out", carried)
+    shutil.rmtree(store)
+    env["OUT"] = str(tmp_path / "out2")
+    env["ACCEPT_CODE_CHANGE"] = "1"  # the next lease may run newer code (recorded); so may this test, where others edit
+    second = campaign_call(env, "resume", "120", *map(str, sorted(carried.iterdir())))
+    print(second.stdout)
+    assert second.returncode == 0, second.stderr
+    assert "finished (2): arm1 " in second.stdout and "finished before (1): src" in second.stdout
+    for name in arms:
+        assert f"runs/{name}: unpacked (" in second.stdout and "resumable)" in second.stdout  # not from round 1
+        assert rows_of(store / "runs" / name) == rows_of(reference / name), name
+    ended(store)
+
+
+def recording_start(tmp_path, group: str, wanted, done_arms: tuple[str, ...] = (), kept: str = "") -> tuple[list, Path]:
+    """`start GROUP 0` with the stand-in Python on a store whose ``done_arms`` have finished (config, summary, their
+    round-19 state) and where ``kept`` (a checkpoint) exists; the recorded calls once ``wanted(calls)`` holds (the
+    tasks run in the scheduler, in sessions of their own), after the scheduler ended."""
+    store = tmp_path / "store"
     for name in done_arms:
-        arm = tmp_path / "store" / "runs" / name
+        arm = store / "runs" / name
         arm.mkdir(parents=True)
         for file in ("config.json", "summary.json", "checkpoint_round19.pt"):
             (arm / file).write_text("{}")
+    if kept:
+        (store / kept).parent.mkdir(parents=True, exist_ok=True)
+        (store / kept).write_text("{}")
+    bin_dir, calls, _ = stand_ins(tmp_path)
+    done = campaign_call(environment(tmp_path, bin_dir, str(bin_dir / "python")), "start", group, "0")
+    assert done.returncode == 0, done.stderr
+    ended(store)
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    assert wanted(lines), lines
+    return lines, store
 
-    def modules(lines: list[str]) -> list[str]:
-        return [line for line in lines if line.startswith("-m ")]
 
-    lines, _ = start_group(tmp_path, group, lambda lines: len(modules(lines)) >= calls_expected)
-    return modules(lines)
+def fl_runs(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.startswith("-m fl.run")]
 
 
 def test_the_seeds_group_runs_fedavg_beside_dynafed_for_seeds_1_and_2(tmp_path):
-    arms = ["dynafed_fmnist_a001_paper_n1000_dsa_seed1", "dynafed_fmnist_a001_paper_n1000_dsa_seed2"]
-    calls = start(tmp_path, "seeds", arms, 2)
-    runs = tmp_path / "store" / "runs"
+    arms = ("dynafed_fmnist_a001_paper_n1000_dsa_seed1", "dynafed_fmnist_a001_paper_n1000_dsa_seed2")
+    lines, store = recording_start(tmp_path, "seeds", lambda c: len(fl_runs(c)) == 2, arms)
     for seed in (1, 2):
-        (call,) = [c for c in calls if f"fedavg_from19_seed{seed} " in c]
+        (call,) = [c for c in fl_runs(lines) if f"fedavg_from19_seed{seed} " in c]
         assert f"--set train.seed={seed}" in call and "--set train.estimate_every=20" in call
-        assert f"--init-from {runs}/dynafed_fmnist_a001_paper_n1000_dsa_seed{seed}/checkpoint_round19.pt" in call
-    assert len(calls) == 2
+        assert f"--init-from {store}/runs/dynafed_fmnist_a001_paper_n1000_dsa_seed{seed}/checkpoint_round19.pt" in call
 
 
 def test_the_controls_group_branches_dsa_off_and_n0_from_seed_0(tmp_path):
-    calls = start(tmp_path, "controls", ["dynafed_fmnist_a001_paper_n1000_dsa"], 3)
-    runs = tmp_path / "store" / "runs"
-    kept = f"--init-from {runs}/dynafed_fmnist_a001_paper_n1000_dsa/checkpoint_round19.pt"
+    lines, store = recording_start(
+        tmp_path, "controls", lambda c: len(fl_runs(c)) == 3, ("dynafed_fmnist_a001_paper_n1000_dsa",)
+    )
+    kept = f"--init-from {store}/runs/dynafed_fmnist_a001_paper_n1000_dsa/checkpoint_round19.pt"
+    calls = fl_runs(lines)
     (none,) = [c for c in calls if "paper_n1000_none " in c]
     (n0,) = [c for c in calls if "paper_n0_dsa " in c]
     (fedavg,) = [c for c in calls if "fedavg_from19 " in c]
     assert 'method.augment="none"' in none and "method.iterations=1000" in none and kept in none
     assert "method.iterations=0" in n0 and kept in n0 and kept in fedavg
-    assert len(calls) == 3
 
 
-@pytest.mark.parametrize("args", [[], ["start"], ["start", "everything"], ["stop"]])
-def test_a_bad_call_is_one_usage_line_and_touches_nothing(tmp_path, args):
-    env = {"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(tmp_path / "store"), "OUT": str(tmp_path / "out")}
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu-campaign.sh"), *args], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 2 and done.stderr.startswith("usage: ") and len(done.stderr.splitlines()) == 1
-    assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
-
-
-def recording_python(tmp_path: Path) -> tuple[Path, Path]:
-    """A stand-in for Python that records every call."""
-    calls, python = tmp_path / "calls.txt", tmp_path / "python"
-    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 0\n')
-    python.chmod(0o755)
-    return python, calls
-
-
-def start_group(tmp_path, group: str, wanted, kept: str = "") -> tuple[list[str], Path]:
-    """`start GROUP 0` with :func:`recording_python` (``kept``: a checkpoint, relative to the store, that a DynaFed
-    arm has already written, so that its FedAvg partner starts at once); the calls once ``wanted(calls)`` holds,
-    and the store."""
-    store = tmp_path / "store"
-    if kept:
-        (store / kept).parent.mkdir(parents=True)
-        (store / kept).write_text("{}")
-    python, calls = recording_python(tmp_path)
-    env = {"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(store), "OUT": str(tmp_path / "out"), "PYTHON": str(python)}
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu-campaign.sh"), "start", group, "0"],
-        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    deadline = time.monotonic() + 30  # the group's commands run in their own sessions (setsid): wait for them
-    while time.monotonic() < deadline:
-        lines = calls.read_text().splitlines() if calls.exists() else []
-        if wanted(lines):
-            return lines, store
-        time.sleep(0.2)
-    raise AssertionError(f"the calls never matched: {lines}")
-
-
-def test_the_ddpm_sets_group_trains_seeds_0_and_1_and_packs_the_sets(tmp_path):
-    (tmp_path / "store" / "synthetic").mkdir(parents=True)  # as the trainers leave it; the pack runs every minute
-    lines, store = start_group(tmp_path, "ddpm-sets", lambda c: sum("scripts/ddpm_sets.py" in x for x in c) == 2)
+def test_the_ddpm_sets_group_trains_seeds_0_and_1(tmp_path):
+    lines, store = recording_start(tmp_path, "ddpm-sets", lambda c: sum("scripts/ddpm_sets.py" in x for x in c) == 2)
     trainers = sorted(c for c in lines if c.startswith("scripts/ddpm_sets.py"))
     assert trainers == [
         f'scripts/ddpm_sets.py --config configs/fedssyn_fmnist_ddpm.toml --set train.seed={seed} '
         f'--set method.cache_dir="{store}/synthetic" --workers 4'
         for seed in (0, 1)
     ]  # fmt: skip
-    assert f"-m fl.synthesis pack {store}/synthetic {tmp_path / 'out'} --name ddpm_sets --generator ddpm" in lines
-    assert not any("fl.run" in c for c in lines)
+    assert not fl_runs(lines)
 
 
 def test_the_seeds_dynafed_group_runs_the_dynafed_arms_of_seeds_1_and_2_alone(tmp_path):
-    _, store = start_group(tmp_path, "seeds-dynafed", lambda c: sum("fl.run" in x for x in c) == 2)
-    time.sleep(1)  # a FedAvg arm would start right after its DynaFed arm returns
-    runs = [c for c in (tmp_path / "calls.txt").read_text().splitlines() if "fl.run" in c]
-    assert len(runs) == 2 and not any("fedavg" in c for c in runs)
+    lines, store = recording_start(tmp_path, "seeds-dynafed", lambda c: len(fl_runs(c)) == 2)
+    runs = fl_runs(lines)
+    assert not any("fedavg" in c for c in runs)
     for seed in (1, 2):
         (call,) = [c for c in runs if f"--set train.seed={seed} " in c]
         assert call.startswith("-m fl.run --config configs/paper/dynafed_fmnist_a001_dynafed.toml")
@@ -153,10 +337,9 @@ def test_the_seeds_dynafed_group_runs_the_dynafed_arms_of_seeds_1_and_2_alone(tm
 
 def test_the_n3000_group_runs_the_code_settings_with_fedavg_from_round_23(tmp_path):
     kept = "runs/dynafed_fmnist_a001_code_n3000_dsa/checkpoint_round23.pt"  # as the DynaFed arm writes it
-    lines, store = start_group(tmp_path, "n3000", lambda c: sum("fl.run" in x for x in c) == 2, kept)
-    runs_started = [c for c in lines if "fl.run" in c]  # two background arms: either may be recorded first
-    dynafed = next(c for c in runs_started if "_code.toml" in c)
-    fedavg = next(c for c in runs_started if c != dynafed)
+    lines, store = recording_start(tmp_path, "n3000", lambda c: len(fl_runs(c)) == 2, kept=kept)
+    dynafed = next(c for c in fl_runs(lines) if "_code.toml" in c)
+    fedavg = next(c for c in fl_runs(lines) if c != dynafed)
     runs = store / "runs"
     assert dynafed.startswith("-m fl.run --config configs/paper/dynafed_fmnist_a001_code.toml")
     assert "--set method.iterations=3000" in dynafed and "--set train.keep_round=23" in dynafed
@@ -167,17 +350,76 @@ def test_the_n3000_group_runs_the_code_settings_with_fedavg_from_round_23(tmp_pa
 
 
 def test_the_bench_group_times_the_synthesis_then_runs_the_gpu_tests(tmp_path):
-    lines, store = start_group(tmp_path, "bench", lambda c: any("pytest" in x for x in c))
+    lines, store = recording_start(tmp_path, "bench", lambda c: any("pytest" in x for x in c))
     bench = lines.index(f"benchmarks/synthesis_bench.py --paper --out {store}/logs/synthesis_bench.json")
     assert lines[bench + 1] == "-m pytest -q -m gpu tests/fl/test_gpu.py -p no:cacheprovider"
 
 
-@pytest.mark.parametrize("args", [["start", "ddpm-sets", "soon"], ["start", "n3000", "60", "more"], ["wait", "-1"]])
-def test_a_bad_seconds_argument_is_one_usage_line_and_touches_nothing(tmp_path, args):
+def generator_folder(cache: Path, client: int, payload: int = 1000, unpacked: bool = False) -> str:
+    """A finished DDPM folder as fl.synthesis.pack reads it (key, generator.json, one set); ``unpacked``: as unpacked
+    from an earlier lease (packed.json, no weights)."""
+    key = {"client": client, "config": {"generator": "ddpm"}, "data": "test"}
+    folder = cache / f"client{client}-{cache_key(key)}"
+    folder.mkdir(parents=True)
+    set_key = {"n_tilde": 4, "client": client}
+    name = f"synthetic-{cache_key(set_key)}"
+    (folder / KEY_FILE).write_text(json.dumps({"generator": key, "sets": {f"{name}.npz": set_key}}))
+    (folder / "generator.json").write_text("{}")
+    (folder / f"{name}.npz").write_bytes(os.urandom(payload))
+    (folder / f"{name}.json").write_text("{}")
+    if unpacked:
+        (folder / PACKED_FILE).write_text("{}")
+    return folder.name
+
+
+def test_wait_packs_the_records_and_the_new_ddpm_sets_never_a_checkpoint(tmp_path):
+    store, out = tmp_path / "store", tmp_path / "out"
+    run = store / "runs" / "dynafed_fmnist_a001_paper_n1000_dsa"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"round": 1, "test_accuracy": 0.5}\n')
+    for name in ("dynafed_synthesis.pt", "checkpoint.pt", "checkpoint_round19.pt"):
+        (run / name).write_bytes(b"x")
+    new = generator_folder(store / "synthetic", 0)
+    generator_folder(store / "synthetic", 1, unpacked=True)  # came from an earlier lease: home already
+    bin_dir, _, _ = stand_ins(tmp_path)
+    done = campaign_call(environment(tmp_path, bin_dir, "python3"), "wait", "0")
+    assert done.returncode == 0, done.stderr
+    assert "no campaign in" in done.stdout and "GPU 87 %" in done.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["ddpm_sets.tar", "records-1.tgz"]  # nothing else comes back
+    with tarfile.open(out / "records-1.tgz") as archive:
+        names = archive.getnames()
+    assert "runs/dynafed_fmnist_a001_paper_n1000_dsa/metrics.jsonl" in names
+    assert "runs/dynafed_fmnist_a001_paper_n1000_dsa/dynafed_synthesis.pt" in names
+    assert not any(n.endswith(".pt") and "checkpoint" in n for n in names)
+    with tarfile.open(out / "ddpm_sets.tar") as archive:
+        folders = {n.split("/")[0] for n in archive.getnames() if "/" in n}
+    assert folders == {new}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["start"], ["start", "everything"], ["stop"], ["start", "ddpm-sets", "soon"], ["start", "n3000", "60", "more"],
+     ["wait", "-1"], ["resume", "60"], ["resume", "soon", "a.tar"]],
+)  # fmt: skip
+def test_a_bad_call_is_one_usage_line_and_touches_nothing(tmp_path, args):
     env = {"PATH": "/usr/bin:/bin", "SHUFFLEFL_RUNS": str(tmp_path / "store"), "OUT": str(tmp_path / "out")}
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu-campaign.sh"), *args], env=env, capture_output=True, text=True, timeout=60
-    )
+    done = campaign_call(env, *args, timeout=60)
     assert done.returncode == 2 and done.stderr.startswith("usage: ") and len(done.stderr.splitlines()) == 1
-    assert "ddpm-sets|seeds-dynafed|seeds|controls|n3000|bench" in done.stderr
+    assert "all|ddpm-sets|fedcog|hfmds|seeds-dynafed|seeds|controls|n3000|bench" in done.stderr
     assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
+
+
+def test_runs_finished_in_the_ledger_are_left_out(tmp_path):
+    """A run the ledger holds finished (made on the CPU, say) is not run again, unless an open task starts from its
+    state: the ledger keeps no checkpoint, so a FedAvg base whose FedCOG arm is still open runs again."""
+    tasks = [t for t in campaign.plan(tmp_path / "store") if "fedcog" in t.groups]
+    ledger = tmp_path / "ledger"
+    for name in ("fedcog_fmnist_niid1_code_seed0", "fedcog_fmnist_niid1_code_seed0_fedcog",
+                 "fedcog_fmnist_niid2_code_seed0"):  # fmt: skip
+        (ledger / "runs" / name).mkdir(parents=True)
+        (ledger / "runs" / name / "summary.json").write_text("{}")
+    kept, skipped = campaign.open_tasks(tasks, ledger)
+    assert skipped == ["fedcog_fmnist_niid1_code_seed0", "fedcog_fmnist_niid1_code_seed0_fedcog"]
+    names = {t.name for t in kept}
+    assert {"fedcog_fmnist_niid2_code_seed0", "fedcog_fmnist_niid2_code_seed0_fedcog"} <= names
+    assert len(kept) == len(tasks) - 2

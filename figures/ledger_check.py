@@ -1,0 +1,333 @@
+"""What a run ledger holds, and the check that it holds only that, whole: ``python -m figures check`` and ``report``
+run :func:`verify` before any artefact is rebuilt, so the builders never see a damaged entry.
+
+The layout (:mod:`figures.ledger` describes it): ``.ledger`` (the mark), ``_runs/<key>/`` and ``runs/<name>/`` (one
+``fl.run`` run each: :data:`KEPT` and ``ledger.json``), ``sims/<run>/<scale>/`` (a simulator's ``summary.json`` and
+``ledger.json``). :func:`verify` finds, each as one line naming the file, as ``git fsck`` and ``sha256sum -c`` do:
+
+- a file that does not parse: JSON that is not an object, a JSONL line that is not JSON (a torn last line: cut
+  while being written, or without its newline), a blank line, rows without their ``round`` or out of order, an
+  empty ``metrics.jsonl``, a ``.pt`` that is not a whole zip archive;
+- a ``summary.json`` that disagrees with its ``metrics.jsonl``: every number ``fl.run`` draws from the rows
+  (:func:`fl.run.summarise`: rounds done, final and best test accuracy, rounds and communication to the target,
+  total communication, the estimates' means, the local and method seconds), the rows' count against the rounds, and
+  a run that stopped before its config's last round without diverging;
+- a file over :data:`MAX_FILE`, a ledger over :data:`MAX_TOTAL`;
+- a stray file (a name an entry does not keep) or folder (a run folder without a valid ``config.json``, a ``_runs``
+  folder whose config does not hash to its name, a leftover of an interrupted ``ledger add``, anything under
+  ``sims`` but ``<run>/<scale>``), a missing ``ledger.json``;
+- a run or simulator summary that REPORT.md's generated blocks rest on and the ledger no longer holds (deleted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import re
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from figures.artefacts import SCALES
+from figures.flruns import LEDGER_MARK, RUNS, run_key
+from figures.report import BEGIN, END, between
+from fl.config import RunConfig, from_dict
+from fl.run import rounds_to_target
+from theory.errors import InputError
+from theory.output import to_json
+
+KEPT = (
+    "config.json", "metrics.jsonl", "summary.json", "provenance.json", "init_from.txt", "estimates_posthoc.jsonl",
+    "dynafed_synthesis.pt",
+)  # fmt: skip
+MAX_FILE, MAX_TOTAL = 2 * 2**20, 50 * 2**20
+SIMS = {"fig2": "fig2", "lemma1": "fig2", "figB2": "figB2"}  # artefact -> the simulator run it reads (sims/<run>)
+ENTRY = "ledger.json"
+NAMED = "runs"  # runs/<name>: the experiment scripts' runs, named as the scripts name them
+TOP = (LEDGER_MARK, RUNS, NAMED, "sims")
+ESTIMATES = ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_ratio")  # fl.run.summarise's means
+
+Flag = Callable[[Path, str], None]
+
+
+def verify(ledger: Path, report: Path | None = None) -> list[str]:
+    """Every problem of the run ledger ``ledger``, one line per damaged file or folder ("PATH: what is wrong"),
+    sorted by path; none when it is whole. With ``report``, also each ledger entry that the report's generated
+    blocks rest on and the ledger no longer holds."""
+    problems: dict[Path, list[str]] = {}
+
+    def flag(path: Path, what: str) -> None:
+        problems.setdefault(path, []).append(what)
+
+    if not ledger.is_dir():
+        return [f"{ledger}: no such ledger folder"]
+    if not (ledger / LEDGER_MARK).is_file():
+        flag(ledger / LEDGER_MARK, "missing: the folder is not marked as a run ledger")
+    sizes(ledger, flag)
+    for child in sorted(ledger.iterdir()):
+        if child.name not in TOP:
+            flag(child, f"stray {kind(child)} (a ledger holds only {', '.join(TOP)})")
+    for group in (RUNS, NAMED):
+        folder = ledger / group
+        for child in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if not child.is_dir() or child.is_symlink():
+                flag(child, f"stray {kind(child)} (only run folders belong in {group}/)")
+            elif child.name.endswith((".adding", ".replaced")):
+                flag(child, "stray folder: left by an interrupted `figures ledger add`")
+            else:
+                run_entry(child, keyed=group == RUNS, flag=flag)
+    simulator_entries(ledger / "sims", flag)
+    if report is not None:
+        for entry, where in expected(report).items():
+            if not (ledger / entry).is_dir():
+                flag(ledger / entry, f"missing: {report}'s {where} block rests on it (a deleted entry?)")
+    return [f"{path}: {'; '.join(whats)}" for path, whats in sorted(problems.items())]
+
+
+def kind(path: Path) -> str:
+    return "folder" if path.is_dir() and not path.is_symlink() else "file"
+
+
+def sizes(ledger: Path, flag: Flag) -> None:
+    total = 0
+    for path in sorted(ledger.rglob("*")):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            flag(path, "not a plain file or folder (a link?)")
+        elif path.is_file():
+            size = path.stat().st_size
+            total += size
+            if size > MAX_FILE:
+                flag(path, f"{size / 2**20:.1f} MB is over the ledger's {MAX_FILE / 2**20:g} MB per file")
+    if total > MAX_TOTAL:
+        flag(ledger, f"{total / 2**20:.1f} MB in all is over the ledger's {MAX_TOTAL / 2**20:g} MB")
+
+
+def text_of(path: Path, flag: Flag) -> str | None:
+    try:
+        return path.read_bytes().decode()
+    except UnicodeDecodeError:
+        flag(path, "not UTF-8 text")
+    except OSError as error:
+        flag(path, f"unreadable ({error.strerror or error})")
+    return None
+
+
+def json_object(path: Path, flag: Flag) -> dict | None:
+    """The JSON object in ``path``; None (and the problem flagged) when it is missing, not JSON or not an object."""
+    if not path.is_file():
+        flag(path, "missing")
+        return None
+    text = text_of(path, flag)
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        flag(path, f"not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})")
+        return None
+    if not isinstance(value, dict):
+        flag(path, f"not a JSON object (a {type(value).__name__})")
+        return None
+    return value
+
+
+def json_rows(path: Path, flag: Flag, rounds: bool) -> list[dict] | None:
+    """The rows of a JSONL file, each an object (with ``rounds``: a ``round`` 1, 2, ... in order); None (and one
+    problem flagged) when the file is empty, torn or otherwise not such rows."""
+    text = text_of(path, flag)
+    if text is None:
+        return None
+    if not text.strip():
+        flag(path, "empty: no rows")
+        return None
+    lines = text.split("\n")
+    whole = lines[-1] == ""  # every row of fl.run ends with its newline
+    if whole:
+        lines.pop()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        last = number == len(lines)
+        if not line.strip():
+            flag(path, f"line {number} of {len(lines)} is blank")
+            return None
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            torn = ", its last, is torn (cut while being written)" if last else " is not JSON"
+            flag(path, f"line {number} of {len(lines)}{torn}")
+            return None
+        if not isinstance(row, dict):
+            flag(path, f"line {number} of {len(lines)} is not a JSON object")
+            return None
+        if rounds and (type(row.get("round")) is not int or row["round"] != number):
+            flag(path, f"line {number} of {len(lines)} has round {row.get('round')!r}, not {number} (rows lost?)")
+            return None
+        rows.append(row)
+    if not whole:
+        flag(path, f"line {len(lines)} of {len(lines)}, its last, has no newline (torn while being written?)")
+        return None
+    return rows
+
+
+def run_config(entry: Path, flag: Flag) -> RunConfig | None:
+    """The run config of a run folder; None (and the folder flagged as stray) when it has none that is valid."""
+    path = entry / "config.json"
+    if not path.is_file():
+        flag(entry, "stray folder: no config.json (not a run)")
+        return None
+    problems: list[str] = []
+    tree = json_object(path, lambda _, what: problems.append(what))
+    if tree is None:
+        flag(entry, f"stray folder: its config.json is {problems[0]}")
+        return None
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # notes on keys a method ignores: not the ledger's business
+            return from_dict(json.loads(json.dumps(tree)))
+    except (InputError, TypeError, ValueError, AttributeError, KeyError) as error:
+        flag(entry, f"stray folder: its config.json is not a valid run config ({error})")
+        return None
+
+
+def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
+    """One ``fl.run`` run of the ledger (``_runs/<key>`` when ``keyed``, else ``runs/<name>``)."""
+    config = run_config(entry, flag)
+    if config is None:
+        return
+    for child in sorted(entry.iterdir()):
+        if child.is_dir() and not child.is_symlink():
+            flag(child, "stray folder (a run entry holds files only)")
+        elif child.name not in (*KEPT, ENTRY):
+            flag(child, f"stray file (a run entry keeps only {', '.join(KEPT)} and {ENTRY})")
+    if keyed:
+        with contextlib.redirect_stderr(io.StringIO()):
+            key = run_key(config)
+        if key != entry.name:
+            flag(entry / "config.json", f"hashes to {key}, not to its folder's name (edited, or a stray folder)")
+    json_object(entry / ENTRY, flag)
+    if (entry / "provenance.json").exists():
+        json_object(entry / "provenance.json", flag)
+    if (entry / "init_from.txt").exists():
+        text_of(entry / "init_from.txt", flag)
+    if (entry / "estimates_posthoc.jsonl").exists():
+        json_rows(entry / "estimates_posthoc.jsonl", flag, rounds=False)
+    if (entry / "dynafed_synthesis.pt").exists():
+        archive(entry / "dynafed_synthesis.pt", flag)
+    metrics, rows = entry / "metrics.jsonl", None
+    if metrics.is_file():
+        rows = json_rows(metrics, flag, rounds=True)
+    else:
+        flag(metrics, "missing")
+    summary = json_object(entry / "summary.json", flag) if (entry / "summary.json").exists() else None
+    if rows and summary is not None:
+        disagree = [f"{key} {theirs!r} in summary.json, {ours!r} from the rows"
+                    for key, ours, theirs in disagreements(rows, summary)]  # fmt: skip
+        if disagree:
+            flag(metrics, f"disagrees with summary.json: {', '.join(disagree)}")
+        rounds, diverged = summary.get("rounds"), summary.get("diverged_at_round")
+        if isinstance(rounds, int) and rounds < config.train.rounds and diverged is None:
+            flag(entry / "summary.json", f"says the run finished at round {rounds} of its config's "
+                 f"{config.train.rounds} without diverging")  # fmt: skip
+
+
+def archive(path: Path, flag: Flag) -> None:
+    """A torch file (a zip archive) whose every member reads back whole."""
+    try:
+        with zipfile.ZipFile(path) as opened:
+            bad = opened.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        flag(path, f"not a whole torch file ({error})")
+        return
+    if bad is not None:
+        flag(path, f"damaged: its member {bad} fails its checksum")
+
+
+def from_rows(rows: list[dict], summary: dict) -> dict:
+    """What :func:`fl.run.summarise` draws from a run's metrics rows, for the keys ``summary`` has (its target
+    accuracy is the summary's), as the summary stores it (NaN as null)."""
+    accuracies = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
+    target = summary.get("target_accuracy")
+    reached = rounds_to_target(rows, target) if isinstance(target, int | float) else None
+    estimates = [r["estimates"] for r in rows if isinstance(r.get("estimates"), dict)]
+    drawn = {
+        "rounds": rows[-1]["round"],
+        "diverged_at_round": next((r["round"] for r in rows if r.get("diverged")), None),
+        "final_test_accuracy": accuracies[-1] if accuracies else None,
+        "best_test_accuracy": max(accuracies) if accuracies else None,
+        "communication_total": rows[-1].get("communication", 0),
+        "estimates_mean": {
+            key: float(np.mean([e[key] for e in estimates if key in e]))
+            for key in ESTIMATES
+            if any(key in e for e in estimates)
+        },
+        **{key: float(sum(r.get(key, 0.0) for r in rows)) for key in ("seconds_local", "seconds_method")},
+    }
+    if isinstance(target, int | float):
+        drawn["rounds_to_target"] = reached
+        drawn["communication_to_target"] = next((r.get("communication") for r in rows if r["round"] == reached), None)
+    return {key: to_json(value) for key, value in drawn.items() if key in summary}
+
+
+def same(ours: object, theirs: object) -> bool:
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        return ours.keys() == theirs.keys() and all(same(ours[k], theirs[k]) for k in ours)
+    numbers = (int, float)
+    if isinstance(ours, numbers) and isinstance(theirs, numbers) and not isinstance(theirs, bool):
+        return math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-12)
+    return ours == theirs
+
+
+def disagreements(rows: list[dict], summary: dict) -> list[tuple[str, object, object]]:
+    """(key, from the rows, in the summary) of every summary number that the rows do not give."""
+    drawn = from_rows(rows, summary)
+    return [(key, ours, summary[key]) for key, ours in drawn.items() if not same(ours, summary[key])]
+
+
+def simulator_entries(sims: Path, flag: Flag) -> None:
+    """``sims/<run>/<scale>/``: a simulator's summary and its ledger.json, for the runs the artefacts read."""
+    if not sims.exists():
+        return
+    if not sims.is_dir():
+        flag(sims, "stray file (sims/ is a folder of simulator summaries)")
+        return
+    runs = sorted(set(SIMS.values()))
+    for run in sorted(sims.iterdir()):
+        if run.name not in runs or not run.is_dir():
+            flag(run, f"stray {kind(run)} (sims/ holds only {', '.join(runs)})")
+            continue
+        for entry in sorted(run.iterdir()):
+            if entry.name not in SCALES or not entry.is_dir():
+                flag(entry, f"stray {kind(entry)} (sims/{run.name}/ holds only the scales {', '.join(SCALES)})")
+                continue
+            for child in sorted(entry.iterdir()):
+                if child.name not in ("summary.json", ENTRY) or kind(child) == "folder":
+                    flag(child, f"stray {kind(child)} (a simulator entry keeps only summary.json and {ENTRY})")
+            json_object(entry / "summary.json", flag)
+            json_object(entry / ENTRY, flag)
+
+
+BLOCK = re.compile(r"^### (\S+) \((\w+)\)", re.MULTILINE)
+NAMED_RUN = re.compile(rf"`((?:{RUNS}|{NAMED})/[^`/\s]+)`")
+
+
+def expected(report: Path) -> dict[str, str]:
+    """Ledger entry (relative to the ledger) -> the "name (scale)" of the first block of ``report``'s generated
+    artefact section that rests on it: the runs each block names, and the simulator summary of each simulator block
+    rebuilt from the ledger (one with a table)."""
+    text = report.read_text() if report.is_file() else ""
+    found: dict[str, str] = {}
+    section = between(text, BEGIN, END) or ""
+    starts = list(BLOCK.finditer(section))
+    for k, start in enumerate(starts):
+        block = section[start.end() : starts[k + 1].start() if k + 1 < len(starts) else len(section)]
+        name, scale = start.group(1), start.group(2)
+        where = f"{name} ({scale})"
+        for run in NAMED_RUN.findall(block):
+            found.setdefault(run, where)
+        rebuilt = any(line.startswith("| ") for line in block.splitlines())
+        if name in SIMS and scale in SCALES and rebuilt:
+            found.setdefault(f"sims/{SIMS[name]}/{scale}", where)
+    return found

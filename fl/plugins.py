@@ -1,0 +1,126 @@
+"""A user's own code named in a config by import path: ``"package.module:Name"`` beside the built-in names.
+
+``method.name``, ``algorithm.name``, ``model.name``, ``data.partition`` and ``data.dataset`` accept such a path (the
+"module:attribute" form of Python entry points). The module is imported from the environment or, failing that,
+from the working directory (appended to ``sys.path``, so it never shadows an installed package); the built-in
+registry is looked in first, so a built-in name never means a plug-in. :func:`resolve` checks what it finds, each
+failure one line naming the config key: not importable, no such attribute, not what the key needs (a subclass of
+the base class, a callable), a dataclass field without a default.
+
+A plug-in's code is part of what made a run: :func:`source_hash` is a hash of its module's syntax (every ``.py``
+file of it, docstrings dropped, as :func:`fl.provenance.code_version` hashes ours), which ``provenance.json`` and
+the run's identity keep, so ``--resume`` refuses a run whose plug-in changed. Our own ``code_version`` covers
+``fl`` and ``theory`` only: adding a plug-in never changes it. A module whose file changed since it was imported
+is imported again, so a process always runs the code its hash names.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import importlib
+import os
+import re
+import sys
+from pathlib import Path
+
+from theory.errors import InputError
+
+PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+RESERVED = ("npz:",)  # data.dataset = "npz:PATH" is a file of arrays, not a plug-in
+_IMPORTED: dict[str, str] = {}  # module name -> source hash when it was (last) imported here
+
+
+def is_plugin(name: object) -> bool:
+    """Whether a config value names a plug-in (``module:Name``) rather than a built-in."""
+    return isinstance(name, str) and ":" in name and not name.startswith(RESERVED)
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def module_files(module) -> list[Path]:
+    """The source files of an imported module: its file, or every ``.py`` file of a package's folder."""
+    file = getattr(module, "__file__", None)
+    if not file or not file.endswith(".py"):
+        return []
+    path = Path(file)
+    return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+
+
+def digest(files: list[Path]) -> str:
+    """12 hex digits over the syntax of ``files`` (docstrings dropped; comments and formatting do not count)."""
+    hasher = hashlib.sha256()
+    for path in files:
+        hasher.update(path.name.encode())
+        try:
+            hasher.update(ast.dump(_without_docstrings(ast.parse(path.read_text(), str(path)))).encode())
+        except SyntaxError:  # the file changed into something that does not parse: hash its text
+            hasher.update(path.read_bytes())
+    return hasher.hexdigest()[:12]
+
+
+def _import(module_name: str, key: str, spec: str):
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)  # "importable from the working directory", after everything installed
+    try:
+        module = importlib.import_module(module_name)
+        files = module_files(module)
+        current = digest(files) if files else None
+        if current is not None and _IMPORTED.setdefault(module_name, current) != current:
+            module = importlib.reload(module)  # its file changed since: run the code the hash names
+            _IMPORTED[module_name] = current
+    except ModuleNotFoundError as error:
+        where = "the working directory or the environment"
+        raise InputError(f"config {key}: cannot import {spec!r} ({error}); put it in {where}") from None
+    except InputError:
+        raise
+    except Exception as error:  # the module's own code failed: a SyntaxError, an error at import time
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise InputError(f"config {key}: importing {module_name} failed ({type(error).__name__}: {first})") from None
+    return module
+
+
+def resolve(spec: str, key: str, base: type | None = None, what: str = "a class"):
+    """The object ``spec`` = "package.module:Name" names, checked for ``key``: with ``base``, a subclass of it that
+    is a dataclass whose fields all have defaults (its config keys); without, a callable."""
+    if not PATTERN.fullmatch(spec):
+        raise InputError(f"config {key}: {spec!r} is not a plug-in path; write package.module:Name")
+    module_name, attribute = spec.split(":")
+    found = _import(module_name, key, spec)
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise InputError(f"config {key}: module {module_name} has no {attribute!r}")
+        found = getattr(found, part)
+    if base is None:
+        if not callable(found):
+            raise InputError(f"config {key}: {spec} is not callable (it must be {what})")
+        return found
+    if not (isinstance(found, type) and issubclass(found, base)):
+        raise InputError(f"config {key}: {spec} is not a subclass of {base.__module__}.{base.__qualname__}")
+    if dataclasses.is_dataclass(base) and "__dataclass_fields__" not in vars(found):
+        raise InputError(f"config {key}: {spec} must be decorated @dataclass(frozen=True) (its fields are its keys)")
+    if dataclasses.is_dataclass(found):
+        bare = [f.name for f in dataclasses.fields(found)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]  # fmt: skip
+        if bare:
+            raise InputError(f"config {key}: {spec}'s fields {', '.join(bare)} have no default; give every field one")
+    return found
+
+
+def source_hash(spec: str) -> dict:
+    """What a run records of the plug-in ``spec`` (imported already): its module's files and their hash."""
+    module_name = spec.split(":")[0]
+    module = sys.modules.get(module_name) or _import(module_name, "plug-in", spec)
+    files = module_files(module)
+    if not files:
+        return {"spec": spec, "sha256": None, "files": []}
+    return {"spec": spec, "sha256": digest(files), "files": [str(f) for f in files]}

@@ -1,0 +1,150 @@
+"""A GPU lease brought home (figures.lease, ``python -m figures ledger add --from-lease DIR``) on a fake lease folder
+made of real tiny runs: the finished run enters the ledger with its provenance's device, the DDPM sets go into the
+generator cache, the unfinished run's state goes into the run store, from where ``fl.run --resume`` ends it as an
+uninterrupted run; and the archives' own rules (split under a size limit, a group left out whole, no path out)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import figures.lease as lease
+from figures.__main__ import main
+from figures.ledger_check import KEPT
+from fl.run import main as run_main
+from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
+from fl.synthesis.pack import pack
+from tests.fl.conftest import interrupt_at
+from theory.errors import InputError
+
+
+def tiny(root: Path, out: Path, rounds: int = 4) -> list[str]:
+    settings = [
+        "data.dataset='cifar10'", f"data.data_root='{root}'", "data.partition='iid'", "data.clients=4",
+        "model.name='fedcog-cnn'", f"train.rounds={rounds}", "train.batch_size=16", "train.checkpoint_every=2",
+        "train.device='cpu'", "train.local_steps=2",
+    ]  # fmt: skip
+    return [*(arg for setting in settings for arg in ("--set", setting)), "--out", str(out), "--quiet"]
+
+
+def files_of(run: Path, names) -> list[tuple[str, bytes]]:
+    return [(f"runs/{run.name}/{n}", (run / n).read_bytes()) for n in names if (run / n).exists()]
+
+
+def rows(run: Path) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith("seconds")} for line in lines]
+
+
+def test_a_lease_comes_home_runs_in_the_ledger_sets_in_the_cache_the_rest_resumable(cifar_root, tmp_path, monkeypatch):
+    device = tmp_path / "device" / "runs"  # the lease's store
+    assert run_main(tiny(cifar_root, device / "done")) == 0
+    assert run_main(tiny(cifar_root, tmp_path / "straight")) == 0
+    undo = interrupt_at(monkeypatch, 4)
+    assert run_main(tiny(cifar_root, device / "cut")) == 2  # cut off: its checkpoint after round 2
+    undo()
+    # the lease's files, as scripts/campaign.py packs them
+    folder = tmp_path / "lease"
+    logs = [("logs/device.txt", b"NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n")]
+    lease.write_archives(
+        [files_of(device / "done", KEPT), files_of(device / "cut", KEPT), logs], folder, lease.RECORDS, 2**20, 8, 2**24,
+        compress=True,
+    )  # fmt: skip
+    branch = [("runs/branch/init_from.txt", b"/root/store/runs/done/checkpoint_round2.pt"),
+              ("runs/branch/metrics.jsonl", b"")]  # fmt: skip
+    state = files_of(device / "cut", ["checkpoint.pt", "config.json", "provenance.json", "metrics.jsonl"])
+    every = [(lease.LEASE_FILE, json.dumps({"store": "/root/store"}).encode())]
+    lease.write_archives([state, branch], folder, lease.STATE, 2**20 * 15, 8, 2**26, every=every)
+    cache = tmp_path / "device" / "synthetic"
+    key = {"client": 0, "config": {"generator": "ddpm"}, "data": "test"}
+    generator = cache / f"client0-{cache_key(key)}"
+    generator.mkdir(parents=True)
+    set_key = {"n_tilde": 4}
+    name = f"synthetic-{cache_key(set_key)}"
+    (generator / KEY_FILE).write_text(json.dumps({"generator": key, "sets": {f"{name}.npz": set_key}}))
+    for file in ("generator.json", f"{name}.json"):
+        (generator / file).write_text("{}")
+    (generator / f"{name}.npz").write_bytes(os.urandom(100))
+    pack(cache, folder, lease.SETS, generator="ddpm")
+    assert {"ddpm_sets.tar", "records-1.tgz", "state-1.tar"} <= {p.name for p in folder.iterdir()}
+
+    ledger, store = tmp_path / "ledger", tmp_path / "store"
+    argv = ["ledger", "add", "--from-lease", str(folder), "--ledger", str(ledger), "--runs", str(store)]
+    assert main(argv) == 0
+    entry = json.loads((ledger / "runs" / "done" / "ledger.json").read_text())
+    assert entry["device"] == "cpu" and entry["note"] == f"GPU lease {folder}"  # the device its provenance names
+    (kept,) = (store / "leases").iterdir()  # the lease's records, at home: the entry's source
+    assert (
+        entry["source"] == str((kept / "runs" / "done").resolve())
+        and (kept / "runs" / "cut" / "metrics.jsonl").exists()
+    )
+    assert not (ledger / "runs" / "cut").exists() and not (store / "runs" / "done").exists()
+    assert (store / "_synthetic" / generator.name / f"{name}.npz").exists()
+    assert (store / "_synthetic" / generator.name / PACKED_FILE).exists()
+    branched = (store / "runs" / "branch" / "init_from.txt").read_text()
+    assert branched == f"{store}/runs/done/checkpoint_round2.pt"  # into this store, not the device's
+    assert run_main(["--resume", str(store / "runs" / "cut"), "--quiet"]) == 0
+    assert rows(store / "runs" / "cut") == rows(tmp_path / "straight")
+    # again: the ledger has it, the store's copy is further along and stays
+    assert main(argv) == 0
+    assert rows(store / "runs" / "cut") == rows(tmp_path / "straight")
+
+
+def test_the_records_of_a_run_are_what_the_ledger_keeps():
+    assert lease.RECORD_FILES == KEPT
+
+
+def test_the_device_comes_from_the_lease_when_the_provenance_names_none(tmp_path):
+    (tmp_path / "logs").mkdir()
+    assert lease.lease_device(tmp_path) is None
+    (tmp_path / "logs" / "device.txt").write_text("NVIDIA H200, 143771 MiB, 580.159.03\n2.11.0 NVIDIA H200\n")
+    assert lease.lease_device(tmp_path) == "NVIDIA H200"
+
+
+def test_archives_split_under_their_limits_and_a_group_that_fits_nowhere_is_left_out(tmp_path):
+    kib = 1024
+    groups = [[(f"runs/r{k}/checkpoint.pt", bytes(100 * kib))] for k in range(5)]
+    groups.insert(2, [("runs/big/checkpoint.pt", bytes(400 * kib))])
+    written, left = lease.write_archives(groups, tmp_path, "state", 260 * kib, 3, 10**7)
+    assert [p.name for p in written] == ["state-1.tar", "state-2.tar", "state-3.tar"] and left == [2]
+    assert all(p.stat().st_size <= 260 * kib for p in written)
+    names = [n for p in written for n in tarfile.open(p).getnames()]
+    assert sorted(names) == sorted(f"runs/r{k}/checkpoint.pt" for k in range(5))
+    written, left = lease.write_archives(groups[:2], tmp_path, "state", 260 * kib, 3, 150 * kib)  # the total
+    assert len(written) == 1 and left == [1] and not (tmp_path / "state-2.tar").exists()  # older parts removed
+
+
+def test_an_archive_naming_a_path_outside_is_refused(tmp_path):
+    with tarfile.open(tmp_path / "state-1.tar", "w") as archive:
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = 2
+        archive.addfile(info, io.BytesIO(b"hi"))
+    with pytest.raises(InputError, match="would leave the folder"):
+        lease.extract_state(tmp_path / "state-1.tar", tmp_path / "store")
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_folder_without_lease_archives_is_one_line(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["ledger", "add", "--from-lease", str(tmp_path), "--ledger", str(tmp_path / "L")]) == 2
+    assert "no lease archives" in capsys.readouterr().err
+
+
+def test_a_run_here_is_replaced_only_by_a_further_state_of_itself(tmp_path):
+    here = tmp_path / "runs" / "r"
+    here.mkdir(parents=True)
+    (here / "metrics.jsonl").write_text('{"round": 1, "test_accuracy": 0.5, "seconds": 1.0}\n')
+    other = b'{"round": 1, "test_accuracy": 0.6}\n{"round": 2, "test_accuracy": 0.7}\n'  # another device's numbers
+    assert "left alone" in lease.place_run(here, {"metrics.jsonl": other, "checkpoint.pt": b"x"})
+    assert len(lease.metric_rows((here / "metrics.jsonl").read_bytes())) == 1
+    assert (tmp_path / "runs" / "r.lease" / "checkpoint.pt").read_bytes() == b"x"
+    further = b'{"round": 1, "test_accuracy": 0.5, "seconds": 9.0}\n{"round": 2, "test_accuracy": 0.7}\n'
+    assert "unpacked (2 rounds, resumable)" in lease.place_run(here, {"metrics.jsonl": further, "checkpoint.pt": b"y"})
+    earlier = {"metrics.jsonl": b'{"round": 1, "test_accuracy": 0.5}\n', "checkpoint_round1.pt": b"k"}
+    assert "kept the copy here" in lease.place_run(here, earlier)
+    assert (here / "checkpoint.pt").read_bytes() == b"y" and (here / "checkpoint_round1.pt").read_bytes() == b"k"
