@@ -277,7 +277,8 @@ def start(group: str) -> int:
     else:
         python = os.environ.get("PYTHON") or "python3"
         tasks = plan(store, python, int(os.environ.get("DDPM_WORKERS") or 4))
-    tasks, skipped = open_tasks([t for t in tasks if group in t.groups], ROOT / "results" / "ledger")
+    ledger = Path(os.environ.get("CAMPAIGN_LEDGER") or ROOT / "results" / "ledger")
+    tasks, skipped = open_tasks([t for t in tasks if group in t.groups], ledger)
     if skipped:
         print(f"{len(skipped)} task(s) already finished in the run ledger, left out: {', '.join(skipped)}")
     limit, why = job_limit()

@@ -72,7 +72,8 @@ def environment(tmp_path: Path, bin_dir: Path, python: str, **more: str) -> dict
     return {
         "PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "SHUFFLEFL_RUNS": str(tmp_path / "store"),
         "OUT": str(tmp_path / "out"), "SHUFFLEFL_DATA": str(tmp_path), "PYTHON": python,
-        "CAMPAIGN_PYTHON": sys.executable, "CAMPAIGN_POLL_SECONDS": "0.05", "CAMPAIGN_REPORT_SECONDS": "1", **more,
+        "CAMPAIGN_PYTHON": sys.executable, "CAMPAIGN_POLL_SECONDS": "0.05", "CAMPAIGN_REPORT_SECONDS": "1",
+        "CAMPAIGN_LEDGER": str(tmp_path / "ledger"), **more,
     }  # fmt: skip
 
 
@@ -102,7 +103,7 @@ def overlap(intervals: list[tuple[float, float, int]]) -> int:
 
 
 def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_state(tmp_path):
-    bin_dir, _, times = stand_ins(tmp_path, sleep=0.1)
+    bin_dir, _, times = stand_ins(tmp_path, sleep=0.3)  # long enough for a report to see arms waiting
     env = environment(tmp_path, bin_dir, str(bin_dir / "python"), CAMPAIGN_JOBS="3")
     done = campaign_call(env, "start", "all", "120")
     print(done.stdout)  # the per-minute report (here every second) and the end summary
@@ -141,7 +142,7 @@ def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_st
     assert "GPU 87 %, 23456 / 81559 MiB" in done.stdout and "running (limit 3)" in done.stdout
     assert "waiting for a slot (" in done.stdout
     assert (
-        "waiting for the state they start from (" in done.stdout and "(after fedcog_fmnist_niid1_seed0)" in done.stdout
+        "waiting for the state they start from (" in done.stdout and "_fedcog (after fedcog_fmnist_" in done.stdout
     )
     assert f"finished ({len(rows)}): ddpm_sets_seed0 " in done.stdout and "== summary after" in done.stdout
     assert "back (1 files" in done.stdout  # the records: nothing unfinished, no DDPM set
