@@ -12,7 +12,6 @@ aggregation. Reported: seconds per round (best of --repeats), and the ratio engi
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from fl.engine import init_state, run_round  # noqa: E402
 from fl.federation import build_clients  # noqa: E402
 from fl.flat import FlatModel  # noqa: E402
 from fl.models import build_model  # noqa: E402
-from theory.cli import ArgumentParser  # noqa: E402
+from theory.cli import ArgumentParser, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 
 
@@ -53,17 +52,6 @@ def plain_round(model, server_state, data, lr: float, batch_size: int, seed: int
         for k, v in model.state_dict().items():
             total[k] += v * (sizes[i] / sizes.sum())
     return total
-
-
-def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1 (a count of clients, repeats or threads)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

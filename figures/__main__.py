@@ -34,7 +34,7 @@ from figures.artefacts import ROOT, SCALES, find
 from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED, set_rerun_sims
 from figures.flruns import plan, progress, set_jobs, set_store, store
 from figures.ledger import check_main, ledger_main
-from theory.cli import ArgumentParser, format_table, guarded
+from theory.cli import ArgumentParser, format_table, guarded, positive_int
 from theory.errors import InputError
 
 SUBCOMMANDS = """\
@@ -45,16 +45,6 @@ subcommands (check, report and ledger have their own --help):
   report                rewrite results/REPORT.md's claims table and artefact blocks from the run ledger alone
   ledger add|list       copy runs' small records into the run ledger (results/ledger), or list its entries
 """
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def listing(root: Path) -> str:

@@ -24,10 +24,6 @@ import hashlib
 import io
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +39,8 @@ from figures.verdict import censored_mark
 from fl.atomic import locked
 from fl.config import RunConfig, from_dict, load_config
 from fl.run import missing_prepared, read_metrics
-from fl.sweep import mean_sd, prepare_run, run_one
+from fl.sweep import mean_sd, run_one
+from fl.sweep import run_processes as sweep_processes
 from theory.errors import InputError
 
 RUNS, SYNTHETIC = "_runs", "_synthetic"
@@ -168,40 +165,10 @@ def run_locked(config: RunConfig, folder: Path) -> dict:
 
 def run_processes(pending: Sequence[tuple[RunConfig, Path]], jobs: int, poll: float = 0.5) -> None:
     """Each run in its own ``python -m fl.run --resume FOLDER`` (one torch thread), ``jobs`` at a time, each holding
-    its folder's lock. On Ctrl-C / SIGTERM every running one gets SIGTERM (it checkpoints and exits) and is waited
-    for before the interrupt goes on; a run that fails stops the build with its exit code."""
-    queue, running = list(pending), []
-    # the jobs are the parallelism here: one thread and no client workers in each
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "SHUFFLEFL_WORKERS": "1"}
-    try:
-        while queue or running:
-            while queue and len(running) < jobs:
-                config, folder = queue.pop(0)
-                lock = contextlib.ExitStack()
-                lock.enter_context(locked(lock_file(folder)))
-                if prepare_run(config, folder) == "done":  # another build finished it while we waited
-                    lock.close()
-                    continue
-                command = [sys.executable, "-m", "fl.run", "--resume", str(folder), "--quiet"]
-                running.append((subprocess.Popen(command, env=env), lock, folder, time.perf_counter()))
-            time.sleep(poll)
-            for entry in [r for r in running if r[0].poll() is not None]:
-                process, lock, folder, start = entry
-                running.remove(entry)
-                lock.close()
-                if process.returncode:
-                    raise InputError(f"{folder}: python -m fl.run exited with {process.returncode} (see above)")
-                done, total = len(pending) - len(queue) - len(running), len(pending)
-                print(f"  finished {folder} ({time.perf_counter() - start:.0f} s; {done} of {total} runs)", flush=True)
-    except BaseException:
-        for process, *_ in running:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process, lock, *_ in running:
-            with contextlib.suppress(KeyboardInterrupt):
-                process.wait()
-            lock.close()
-        raise
+    its folder's lock (:func:`fl.sweep.run_processes`, with the store's ``<hash>.lock`` held as well). On Ctrl-C /
+    SIGTERM every running one gets SIGTERM (it checkpoints and exits) and is waited for before the interrupt goes
+    on; a run that fails stops the build with its exit code."""
+    sweep_processes(pending, jobs, poll, hold=lock_file)
 
 
 def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, jobs: int | None = None) -> list[Result]:

@@ -25,6 +25,7 @@ import re
 import sys
 from pathlib import Path
 
+from fl.provenance import without_docstrings
 from theory.errors import InputError
 
 PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -35,15 +36,6 @@ _IMPORTED: dict[str, str] = {}  # module name -> source hash when it was (last) 
 def is_plugin(name: object) -> bool:
     """Whether a config value names a plug-in (``module:Name``) rather than a built-in."""
     return isinstance(name, str) and ":" in name and not name.startswith(RESERVED)
-
-
-def _without_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.Pass()]
-    return tree
 
 
 def module_files(module) -> list[Path]:
@@ -61,7 +53,7 @@ def digest(files: list[Path]) -> str:
     for path in files:
         hasher.update(path.name.encode())
         try:
-            hasher.update(ast.dump(_without_docstrings(ast.parse(path.read_text(), str(path)))).encode())
+            hasher.update(ast.dump(without_docstrings(ast.parse(path.read_text(), str(path)))).encode())
         except SyntaxError:  # the file changed into something that does not parse: hash its text
             hasher.update(path.read_bytes())
     return hasher.hexdigest()[:12]

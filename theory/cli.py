@@ -100,6 +100,17 @@ def guarded(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
     return decorate
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (a count of runs, clients, repeats or threads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def format_number(value: object) -> str:
     """Numbers in 4 significant digits, booleans as yes/no, everything else as str."""
     if isinstance(value, bool | np.bool_):

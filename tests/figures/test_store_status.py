@@ -85,7 +85,7 @@ def test_a_resume_under_other_code_is_one_line_until_accepted(cifar_root, tmp_pa
 def test_the_code_version_ignores_docstrings():
     import ast
 
-    a = ast.dump(provenance._without_docstrings(ast.parse('def f():\n    """doc"""\n    return 1\n')))
-    b = ast.dump(provenance._without_docstrings(ast.parse("def f():\n    return 1  # a comment\n")))
-    c = ast.dump(provenance._without_docstrings(ast.parse("def f():\n    return 2\n")))
+    a = ast.dump(provenance.without_docstrings(ast.parse('def f():\n    """doc"""\n    return 1\n')))
+    b = ast.dump(provenance.without_docstrings(ast.parse("def f():\n    return 1  # a comment\n")))
+    c = ast.dump(provenance.without_docstrings(ast.parse("def f():\n    return 2\n")))
     assert a == b != c
