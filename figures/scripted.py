@@ -26,11 +26,12 @@ def runs_root(root: Path) -> Path:
 
 
 def read_rows(run: Path) -> list[dict]:
-    """The metrics rows of ``run`` (none when it has not started); the artefact being built names it."""
-    used([run])
+    """The metrics rows of ``run`` (none when it has not started); the artefact being built names it when it has
+    rows (a run never started is not evidence, and the ledger check would take it for a deleted entry)."""
     path = run / "metrics.jsonl"
     if not path.exists():
         return []
+    used([run])
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

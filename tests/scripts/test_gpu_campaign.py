@@ -141,9 +141,7 @@ def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_st
     # the report and the summary
     assert "GPU 87 %, 23456 / 81559 MiB" in done.stdout and "running (limit 3)" in done.stdout
     assert "waiting for a slot (" in done.stdout
-    assert (
-        "waiting for the state they start from (" in done.stdout and "_fedcog (after fedcog_fmnist_" in done.stdout
-    )
+    assert "waiting for the state they start from (" in done.stdout and "_fedcog (after fedcog_fmnist_" in done.stdout
     assert f"finished ({len(rows)}): ddpm_sets_seed0 " in done.stdout and "== summary after" in done.stdout
     assert "back (1 files" in done.stdout  # the records: nothing unfinished, no DDPM set
 
