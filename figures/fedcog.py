@@ -23,7 +23,7 @@ import numpy as np
 from figures.artefacts import Artefact, Built, Claim
 from figures.flruns import plt, save
 from figures.scripted import accuracy_numbers, plain, points, read_rows, runs_root, spread_verdict
-from figures.verdict import combine, direction, mean_sd, size_word
+from figures.verdict import censored_mark, combine, direction, mean_sd, size_word
 from theory.errors import InputError
 
 # FedCOG Table 1, FMNIST, FedAvg and FedAvg + FedCOG final accuracy (%).
@@ -88,7 +88,9 @@ def table_rows(numbers: dict) -> list[list]:
                 name, label, len(found), min(f["rounds"] for f in found),
                 points([f["final"] for f in found]) + (f" ({paper})" if paper else ""),
                 points([f["best"] for f in found]), points([f["last5"] for f in found]),
-                plain([f["to_target"] for f in found], 1), plain([f["zeta2_hat"] for f in found], 3),
+                censored_mark(any(f["to_target"] is None for f in found), False)
+                + plain([f["to_target"] or f["rounds"] + 1 for f in found], 1),
+                plain([f["zeta2_hat"] for f in found], 3),
                 plain([f["sigma2_hat"] for f in found], 1), plain([f["local_s"] for f in found], 1),
                 plain([f["method_s"] for f in found], 1),
             ])  # fmt: skip

@@ -342,8 +342,9 @@ def table1_claim(
         + (f" (not for {', '.join(unresolved)})" if unresolved else "")
         + "; mean speed-ups "
         + ", ".join(f"{a} {marks[a]}{g[0]:.2f}x" for a, g in gains.items())
-        + (f" (≥: a run without synthetic data never reached the target, counted as its last round + 1; the speed-up "
-           f"is a lower bound: {', '.join(bounds)})" if bounds else "")
+        + (f" (a run that never reached the target counts as its last round + 1, so a speed-up over it is a bound: "
+           f"{', '.join(f'{a} {marks[a].strip()}' for a in bounds)}; ≥ a lower bound, ≤ an upper one)"
+           if bounds else "")
         + "."
     )  # fmt: skip
     size = ""
@@ -644,7 +645,7 @@ def build_theory_fl(scale: str, folder: Path) -> Built:
         table.append([
             result.arm.label, round(p, 3), show(bounds["zeta_ratio"]), show(bounds["zeta_bound"]),
             show(bounds["sigma_hat"]), show(bounds["sigma_bound"]), show(result.estimate("delta2")),
-            show(measured), show(predicted),
+            show_ratio(result, baseline, measured), show(predicted),
         ])  # fmt: skip
         judged.append({
             "real": result.arm is not FEDSSYN, "p": p, "zeta": mean_sd(bounds["zeta_ratio"]),

@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -90,8 +91,8 @@ def write_archives(
         if path.stat().st_size > max_bytes:
             raise InputError(f"{path}: {path.stat().st_size} bytes, over the limit of {max_bytes}")
         written.append(path)
-    for old in out.glob(f"{name}-*.{extension}"):
-        if old not in written:
+    for old in out.glob(f"{name}-*.{extension}"):  # only the parts this writes: NAME-<k>.EXT, never NAME-backup.EXT
+        if old not in written and re.fullmatch(rf"{re.escape(name)}-[0-9]+\.{re.escape(extension)}", old.name):
             old.unlink()
     return written, left_out
 
@@ -186,7 +187,10 @@ def place_run(folder: Path, files: dict[str, bytes]) -> str:
     for name, data in files.items():
         (staging / name).write_bytes(data)
     old = folder.with_name(folder.name + ".replaced")
-    if folder.exists():
+    if folder.exists():  # what only the copy here has (kept rounds, post-hoc estimates) stays with the run
+        for path in folder.iterdir():
+            if path.name not in files and path.name not in ("checkpoint.pt", "metrics.jsonl", "summary.json"):
+                os.replace(path, staging / path.name)
         folder.rename(old)
     staging.rename(folder)
     shutil.rmtree(old, ignore_errors=True)

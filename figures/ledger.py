@@ -380,6 +380,10 @@ def ledger_main(argv: Sequence[str]) -> int:
     is_ledger(args.ledger, may_create=True)  # before any run: a folder of other files never becomes a ledger
     if bool(args.from_lease) == bool(args.runs):
         parser.error("add takes RUN_DIR... or --from-lease DIR")
+    if not args.from_lease and (args.store or args.cache_dir):
+        parser.error("--runs and --cache-dir go with --from-lease")
+    if args.from_lease and (args.device or args.git):
+        parser.error("--device and --git go with RUN_DIR... (a lease's runs name their device in provenance)")
     if args.from_lease:
         from figures.lease import bring_home  # figures.lease imports this module where it adds runs
 

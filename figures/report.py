@@ -49,7 +49,7 @@ def block(artefact: Artefact, scale: str, result: dict | None, failure: str | No
         "",
         *table(result["headers"], result["rows"]),
         "",
-        f"**{'Claim held' if claim['held'] else 'Claim did not hold'}.** {claim['text']}",
+        f"**Verdict: {claim['verdict']}.** {claim['text']}",
         "",
         *(line for note in result.get("notes", []) for line in (f"Note: {note}", "")),
         f"Ledger runs ({len(runs)}): " + (", ".join(f"`{r}`" for r in runs) or "none (a simulator's summary)") + ".",

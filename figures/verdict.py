@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from fl.sweep import mean_sd as sweep_mean_sd
+
 HELD, NOT_RESOLVED, CONTRADICTED, NOT_MEASURED = "held", "not resolved", "contradicted", "not measured"
 WORDS = (HELD, NOT_RESOLVED, CONTRADICTED, NOT_MEASURED)
 SMALLER, AS_PAPER, LARGER = "smaller than the paper's", "as the paper's", "larger than the paper's"
@@ -44,12 +46,9 @@ SIZE_DEFINITIONS = (
 
 
 def mean_sd(values: Iterable[float | None]) -> tuple[float, float, int]:
-    """Mean, sample sd (0 for one value) and count of the finite values; (nan, nan, 0) when none."""
-    kept = np.array([v for v in values if v is not None and np.isfinite(v)], dtype=float)
-    if kept.size == 0:
-        return float("nan"), float("nan"), 0
-    sd = float(kept.std(ddof=1)) if kept.size > 1 else 0.0
-    return float(kept.mean()), sd, int(kept.size)
+    """:func:`fl.sweep.mean_sd` of the finite values, and their count."""
+    kept = [v for v in values if v is not None and np.isfinite(v)]
+    return (*sweep_mean_sd(kept), len(kept))
 
 
 def direction(a: Sequence[float | None], b: Sequence[float | None]) -> str:
@@ -67,16 +66,6 @@ def direction(a: Sequence[float | None], b: Sequence[float | None]) -> str:
     if difference < -spread:
         return CONTRADICTED
     return NOT_RESOLVED
-
-
-def paired(gains: Sequence[float | None], spread: float) -> str:
-    """The verdict on "the gain is positive" from a mean gain over seeds and the spread it is judged against."""
-    mean, _, n = mean_sd(gains)
-    if n == 0 or not np.isfinite(spread):
-        return NOT_MEASURED
-    if n < 2:
-        return NOT_RESOLVED
-    return HELD if mean > spread else CONTRADICTED if mean < -spread else NOT_RESOLVED
 
 
 def bound(excess: Iterable[float], allowance: float = 0.0) -> str:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -65,6 +66,7 @@ from figures.lease import (  # noqa: E402
     write_archives,
 )
 from fl.atomic import write_atomically  # noqa: E402
+from theory.errors import InputError  # noqa: E402
 
 SEEDS = (0, 1, 2)
 FINAL = ("done", "failed", "blocked")
@@ -564,8 +566,8 @@ def pack_sets(store: Path, out: Path, max_files: int, max_bytes: int, max_file: 
             notes = [f"{len(fresh) - len(chosen)} DDPM folders' sets left out: no room"]
         for path in written:
             shutil.move(path, out / path.name)
-    for old in out.glob(f"{SETS}*.tar"):
-        if old.name not in {p.name for p in written}:
+    for old in out.glob(f"{SETS}*.tar"):  # only what pack writes: SETS.tar, SETS-<k>.tar
+        if old.name not in {p.name for p in written} and re.fullmatch(rf"{re.escape(SETS)}(-[0-9]+)?\.tar", old.name):
             old.unlink()
     return [out / p.name for p in written], notes
 
@@ -685,10 +687,14 @@ def main(argv: list[str]) -> int:
     command = argv[0] if argv else ""
     if command == "start" and len(argv) == 2 and argv[1] in GROUPS:
         return start(argv[1])
-    if command == "watch" and len(argv) == 2:
+    if command == "watch" and len(argv) == 2 and argv[1].isdigit():
         return watch(float(argv[1]))
     if command == "unpack" and len(argv) >= 2:
-        return unpack([Path(a) for a in argv[1:]])
+        try:
+            return unpack([Path(a) for a in argv[1:]])
+        except InputError as error:
+            print(f"campaign.py: error: {error}", file=sys.stderr)
+            return 2
     if command == "schedule" and len(argv) == 1:
         return schedule()
     print(f"usage: python scripts/campaign.py start {'|'.join(GROUPS)} | watch SECONDS | unpack FILE...",

@@ -42,6 +42,10 @@ class Algorithm:
     client_keys: ClassVar[tuple[str, ...]] = ()  # per-client state vectors, each stored as (N, P)
     server_keys: ClassVar[tuple[str, ...]] = ()
 
+    def check(self) -> Algorithm:
+        """Raise :class:`~theory.errors.InputError` (naming the ``algorithm.KEY``) for an out-of-range value."""
+        return self
+
     def correction(self, w: torch.Tensor, ctx: Context) -> torch.Tensor | None:
         """Added to the mini-batch gradient at every local step (None: plain SGD)."""
         return None

@@ -14,6 +14,7 @@ from typing import ClassVar
 import torch
 
 from fl.algorithms.base import Algorithm, Context, State
+from theory.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class FedDyn(Algorithm):
     client_keys: ClassVar[tuple[str, ...]] = ("g",)
     server_keys: ClassVar[tuple[str, ...]] = ("h",)
     alpha: float = 0.01
+
+    def check(self) -> FedDyn:
+        if self.alpha <= 0:  # x = mean(y) - h/α divides by α
+            raise InputError("config algorithm.alpha: FedDyn needs alpha > 0")
+        return self
 
     def correction(self, w: torch.Tensor, ctx: Context) -> torch.Tensor | None:
         return self.alpha * (w - ctx.x) - ctx.client["g"]

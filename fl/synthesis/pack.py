@@ -44,6 +44,7 @@ from pathlib import Path
 from fl.atomic import write_atomically
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 from theory.errors import InputError
+from theory.output import write_text_atomically
 
 MANIFEST = "manifest.json"
 FOLDER = re.compile(r"client([0-9]+)-([0-9a-f]{16})")  # matched whole (fullmatch): no newline, nothing after
@@ -187,7 +188,7 @@ def pack(cache_dir: Path, out_dir: Path, name: str = "synthetic_sets", max_bytes
         if path not in written:
             path.unlink()
             record.pop(path.name, None)
-    write_atomically(out_dir / RECORD, lambda tmp: tmp.write_text(json.dumps(record, indent=2)))
+    write_text_atomically(out_dir / RECORD, json.dumps(record, indent=2))
     return written, notes
 
 

@@ -12,6 +12,7 @@ from sims.quadratic import fedavg, fit
 from sims.quadratic.problem import MEAN_SCALES, Problem, diagnostics, make_problem, shuffle_problem
 from theory import lemma1
 from theory.errors import InputError
+from theory.shuffle import n_exchanged
 
 LOCAL_SOLVERS = ("full-batch", "epoch")
 
@@ -125,7 +126,13 @@ class Config:
             raise InputError(
                 "one sample per client: a shuffle then only renames the clients, so p can have no effect; use n >= 2"
             )
-        idle = sorted({float(p) for p in (*self.p_grid, *self.p_a) if p > 0 and exchanged(p, self.n_per_client) == 0})
+        idle = sorted(
+            {
+                float(p)
+                for p in (*self.p_grid, *self.p_a)
+                if p > 0 and self.n_per_client < 2**53 and n_exchanged(self.n_per_client, p) == 0
+            }
+        )
         if idle:
             raise InputError(
                 f"p = {', '.join(f'{p:g}' for p in idle)} moves round(p*n) = 0 of n = {self.n_per_client} samples per "
@@ -134,11 +141,6 @@ class Config:
 
 
 MAX_SCALE = 1e200  # zeta2 and sigma2 beyond this overflow float64 (squared norms of N*n*d gradients of size ~N^2 ζ²)
-
-
-def exchanged(p: float, n: int) -> int:
-    """round(p·n), the samples each client gives to the shuffle (theory.shuffle.n_exchanged), for any size of n."""
-    return round(p * n) if n < 2**53 else 1
 
 
 PRESETS: dict[str, Config] = {

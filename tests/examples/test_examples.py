@@ -68,7 +68,7 @@ def test_the_templates_run_sequential_and_batched(toy_npz, tmp_path):
     assert main(args(toy_npz, batched, "train.backend='batched'")) == 0
     backends = {json.loads(line)["backend"] for line in (batched / "metrics.jsonl").read_text().splitlines()}
     assert backends == {"batched"}  # no LocalTask, a vmap-safe correction: nothing falls back
-    for a, b in zip(rows(sequential), rows(batched)):
+    for a, b in zip(rows(sequential), rows(batched), strict=True):
         assert a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-4) and a["communication"] == b["communication"]
     summary = json.loads((sequential / "summary.json").read_text())
     assert summary["noisy_copies"] == 2 * 90  # one copy of each D_i: 100 images a client less its 10% validation

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from figures import verdict as v
@@ -28,12 +28,19 @@ def test_direction_is_antisymmetric(a, b):
     assert v.direction(b, a) == flipped[v.direction(a, b)]
 
 
-@given(seeds, seeds)
-def test_direction_matches_its_definition(a, b):
+@given(seeds, seeds, st.floats(0.01, 100))
+def test_direction_does_not_depend_on_units(a, b, scale):
+    """Rescaling both arms (points instead of fractions, say) leaves the verdict as it is, except at a tie."""
     spread = np.hypot(np.std(a, ddof=1), np.std(b, ddof=1))
-    gap = np.mean(a) - np.mean(b)
-    expected = v.HELD if gap > spread else v.CONTRADICTED if gap < -spread else v.NOT_RESOLVED
-    assert v.direction(a, b) == expected
+    assume(abs(abs(np.mean(a) - np.mean(b)) - spread) > 1e-6 * (1 + spread))  # not at the boundary
+    assert v.direction([scale * x for x in a], [scale * x for x in b]) == v.direction(a, b)
+
+
+@given(seeds)
+def test_a_shift_beyond_the_spread_holds(a):
+    spread = np.std(a, ddof=1) * np.sqrt(2)
+    assert v.direction([x + spread + 1.0 for x in a], a) == v.HELD
+    assert v.direction(a, [x + spread + 1.0 for x in a]) == v.CONTRADICTED
 
 
 def test_bound_and_combine():
