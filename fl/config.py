@@ -338,7 +338,8 @@ def build_algorithm(spec: dict):
         value = getattr(algorithm, key)
         if not math.isfinite(value) or (value < 0 and not is_plugin(name)):
             raise InputError(f"config algorithm.{key}: must be a finite number{'' if is_plugin(name) else ' >= 0'}")
-    return algorithm.check()  # each algorithm's own range checks (InputError naming algorithm.KEY)
+    algorithm.check()  # each algorithm's own range checks (InputError naming algorithm.KEY)
+    return algorithm
 
 
 def algorithm_class(name) -> type[Algorithm]:
