@@ -19,8 +19,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from fl.data.datasets import LAYOUTS, canonical_name, default_download_root
+from fl.data.datasets import IDX_SPLITS, LAYOUTS, canonical_name, copy_problem, default_download_root
 from fl.data.formats import DataError
+from fl.data.integrity import PUBLISHED_MD5, published_problem
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,18 @@ def _unpack(archive: Archive, path: Path, folder: Path, root: Path) -> None:
         raise DataError(f"{path}: cannot unpack ({error})") from None
 
 
+def _published_problem(key: str, folder: Path) -> str | None:
+    """Why a complete MNIST / Fashion-MNIST copy in ``folder`` is not the published one (its md5), else None."""
+    if key not in PUBLISHED_MD5:
+        return None
+    for file in (name for split in IDX_SPLITS for name in split[:2]):
+        path = folder / file if (folder / file).is_file() else folder / f"{file}.gz"
+        problem = published_problem(path, key, file)
+        if problem:
+            return problem
+    return None
+
+
 def fetch(name: str, data_root: str | Path | None = None, timeout: float = 60.0) -> Path:
     """Download (if needed), verify and unpack dataset ``name`` under the download root; return its folder."""
     key = canonical_name(name)
@@ -172,12 +185,22 @@ def fetch(name: str, data_root: str | Path | None = None, timeout: float = 60.0)
     except OSError as error:
         raise DataError(f"cannot create {folder} ({error.strerror}); pass a writable --data-root") from None
     if all((folder / f).is_file() or (folder / f"{f}.gz").is_file() for f in layout.files):
-        return folder  # already complete
+        problem = copy_problem(layout, folder) or _published_problem(key, folder)
+        if problem is None:
+            return folder  # already complete, and whole
+        raise DataError(f"{problem}; fetch replaces no file it did not write: move {folder} away and run it again")
     for archive in SOURCES[key]:
         dest = (folder if archive.unpack is None else root) / archive.filename
-        if not _matches(dest, archive.checksum):
+        if dest.exists() and not _matches(dest, archive.checksum):
+            raise DataError(
+                f"{dest} is there but is not the published file ({archive.checksum}); fetch replaces no file it did "
+                "not write: move it away (or put the published file there) and run it again"
+            )
+        downloaded = not dest.exists()
+        if downloaded:
             _download(archive, dest, timeout)
         if archive.unpack is not None:
             _unpack(archive, dest, folder, root)
-            dest.unlink()
+            if downloaded:
+                dest.unlink()  # a file put there by hand stays
     return folder

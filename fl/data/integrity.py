@@ -104,6 +104,16 @@ def read_published_idx(path: Path, dataset: str, file: str) -> np.ndarray:
     return parse_idx(content, path)
 
 
+def published_problem(path: Path, dataset: str, file: str) -> str | None:
+    """Why the IDX file ``path`` is not the published ``file`` of ``dataset`` (:func:`read_published_idx`'s
+    refusal), None when it is or when nothing is known of it."""
+    try:
+        read_published_idx(path, dataset, file)
+    except DataError as error:
+        return str(error)
+    return None
+
+
 def idx_problem(path: Path, shape: tuple[int, ...], what: str) -> str | None:
     """Why the IDX file ``path`` cannot hold the uint8 ``shape`` (``what``: "images" or "labels"), read from its
     header, its size and (gzipped) its trailer only; None when it looks whole."""

@@ -141,10 +141,38 @@ def test_complete_copy_is_not_downloaded_again(tmp_path, idx_mirror, monkeypatch
     monkeypatch.setitem(fetch_module.SOURCES, "mnist", tuple(idx_mirror.values()))
     folder = fetch("mnist", data_root=tmp_path)
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
-    unreachable = tuple(Archive(nowhere(tmp_path, f"{name}.gz"), "md5:0") for name in IDX_FILES)
+    unreachable = tuple(Archive(nowhere(tmp_path, f"{n}.gz"), a.checksum) for n, a in idx_mirror.items())
     monkeypatch.setitem(fetch_module.SOURCES, "mnist", unreachable)
     assert fetch("mnist", data_root=tmp_path) == folder
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+
+
+@pytest.mark.parametrize("damage", ["truncated", "altered"])
+def test_a_damaged_complete_copy_is_refused_and_left_alone(tmp_path, idx_mirror, monkeypatch, damage):
+    """A complete copy that is cut short (header vs size) or altered (a valid gzip of other contents) is not called
+    ready, and fetch neither downloads over it nor deletes it: one line naming the file."""
+    monkeypatch.setitem(fetch_module.SOURCES, "mnist", tuple(idx_mirror.values()))
+    folder = fetch("mnist", data_root=tmp_path)
+    victim = folder / "train-labels-idx1-ubyte.gz"
+    if damage == "truncated":
+        victim.write_bytes(victim.read_bytes()[:-100])
+    else:
+        write_idx(victim, np.ones(60_000, np.uint8))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(DataError, match=r"train-labels-idx1-ubyte.*fetch replaces no file it did not write") as info:
+        fetch("mnist", data_root=tmp_path)
+    assert "\n" not in str(info.value)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_hand_placed_archive_is_kept_after_unpacking(tmp_path, monkeypatch):
+    """fetch deletes the archives it downloaded once unpacked, never one a user put there."""
+    tarball = cifar10_tarball(tmp_path / "cifar-10-python.tar.gz")
+    monkeypatch.setitem(
+        fetch_module.SOURCES, "cifar10", (Archive(nowhere(tmp_path, tarball.name), digest(tarball), "tar"),)
+    )
+    folder = fetch("cifar10", data_root=tmp_path)
+    assert tarball.is_file() and (folder / "test_batch").is_file()
 
 
 def test_hand_placed_files_with_the_right_checksum_are_used(tmp_path, idx_mirror, monkeypatch):
@@ -174,13 +202,16 @@ def test_hand_placed_tarball_is_unpacked(tmp_path, monkeypatch):
     assert load("cifar10", data_root=root).x_train.shape == (10, 3, 32, 32)
 
 
-def test_stale_file_with_the_wrong_checksum_is_downloaded_again(tmp_path, idx_mirror, monkeypatch):
+def test_a_file_with_the_wrong_checksum_is_refused_not_replaced(tmp_path, idx_mirror, monkeypatch):
+    """fetch's own downloads land whole (a temporary file renamed once verified), so a file with the wrong checksum
+    at its place is someone else's: refused in one line and kept, never downloaded over."""
     monkeypatch.setitem(fetch_module.SOURCES, "mnist", tuple(idx_mirror.values()))
     folder = tmp_path / "mnist"
     folder.mkdir()
-    (folder / "train-labels-idx1-ubyte.gz").write_bytes(b"an interrupted download")
-    fetch("mnist", data_root=tmp_path)
-    assert digest(folder / "train-labels-idx1-ubyte.gz") == idx_mirror["train-labels-idx1-ubyte"].checksum
+    (folder / "train-labels-idx1-ubyte.gz").write_bytes(b"mine")
+    with pytest.raises(DataError, match="is there but is not the published file"):
+        fetch("mnist", data_root=tmp_path)
+    assert (folder / "train-labels-idx1-ubyte.gz").read_bytes() == b"mine"
 
 
 # ------------------------------------------------------------------------------------------- errors
@@ -229,7 +260,7 @@ def test_hand_placed_file_with_the_wrong_checksum_is_not_trusted(tmp_path, monke
     (folder / "train-images-idx3-ubyte.gz").write_bytes(b"not the real file")
     url = nowhere(tmp_path, "train-images-idx3-ubyte.gz")
     monkeypatch.setitem(fetch_module.SOURCES, "mnist", (Archive(url, "md5:" + "2" * 32),))
-    with pytest.raises(DataError, match="could not download"):
+    with pytest.raises(DataError, match="is there but is not the published file"):
         fetch("mnist", data_root=tmp_path)
 
 
