@@ -30,7 +30,7 @@ from fl.estimators import delta2
 from fl.run import Experiment
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
-from theory.output import read_object
+from theory.output import append_line_durably, read_object
 
 OUT = "estimates_posthoc.jsonl"
 
@@ -105,8 +105,7 @@ def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int |
             "estimates": estimates,
             "samples": exp.config.train.estimate_samples,
         }
-        with (run / OUT).open("a") as out:
-            out.write(json.dumps(line) + "\n")
+        append_line_durably(run / OUT, json.dumps(line))
         lines.append(line)
     return lines
 

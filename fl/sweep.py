@@ -318,8 +318,8 @@ def sweep(
         rows.append(aggregate(name, summaries))
     headers = list(rows[0])
     write_csv(out / "table.csv", headers, [[row[h] for h in headers] for row in rows])
-    (out / "sweep.json").write_text(
-        json.dumps(to_json({"seeds": seeds, "product": product, "runs": results}), indent=1)
+    write_text_atomically(
+        out / "sweep.json", json.dumps(to_json({"seeds": seeds, "product": product, "runs": results}), indent=1)
     )
     from plots.sweep import plot_sweep
 

@@ -72,11 +72,29 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 def write_csv(path: Path, header: Sequence[str], rows) -> None:
-    """One CSV file: a header row, then the rows."""
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
+    """One CSV file: a header row, then the rows; written whole and fsynced (:func:`replace_durably`)."""
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            writer.writerows(rows)
+
+    replace_durably(path, write)
+
+
+def append_line_durably(path: Path, line: str) -> None:
+    """``line`` appended to the log ``path`` as one line, fsynced before returning. A torn last line (a crash while
+    it was written) is ended first, so it stays one bad line its readers skip and never swallows this one."""
+    with Path(path).open("ab+") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell():
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
+        handle.write(line.rstrip("\n").encode() + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def read_object(path: Path, what: str) -> dict:

@@ -2,7 +2,8 @@
 theory.output.write_text_atomically under it) fsyncs the new file before the rename and the folder after it, a
 leftover temporary file (a link included) is removed, never followed, and a failed writer leaves neither; an fl.run
 run writes config.json, provenance.json, summary.json, checkpoint.pt and the rewritten metrics through that path,
-and fsyncs metrics.jsonl before each checkpoint that continues it."""
+and fsyncs metrics.jsonl before each checkpoint that continues it; a sweep's table.csv and sweep.json and
+fl.remeasure's appended lines are fsynced too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from fl.atomic import write_atomically
 from fl.run import main
 from tests.fl.test_run import base_args
-from theory.output import write_text_atomically
+from theory.output import append_line_durably, write_csv, write_text_atomically
 
 
 @pytest.fixture
@@ -68,3 +69,24 @@ def test_a_run_writes_its_records_through_the_synced_path(cifar_root, tmp_path, 
         assert f"{name}.tmp" in files, f"{name} not written whole and synced: {sorted(files)}"
     assert "metrics.jsonl" in files and str(out) in synced  # the log before each checkpoint; the folder's entries
     assert synced.index(str(out / "metrics.jsonl")) < synced.index(str(out / "checkpoint.pt.tmp"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names a file descriptor through /proc")
+def test_a_table_is_written_whole_and_synced(tmp_path, synced):
+    """fl.sweep's table.csv (theory.output.write_csv) goes through the same path; sweep.json through
+    write_text_atomically."""
+    write_csv(tmp_path / "table.csv", ["a", "b"], [[1, 2]])
+    assert synced == [str(tmp_path / "table.csv.tmp"), str(tmp_path)]
+    assert (tmp_path / "table.csv").read_text().splitlines() == ["a,b", "1,2"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names a file descriptor through /proc")
+def test_a_line_appended_after_a_torn_one_stays_its_own_line(tmp_path, synced):
+    """fl.remeasure's estimates_posthoc.jsonl: each line is fsynced; a torn last line (a crash mid-write) is ended
+    first, so the next line is not swallowed by it."""
+    log = tmp_path / "log.jsonl"
+    append_line_durably(log, '{"round": 1}')
+    log.write_bytes(log.read_bytes() + b'{"round": 2, "tor')
+    append_line_durably(log, '{"round": 3}\n')
+    assert log.read_text().splitlines() == ['{"round": 1}', '{"round": 2, "tor', '{"round": 3}']
+    assert len(synced) == 2
