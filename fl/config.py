@@ -36,10 +36,10 @@ from pathlib import Path
 
 from fl.algorithms import ALGORITHMS, Algorithm
 from fl.batched import BACKENDS
-from fl.data.datasets import canonical_name, check_root
+from fl.data.datasets import ALIASES, LAYOUTS, canonical_name, check_root
 from fl.data.partition import NATURAL, PARTITIONERS, partitioner_params
 from fl.methods import METHODS, Method
-from fl.plugins import is_plugin, resolve, source_hash
+from fl.plugins import entry_point, is_plugin, resolve, source_hash
 from theory.cli import SEED_MAX
 from theory.errors import InputError
 
@@ -458,12 +458,37 @@ def finite(tree, path: str = "") -> None:
         raise InputError(f"config {path}: must be a finite number, got {tree}")
 
 
+def builtin(key: str, name: str) -> bool:
+    """Whether ``name`` is a built-in value of the plug-in key ``key`` (built-ins win over entry points)."""
+    from fl.models import MODELS  # the models' module is heavy; only a config that may name a plug-in needs it
+
+    if key == "data.dataset":
+        return name.lower() in LAYOUTS or name.lower() in ALIASES or name.startswith("npz:")
+    return name in {"method.name": METHODS, "algorithm.name": ALGORITHMS, "model.name": MODELS,
+                    "data.partition": (*PARTITIONERS, NATURAL)}[key]  # fmt: skip
+
+
+def with_entry_points(tree: dict) -> dict:
+    """``tree`` with every plug-in key whose value is the short name an installed package registers
+    (:func:`fl.plugins.entry_point`) replaced by the ``package.module:Name`` it stands for; built-ins win."""
+    tree = dict(tree)
+    for key in PLUGIN_KEYS:
+        section, name = key.split(".")
+        table = tree.get(section)
+        value = table.get(name) if isinstance(table, dict) else None
+        if isinstance(value, str) and not is_plugin(value) and not builtin(key, value):
+            path = entry_point(key, value)
+            if path is not None:
+                tree[section] = {**table, name: path}
+    return tree
+
+
 def from_dict(tree: dict) -> RunConfig:
     """Build and check a RunConfig from a parsed TOML tree (an earlier version's ``[synthetic]`` is read as
-    ``[method]``)."""
+    ``[method]``; a plug-in's short name an installed package registers as an entry point, as its path)."""
     config = RunConfig()
     finite(tree)
-    for section, table in migrate(tree).items():
+    for section, table in with_entry_points(migrate(tree)).items():
         if section in ("algorithm", "method") and not isinstance(table, dict):
             raise InputError(f"config {section}: must be a table")
         if section == "algorithm":
@@ -520,7 +545,8 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
     for text in overrides:
         (section, key), value = parse_override(text)
         tree.setdefault(section, {})[key] = value
-    dropped = resolve_method(migrate(tree).get("method", {}))[1] if isinstance(tree.get("method", {}), dict) else []
+    tree = with_entry_points(migrate(tree))
+    dropped = resolve_method(tree.get("method", {}))[1] if isinstance(tree.get("method", {}), dict) else []
     config = from_dict(tree)
     check_root(config.data.data_root)  # what a user asks for now must exist (a record from elsewhere need not)
     if dropped:

@@ -7,6 +7,11 @@ registry is looked in first, so a built-in name never means a plug-in. :func:`re
 failure one line naming the config key: not importable, no such attribute, not what the key needs (a subclass of
 the base class, a callable), a dataclass field without a default.
 
+An installed package may also register a plug-in under a short name, as a Python entry point in the group
+:data:`GROUPS` names for the key (``[project.entry-points."shufflefl.methods"] noisy = "mypkg.noisy:Noisy"``):
+:func:`entry_point` turns ``method.name = "noisy"`` into the path it stands for when no built-in has that name,
+and the run's config.json records the path, so everything below holds for it unchanged.
+
 A plug-in's code is part of what made a run: :func:`source_hash` is a hash of its module's syntax (every ``.py``
 file of it, docstrings dropped, as :func:`fl.provenance.code_version` hashes ours), which ``provenance.json`` and
 the run's identity keep, so ``--resume`` refuses a run whose plug-in changed. Our own ``code_version`` covers
@@ -20,6 +25,7 @@ import ast
 import dataclasses
 import hashlib
 import importlib
+import importlib.metadata
 import os
 import re
 import sys
@@ -30,12 +36,33 @@ from theory.errors import InputError
 
 PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 RESERVED = ("npz:",)  # data.dataset = "npz:PATH" is a file of arrays, not a plug-in
+GROUPS = {  # config key -> the entry-point group an installed package registers its plug-ins in
+    "method.name": "shufflefl.methods",
+    "algorithm.name": "shufflefl.algorithms",
+    "model.name": "shufflefl.models",
+    "data.partition": "shufflefl.partitions",
+    "data.dataset": "shufflefl.datasets",
+}
 _IMPORTED: dict[str, str] = {}  # module name -> source hash when it was (last) imported here
 
 
 def is_plugin(name: object) -> bool:
     """Whether a config value names a plug-in (``module:Name``) rather than a built-in."""
     return isinstance(name, str) and ":" in name and not name.startswith(RESERVED)
+
+
+def entry_point(key: str, name: object) -> str | None:
+    """The ``package.module:Name`` an installed package registers as ``name`` in ``key``'s entry-point group
+    (:data:`GROUPS`), None where none does; two packages registering one name is a one-line InputError."""
+    if not isinstance(name, str) or not name or ":" in name:
+        return None
+    found = sorted({point.value for point in importlib.metadata.entry_points(group=GROUPS[key], name=name)})
+    if len(found) > 1:
+        packages = ", ".join(found)
+        raise InputError(
+            f"config {key}: {name!r} is registered by several installed packages ({packages}); give a path"
+        )
+    return found[0] if found else None
 
 
 def module_files(module) -> list[Path]:

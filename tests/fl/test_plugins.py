@@ -6,6 +6,7 @@ and every malformed plug-in is one line at config time."""
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 import pytest
@@ -107,6 +108,8 @@ def plugins(tmp_path, monkeypatch):
     folder.mkdir()
     for name, text in (("mymethod", METHOD), ("myalgo", ALGORITHM), ("mine", OTHERS)):
         (folder / f"{name}.py").write_text(textwrap.dedent(text))
+        monkeypatch.delitem(sys.modules, name, raising=False)  # another test's folder's module of that name
+    monkeypatch.setattr(sys, "path", list(sys.path))  # fl.plugins appends the working directory: undone after
     monkeypatch.chdir(folder)
     return folder
 
@@ -187,3 +190,38 @@ def test_a_bad_plugin_is_one_line_at_config_time(plugins, tmp_path, capsys, sett
 def test_a_plugin_that_fails_on_import_is_one_line(plugins, tmp_path, capsys):
     (plugins / "broken.py").write_text("raise RuntimeError('no GPU here\\nsecond line')\n")
     assert_one_line_config_error(["--set", "method.name='broken:X'", "--quiet"], "RuntimeError: no GPU here", capsys)
+
+
+def register(site, package: str, group: str, lines: str) -> None:
+    """An installed distribution ``package`` (its dist-info only, in the folder ``site`` on sys.path) whose
+    entry_points.txt registers ``lines`` in ``group``."""
+    info = site / f"{package}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}\n")
+
+
+def test_an_installed_plugin_by_its_entry_point_name(plugins, tmp_path, monkeypatch, capsys):
+    """A package registering ``noisy = mymethod:Noisy`` in the group shufflefl.methods (and an algorithm in
+    shufflefl.algorithms) is named by the short name; config.json records the path, provenance its hash; a built-in
+    name stays the built-in even where a package registers it too; two packages registering one name is one line."""
+    site = tmp_path / "site"
+    register(site, "shufflefl_noisy", "shufflefl.methods", "noisy = mymethod:Noisy\nfedssyn = mymethod:Noisy")
+    register(site, "shufflefl_damped", "shufflefl.algorithms", "damped = myalgo:Damped")
+    monkeypatch.syspath_prepend(str(site))
+    out = tmp_path / "run"
+    args = ["--set", "data.dataset='mine:stripes'", "--set", "data.clients=3", "--set", "model.name='mine:Tiny'",
+            "--set", "train.rounds=2", "--set", "train.device='cpu'", "--set", "train.workers=1",
+            "--set", "method.name='noisy'", "--set", "method.sigma=0.001", "--set", "algorithm.name='damped'",
+            "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["method"]["name"] == "mymethod:Noisy" and config["algorithm"]["name"] == "myalgo:Damped"
+    entry = json.loads((out / "provenance.json").read_text())
+    assert entry["plugins"]["method.name"]["sha256"] == digest([plugins / "mymethod.py"])
+
+    from fl.config import load_config
+
+    assert load_config(None, ["method.name=fedssyn"]).method["name"] == "fedssyn"  # the built-in wins
+    register(site, "shufflefl_other", "shufflefl.methods", "noisy = myalgo:Damped")
+    assert_one_line_config_error(["--set", "method.name='noisy'", "--quiet"], "several installed packages", capsys)
