@@ -35,7 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from figures.artefacts import used
-from figures.verdict import censored_mark
+from figures.verdict import HELD, censored_mark, direction
 from fl.atomic import locked
 from fl.config import RunConfig, from_dict, load_config
 from fl.run import missing_prepared, read_metrics
@@ -297,9 +297,9 @@ def show(values: Sequence[float | None], digits: int = 3) -> str:
 
 
 def beyond(a: Sequence[float | None], b: Sequence[float | None]) -> bool:
-    """Whether mean(a) exceeds mean(b) by more than the combined seed spread sqrt(sd_a² + sd_b²)."""
-    (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
-    return bool(np.isfinite(ma) and np.isfinite(mb) and ma - mb > np.hypot(sa, sb))
+    """Whether mean(a) exceeds mean(b) by more than the combined seed spread sqrt(sd_a² + sd_b²), two seeds or
+    more on each side: :func:`figures.verdict.direction` says held."""
+    return direction(a, b) == HELD
 
 
 def seeds_text(protocol: Protocol) -> str:

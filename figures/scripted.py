@@ -17,6 +17,7 @@ import numpy as np
 
 from figures.artefacts import used
 from figures.flruns import store
+from figures.verdict import CONTRADICTED, HELD, direction
 from fl.sweep import mean_sd
 
 
@@ -77,5 +78,5 @@ def spread_verdict(gains: Sequence[float], baseline: Sequence[float], method: Se
         return "one seed: no spread to judge by"
     (_, sa), (_, sb) = mean_sd(list(baseline)), mean_sd(list(method))
     mean_gain, spread = float(np.mean(gains)), float(np.hypot(sa, sb))
-    side = "beyond" if abs(mean_gain) > spread else "within"
+    side = "beyond" if direction(method, baseline) in (HELD, CONTRADICTED) else "within"
     return f"{side} the seed spread ({100 * mean_gain:+.2f} points against ±{100 * spread:.2f})"
