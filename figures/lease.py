@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from fl.atomic import write_atomically
 from theory.errors import InputError
 
-# figures.ledger.KEPT (tested equal): a run's records, which come back for every run, finished or not
+# a run's records, which come back for every run, finished or not (figures.ledger_check.KEPT: what the ledger keeps)
 RECORD_FILES = (
     "config.json", "metrics.jsonl", "summary.json", "provenance.json", "init_from.txt", "estimates_posthoc.jsonl",
     "dynafed_synthesis.pt",

@@ -34,16 +34,14 @@ import numpy as np
 
 from figures.artefacts import SCALES
 from figures.flruns import LEDGER_MARK, RUNS, run_key
+from figures.lease import RECORD_FILES
 from figures.report import BEGIN, END, between
 from fl.config import RunConfig, from_dict
 from fl.run import rounds_to_target
 from theory.errors import InputError
 from theory.output import to_json
 
-KEPT = (
-    "config.json", "metrics.jsonl", "summary.json", "provenance.json", "init_from.txt", "estimates_posthoc.jsonl",
-    "dynafed_synthesis.pt",
-)  # fmt: skip
+KEPT = RECORD_FILES  # what a ledger entry keeps of a run: the records a lease brings back of every run
 MAX_FILE, MAX_TOTAL = 2 * 2**20, 50 * 2**20
 SIMS = {"fig2": "fig2", "lemma1": "fig2", "figB2": "figB2"}  # artefact -> the simulator run it reads (sims/<run>)
 ENTRY = "ledger.json"

@@ -95,10 +95,6 @@ def test_a_lease_comes_home_runs_in_the_ledger_sets_in_the_cache_the_rest_resuma
     assert rows(store / "runs" / "cut") == rows(tmp_path / "straight")
 
 
-def test_the_records_of_a_run_are_what_the_ledger_keeps():
-    assert lease.RECORD_FILES == KEPT
-
-
 def test_the_device_comes_from_the_lease_when_the_provenance_names_none(tmp_path):
     (tmp_path / "logs").mkdir()
     assert lease.lease_device(tmp_path) is None
