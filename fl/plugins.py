@@ -21,9 +21,7 @@ is imported again, so a process always runs the code its hash names.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import hashlib
 import importlib
 import importlib.metadata
 import os
@@ -31,7 +29,7 @@ import re
 import sys
 from pathlib import Path
 
-from fl.provenance import without_docstrings
+from fl.provenance import syntax_digest
 from theory.errors import InputError
 
 PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -75,15 +73,8 @@ def module_files(module) -> list[Path]:
 
 
 def digest(files: list[Path]) -> str:
-    """12 hex digits over the syntax of ``files`` (docstrings dropped; comments and formatting do not count)."""
-    hasher = hashlib.sha256()
-    for path in files:
-        hasher.update(path.name.encode())
-        try:
-            hasher.update(ast.dump(without_docstrings(ast.parse(path.read_text(), str(path)))).encode())
-        except SyntaxError:  # the file changed into something that does not parse: hash its text
-            hasher.update(path.read_bytes())
-    return hasher.hexdigest()[:12]
+    """12 hex digits over the syntax of ``files`` (:func:`fl.provenance.syntax_digest`, by file name)."""
+    return syntax_digest((path.name, path) for path in files)
 
 
 def _import(module_name: str, key: str, spec: str):

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -43,16 +44,25 @@ def without_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+def syntax_digest(files: Iterable[tuple[str, Path]]) -> str:
+    """12 hex digits over (name, syntax) of each file (docstrings dropped: comments, docstrings and formatting do
+    not count); a file that does not parse counts by its bytes. Ours (:func:`code_version`) and a plug-in's
+    (:func:`fl.plugins.digest`)."""
+    digest = hashlib.sha256()
+    for name, path in files:
+        digest.update(name.encode())
+        try:
+            digest.update(ast.dump(without_docstrings(ast.parse(path.read_text(), str(path)))).encode())
+        except SyntaxError:
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 @functools.cache
 def code_version() -> str:
     """12 hex digits over the syntax of every module of ``fl`` and ``theory`` (docstrings dropped)."""
-    digest = hashlib.sha256()
-    for package in CODE:
-        for path in sorted((PACKAGE_ROOT / package).rglob("*.py")):
-            tree = without_docstrings(ast.parse(path.read_text(), str(path)))
-            digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
-            digest.update(ast.dump(tree).encode())
-    return digest.hexdigest()[:12]
+    paths = (path for package in CODE for path in sorted((PACKAGE_ROOT / package).rglob("*.py")))
+    return syntax_digest((str(path.relative_to(PACKAGE_ROOT)), path) for path in paths)
 
 
 def git_commit() -> str | None:
