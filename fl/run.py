@@ -546,12 +546,11 @@ def _execute(
     start = time.perf_counter() - (rows[-1]["seconds"] if rows else 0.0)
     communication = rows[-1]["communication"] if rows else 0
     bar = tqdm(total=train.rounds, initial=state.round - 1, desc="rounds", unit="round", disable=quiet or None)
-    sink = None  # live curves (fl.sinks), fed each row once it is written; never changes a number
-    if config.log.tensorboard:
-        sink = TensorBoard(Path(config.log.tensorboard), rows)
+    # live curves (fl.sinks), fed each row once it is written and closed with the log; never changes a number
+    sink = TensorBoard(Path(config.log.tensorboard), rows) if config.log.tensorboard else contextlib.nullcontext()
     noted = False
     try:
-        with metrics_path.open("a") as log:
+        with metrics_path.open("a") as log, sink as sink:
             while state.round <= train.rounds:
                 # Ctrl-C / SIGTERM, or a worker lost, while the round computes or is evaluated: `state` is
                 # untouched, its rows are all written, and it is what the checkpoint keeps. The row is made before
@@ -588,14 +587,10 @@ def _execute(
         with held():
             fsync_path(metrics_path)
             save_checkpoint(checkpoint, state)
-        if sink is not None:
-            sink.close()
         bar.close()
         why = f"{stop}; saved" if isinstance(stop, WorkerLost) else "interrupted"
         raise InputError(f"{why} after round {state.round - 1}; continue with --resume {out}") from None
     bar.close()
-    if sink is not None:
-        sink.close()
     summary = summarise(config, rows, state, exp, time.perf_counter() - start)
     for picture in exp.method.pictures(state.method):
         draw(picture, out)

@@ -71,6 +71,12 @@ class TensorBoard:
     def close(self) -> None:
         self.writer.close()
 
+    def __enter__(self) -> TensorBoard:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def has_events(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob("events.out.tfevents.*"))
@@ -80,5 +86,5 @@ def replay(rows: list[dict], folder: Path) -> None:
     """The rows of a finished run into ``folder`` (a sweep's curves of a run it reuses), unless it holds events."""
     if has_events(folder):
         return
-    sink = TensorBoard(folder, rows)
-    sink.close()
+    with TensorBoard(folder, rows):
+        pass
