@@ -155,6 +155,13 @@ def batch_sums(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, starts, batch:
     return sums
 
 
+@torch.no_grad()
+def correct(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, batch: int = 2000) -> torch.Tensor:
+    """Whether the loaded parameters predict each sample's label (bool, one per sample), in batches of ``batch``."""
+    flat.model.eval()
+    return torch.cat([flat.model(x[s : s + batch]).argmax(1) == y[s : s + batch] for s in range(0, len(y), batch)])
+
+
 def combine_sums(sums: list[tuple[float, int]], n: int) -> tuple[float, float]:
     """Mean cross-entropy and accuracy from per-batch sums, added in batch order (the same floats everywhere)."""
     loss, correct = 0.0, 0
