@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from fl.config import from_dict
 from fl.estimators import delta2
 from fl.run import Experiment
+from fl.torchfiles import load_safely
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
 from theory.output import append_line_durably, read_object
@@ -49,11 +49,8 @@ def saved_models(run: Path) -> dict[int, Path]:
 
 
 def load(path: Path) -> dict:
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise InputError(f"{path}: unreadable ({type(error).__name__}: {error})") from None
-    if not {"round", "x"} <= set(payload):
+    payload = load_safely(path, "checkpoint or snapshot", "move it out of the run folder to measure the others")
+    if not isinstance(payload, dict) or not {"round", "x"} <= set(payload):
         raise InputError(f"{path}: not a checkpoint or snapshot (no round / x)")
     return payload
 

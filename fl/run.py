@@ -46,6 +46,7 @@ from fl.flat import FlatModel
 from fl.methods import Picture, Setup, Split, new_state
 from fl.methods.base import WORK_FOLDER
 from fl.sinks import TensorBoard, require_tensorboard
+from fl.torchfiles import load_safely
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
@@ -266,13 +267,14 @@ def save_checkpoint(path: Path, state: EngineState) -> None:
     write_atomically(path, lambda tmp: torch.save(payload, tmp))
 
 
+CHECKPOINT_KEYS = {"round", "x", "server", "clients", "lr", "extra"}  # what save_checkpoint writes (and "method")
+
+
 def load_checkpoint(path: Path, device: torch.device, client_state: str = "device") -> EngineState:
-    try:
-        payload = torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no checkpoint to resume from") from None
-    except Exception as error:
-        raise InputError(f"{path}: unreadable checkpoint ({type(error).__name__}: {error})") from None
+    payload = load_safely(path, "checkpoint", "start the run over (--overwrite), or point at another", device)
+    missing = CHECKPOINT_KEYS - set(payload) if isinstance(payload, dict) else CHECKPOINT_KEYS
+    if missing:
+        raise InputError(f"{path}: not a checkpoint of fl.run (no {', '.join(sorted(missing))})")
     clients = place_clients(payload["clients"], client_state)
     return EngineState(
         payload["round"], payload["x"], payload["server"], clients, payload["lr"], payload["extra"],

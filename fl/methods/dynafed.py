@@ -61,6 +61,7 @@ from fl.atomic import write_atomically
 from fl.augment import DSA_STRATEGY, dsa, strategy_groups
 from fl.estimators import soft_cross_entropy
 from fl.methods.base import WORK_FOLDER, Method, Picture, ServerRound, require
+from fl.torchfiles import load_safely
 from theory.errors import InputError
 
 DISTANCES = ("cosine", "euclidean")
@@ -550,8 +551,8 @@ class Progress:
         the losses, the seconds so far): (0, [], 0.0) when there is none."""
         if self.path is None or not self.path.exists():
             return 0, [], 0.0
-        saved = torch.load(self.path, map_location=inputs.device, weights_only=True)
-        if saved["key"] != self.key:
+        saved = load_safely(self.path, "saved DynaFed synthesis", "delete it to synthesise anew", inputs.device)
+        if not isinstance(saved, dict) or saved.get("key") != self.key:
             return 0, [], 0.0
         with torch.no_grad():
             for tensor, name in ((inputs, "inputs"), (label_logits, "label_logits"), (lr, "lr")):

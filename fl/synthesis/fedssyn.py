@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import pickle
 import time
 import zipfile
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from tqdm import tqdm
 
 from fl.atomic import locked, write_atomically
 from fl.synthesis.generators.dp import ACCOUNTANTS, DPConfig, compute_epsilon
+from fl.torchfiles import first_reason, load_safely
 from theory.errors import InputError
 
 GENERATORS = ("ddpm", "gan", "vae")
@@ -366,30 +366,16 @@ def sample_generator(
     return images, labels, {**info, "cached": False}
 
 
-def _first_reason(error: BaseException) -> str:
-    """The line of a torch.load error that says what is wrong with the file, without torch's advice around it (to
-    load it with weights_only=False: exactly what a file that fails here must never get)."""
-    lines = [line.strip(" .") for line in str(error).splitlines()]
-    advice = ("weights_only", "weights only", "torch.load", "documentation", "file an issue")
-    kept = [line for line in lines if line and not any(word in line.lower() for word in advice)]
-    return (kept[0].split(". ")[0] if kept else type(error).__name__)[:200]
-
-
 def load_weights(model, path: Path, generator: str, device: str) -> None:
     """Load generator checkpoint ``path`` into ``model`` with ``torch.load(weights_only=True)``; a file that load
     refuses (a crafted pickle, a torn or foreign file) or whose tensors do not fit the model is one line naming it."""
     fix = f"delete {path.parent} to train the generator again"
-    try:
-        state = torch.load(path, weights_only=True, map_location=device)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError) as error:
-        raise InputError(
-            f"{path}: not a generator checkpoint that loads safely ({_first_reason(error)}); {fix}"
-        ) from None
+    state = load_safely(path, "generator checkpoint", fix, device)
     try:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, KeyError, AttributeError) as error:
         raise InputError(
-            f"{path}: its weights do not fit the {generator} of this config ({_first_reason(error)}); {fix}"
+            f"{path}: its weights do not fit the {generator} of this config ({first_reason(error)}); {fix}"
         ) from None
 
 
@@ -401,7 +387,7 @@ def read_set(path: Path, in_shape: tuple[int, ...], n_classes: int, n_tilde: int
         with np.load(path) as saved:  # allow_pickle=False: an object array is refused, never unpickled
             x, y = saved["x"], saved["y"]
     except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
-        why = f"{type(error).__name__}: {_first_reason(error)}"
+        why = f"{type(error).__name__}: {first_reason(error)}"
     else:
         expected = (n_tilde, *in_shape)
         if x.dtype != np.uint8 or x.shape != expected:

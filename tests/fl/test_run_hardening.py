@@ -169,3 +169,39 @@ def fmnist_float32_args():
         "--config", "configs/fmnist_quick.toml", "--set", "train.rounds=3", "--set", "data.subsample=6000",
         "--set", "data.test_subsample=500", "--set", "data.clients=4", "--set", "train.device='cpu'", "--quiet",
     ]  # fmt: skip
+
+
+class Crafted:
+    """A pickle that would run a command on load (it touches ``marker``): what a weights-only load must refuse."""
+
+    def __init__(self, marker) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("content", ["crafted", "garbage", "foreign"])
+def test_a_crafted_or_foreign_checkpoint_is_one_line_without_torchs_advice(stopped, cifar_root, tmp_path, capsys,
+                                                                           content):  # fmt: skip
+    """--resume, --init-from and fl.remeasure on a checkpoint that does not load safely (a pickle that would run
+    code, bytes that are no checkpoint, a torch file of something else): one line naming the file, nothing run,
+    never torch's advice to load it with weights_only=False (fl.torchfiles.load_safely)."""
+    from fl.remeasure import main as remeasure
+
+    checkpoint, marker = stopped / "checkpoint.pt", tmp_path / "ran"
+    if content == "crafted":
+        torch.save({"round": 3, "x": Crafted(marker)}, checkpoint)
+    elif content == "garbage":
+        checkpoint.write_bytes(b"not a checkpoint at all")
+    else:
+        torch.save({"weights": torch.zeros(2)}, checkpoint)
+    for command in (
+        lambda: main(["--resume", str(stopped), "--quiet"]),
+        lambda: main(base_args(cifar_root, tmp_path / "from", "--init-from", str(checkpoint))),
+        lambda: remeasure([str(stopped), "--quiet"]),
+    ):
+        assert command() == 2
+        err = one_line_error(capsys, str(checkpoint))
+        assert "weights_only" not in err and "torch.load" not in err
+    assert not marker.exists()
