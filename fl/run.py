@@ -667,8 +667,13 @@ def run_flags(args) -> list[str]:
     return [flag for flag, value in given.items() if value]
 
 
-def resume_in_place(run: Path, out: Path | None, overwrite: bool) -> None:
-    """``--resume RUN`` continues RUN in RUN: refuse an ``--out`` elsewhere and ``--overwrite`` (fl.run, fl.flower)."""
+def resume_in_place(run: Path | None, out: Path | None, overwrite: bool, accept_code_change: bool) -> None:
+    """``--resume RUN`` continues RUN in RUN: refuse an ``--out`` elsewhere and ``--overwrite``, and
+    ``--accept-code-change`` without ``--resume`` (fl.run, fl.flower)."""
+    if run is None:
+        if accept_code_change:
+            raise InputError("--accept-code-change continues a run that other code started: it goes with --resume")
+        return
     if out is not None and out.resolve() != run.resolve():
         raise InputError(f"--resume continues the run in its own folder {run}; drop --out {out}")
     if overwrite:
@@ -691,10 +696,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides += [f"log.tensorboard={json.dumps(str(args.tensorboard))}"] if args.tensorboard else []
     if args.init_from and args.resume:
         raise InputError("--init-from starts a new run; --resume continues one: use one of them")
+    resume_in_place(args.resume, args.out, args.overwrite, args.accept_code_change)
     if args.resume:
         if args.config or args.set:
             raise InputError("--resume takes the run's own config; drop --config/--set")
-        resume_in_place(args.resume, args.out, args.overwrite)
         out = args.resume
         if not (out / "config.json").is_file():
             raise InputError(f"{out}: not a run directory (no config.json)")

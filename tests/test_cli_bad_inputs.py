@@ -362,6 +362,8 @@ CASES += [
     ("fl.run", ["--compare", "{tmp}/run", "{tmp}/run", "--resume", "{tmp}/run"], FL_RUN_OUTPUT),
     ("fl.flower", ["--resume", "{tmp}/run", "--out", "{tmp}/other"], FL_RUN_OUTPUT),
     ("fl.flower", ["--resume", "{tmp}/run", "--overwrite"], FL_RUN_OUTPUT),
+    ("fl.run", [*Q, "--accept-code-change", "--out", "{tmp}/run"], None),  # it only goes with --resume
+    ("fl.flower", [*Q, "--accept-code-change", "--out", "{tmp}/run"], None),
     # 7: a traceback while drawing the samples picture
     ("fl.run", [*Q, "--set", "method.name='fedssyn'", "--set", "method.n_tilde=0", "--out", "{tmp}/run"], None),
     # 8: results that would mean nothing: overflow, p without effect, a tau the epoch solver ignores

@@ -127,10 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from fl.flower.app import check_supported
 
+    resume_in_place(args.resume, args.out, args.overwrite, args.accept_code_change)
     if args.resume:
         if args.config or args.set:
             raise InputError("--resume takes the run's own config; drop --config/--set")
-        resume_in_place(args.resume, args.out, args.overwrite)
         out = args.resume
         config = read_run_config(out)  # read again under the lock; here only to check it before anything runs
     else:
