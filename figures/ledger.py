@@ -44,12 +44,12 @@ from figures.catalogue import ARTEFACTS, RERUN
 from figures.claims import ROWS, claims_table
 from figures.flruns import LEDGER_MARK, RUNS, STORE, run_key
 from figures.ledger_check import ENTRY, KEPT, MAX_FILE, MAX_TOTAL, SIMS, disagreements, json_rows, verify
-from figures.report import BEGIN, CLAIMS_BEGIN, CLAIMS_END, END, between, section, write_sections
+from figures.report import BEGIN, CLAIMS_BEGIN, CLAIMS_END, END, between, own_report, section, write_sections
 from fl.config import from_dict
 from fl.run import read_metrics
 from theory.cli import ArgumentParser, format_table
 from theory.errors import InputError
-from theory.output import read_object
+from theory.output import fsync_path, read_object, write_text_atomically
 
 DEFAULT = Path("results/ledger")
 REPORT = Path("results/REPORT.md")
@@ -206,11 +206,13 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
     staging.mkdir(parents=True)
     for f in files:
         shutil.copy2(f, staging / f.name)
-    (staging / ENTRY).write_text(json.dumps(record, indent=2) + "\n")
+        fsync_path(staging / f.name)
+    write_text_atomically(staging / ENTRY, json.dumps(record, indent=2) + "\n")  # fsyncs staging too
     old = dest.with_name(dest.name + ".replaced")
     if dest.exists():
         dest.rename(old)
     staging.rename(dest)
+    fsync_path(dest.parent, folder=True)  # the entry's name is on disk before the old one goes
     shutil.rmtree(old, ignore_errors=True)
     return f"{run}: added as {dest}"
 
@@ -415,6 +417,8 @@ def check_main(argv: Sequence[str], write: bool = False) -> int:
     if write and args.names:
         raise InputError("report rewrites every artefact's block; give no names")
     is_ledger(args.ledger)
+    if write:
+        own_report(args.report)  # before anything is built: a user's own file is never appended to
     if write and not entries(args.ledger):  # a report rebuilt from nothing would lose every block, silently
         raise InputError(f"{args.ledger}: the ledger holds no entries; {args.report} left as it was")
     start = time.perf_counter()

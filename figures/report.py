@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from figures.artefacts import ROOT, Artefact
+from theory.errors import InputError
+from theory.output import write_text_atomically
 
 BEGIN = "<!-- python -m figures: generated section, do not edit by hand -->"
 END = "<!-- end of the generated section -->"
@@ -82,7 +84,26 @@ def replace(text: str, begin: str, end: str, new: str) -> str:
     return text.replace(old, new) if old is not None else f"{text.rstrip()}\n\n{new}\n"
 
 
+def own_report(path: Path) -> None:
+    """Refuse (one line) a ``--report`` file that exists and holds none of the generated sections: a file this tool
+    did not write, which rewriting would append to."""
+    if not path.exists():
+        return
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: unreadable as a report ({type(error).__name__})") from None
+    if between(text, CLAIMS_BEGIN, CLAIMS_END) is None and between(text, BEGIN, END) is None:
+        raise InputError(
+            f"{path} holds no generated section of python -m figures (not a report it wrote): left as it is; "
+            "give --report a new file or the report"
+        )
+
+
 def write_sections(path: Path, claims: str, artefacts: str) -> None:
+    """The generated sections of the report ``path`` replaced (a new file: made); a file that holds none of them is
+    not a report this tool writes, and is refused untouched (one line). Written whole and fsynced."""
+    own_report(path)
     text = path.read_text() if path.exists() else "# Measured results\n"
     text = replace(replace(text, CLAIMS_BEGIN, CLAIMS_END, claims), BEGIN, END, artefacts)
-    path.write_text(text)
+    write_text_atomically(path, text)

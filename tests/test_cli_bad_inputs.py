@@ -321,6 +321,8 @@ DATA_AND_FILES_CASES = [
     ("fl.synthesis", ["pack", "{tmp}/cache", "{tmp}/out", "--max-mib", "nan"], generator_cache),
     ("fl.synthesis", ["pack", "{tmp}/no-such-cache", "{tmp}/out"], None),
     ("figures", ["report", "--ledger", "{tmp}/L", "--report", "{tmp}/REPORT.md"], empty_ledger),
+    ("figures", ["report", "--ledger", str(ROOT / "results" / "ledger"), "--report", "{tmp}/notes.md"],
+     folder({"notes.md": "# my notes\n"})),  # a user's own file, not a report: never appended to
     ("figures", ["report", "--ledger", "{tmp}/no-such", "--report", "{tmp}/REPORT.md"], empty_ledger),
     ("figures", ["report", "--ledger", "{tmp}/notes", "--report", "{tmp}/REPORT.md"], NOTES),
     ("figures", ["check", "--ledger", "{tmp}/no-such"], None),

@@ -13,6 +13,7 @@ import pytest
 import figures.flruns as flruns
 import figures.ledger as ledger
 from figures.__main__ import main
+from figures.report import BEGIN, END
 from fl.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,7 +132,7 @@ def test_the_check_fails_when_one_metrics_row_changes(tmp_path, capsys):
     for run in DYNAFED:
         shutil.copytree(run, copy / "runs" / run.name)
     report = tmp_path / "REPORT.md"
-    report.write_text("# Measured results\n\nHand text.\n")
+    report.write_text(f"# Measured results\n\nHand text.\n\n{BEGIN}\n{END}\n")  # a report: its marker lines
     assert main(["report", "--ledger", str(copy), "--report", str(report)]) == 0
     assert "Hand text." in report.read_text() and "### dynafed-table1 (paper)" in report.read_text()
     assert main(["check", "dynafed-table1", "--ledger", str(copy), "--report", str(report)]) == 0
