@@ -169,6 +169,8 @@ def data_difference(then: dict, now: dict) -> str | None:
     """How the data found now (``now``, :meth:`fl.data.Dataset.record`) differ from those a run recorded at its start
     (``then``), in a few words; None when they are the same (a record without a digest, from an older run: the same
     dataset, sample counts and folder)."""
+    if then.get("sha256") and then["sha256"] == now.get("sha256"):
+        return None  # the same arrays (dtype, shape, contents), however they were stored or named
     if then.get("dataset") != now.get("dataset"):
         return f"dataset {then.get('dataset')} then, {now.get('dataset')} now"
     for split in ("train", "test"):

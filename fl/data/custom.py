@@ -12,10 +12,11 @@ The arrays, checked on load (each failure one line naming the file and the array
   a fixed 10% of the training samples (drawn with seed 0, the same for every run) is the test set;
 - ``n_classes`` (optional): a scalar.
 
-The file is read with ``allow_pickle=False`` (an ``.npz`` cannot run code). The dataset's name is ``npz-`` and
-12 hex digits of the file's sha256 (a plug-in's ``plugin-`` and those of its arrays), so the caches keyed by the
-name never mix two files; the run's ``provenance.json`` records the file (bytes, sha256), the sizes and a digest of
-the arrays (:meth:`fl.data.Dataset.record`), which a resume compares.
+The file is read with ``allow_pickle=False`` (an ``.npz`` cannot run code). The dataset's name is ``npz-`` (a
+plug-in's ``plugin-``) and 12 hex digits of its arrays' digest (:func:`arrays_digest`), so the caches keyed by the
+name never mix two sets of arrays, and the same arrays saved again (compressed, say) are the same data; the
+run's ``provenance.json`` records the file (bytes, sha256), the sizes and a digest of the arrays
+(:meth:`fl.data.Dataset.record`), which a resume compares.
 """
 
 from __future__ import annotations
@@ -49,11 +50,17 @@ def load_custom(name: str) -> Dataset:
     if not isinstance(arrays, dict):
         raise DataError(f"data.dataset {name}: must return a dict of arrays ({', '.join(ARRAYS)})")
     arrays = {k: np.asarray(v) for k, v in arrays.items()}
+    return from_arrays(arrays, f"plugin-{arrays_digest(arrays)}", Path(name.split(":")[0]), name)
+
+
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """12 hex digits over the arrays (name, dtype, shape, contents): what names a dataset of a user's arrays, so
+    that the same arrays saved another way (an .npz compressed or not) are the same dataset."""
     digest = hashlib.sha256()
     for key in sorted(arrays):
         digest.update(key.encode() + str(arrays[key].dtype).encode() + str(arrays[key].shape).encode())
         digest.update(np.ascontiguousarray(arrays[key]).tobytes())
-    return from_arrays(arrays, f"plugin-{digest.hexdigest()[:12]}", Path(name.split(":")[0]), name)
+    return digest.hexdigest()[:12]
 
 
 def load_npz(path: Path) -> Dataset:
@@ -68,7 +75,7 @@ def load_npz(path: Path) -> Dataset:
         raise DataError(f"{path}: not a plain .npz of numeric arrays ({error})") from None
     except (OSError, EOFError) as error:
         raise DataError(f"{path}: not a readable .npz ({type(error).__name__}: {error})") from None
-    dataset = from_arrays(arrays, f"npz-{read['sha256'][:12]}", path.resolve(), str(path))
+    dataset = from_arrays(arrays, f"npz-{arrays_digest(arrays)}", path.resolve(), str(path))
     return replace(dataset, files=((path.name, read["bytes"], read["sha256"]),))
 
 

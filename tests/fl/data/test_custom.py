@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from fl.data import load
+from fl.data.custom import arrays_digest
 from fl.federation import split_clients
 from fl.run import main
 from tests.fl.conftest import assert_one_line_config_error, interrupt_at
+from tests.fl.test_run import same_run
 
 IDS = (30, 10, 20)  # the clients the file names, in no order
 
@@ -50,9 +52,8 @@ def test_an_npz_with_a_natural_split_runs_and_is_recorded(tmp_path):
     path = write(tmp_path / "mine.npz", **data)
     out = tmp_path / "run"
     assert main(args(f"npz:{path}", out)) == 0
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     recorded = json.loads((out / "provenance.json").read_text())["data"]
-    assert recorded["dataset"] == f"npz-{sha}" and recorded["train"] == 120 and recorded["test"] == 30
+    assert recorded["dataset"] == f"npz-{arrays_digest(data)}" and recorded["train"] == 120 and recorded["test"] == 30
     assert recorded["folder"] == str(path.resolve())
     assert recorded["files"] == [{"name": "mine.npz", "bytes": path.stat().st_size, "sha256": sha_full(path)}]
     assert json.loads((out / "summary.json").read_text())["rounds"] == 2
@@ -122,3 +123,16 @@ def test_a_changed_npz_stops_a_resume_in_one_line(tmp_path, monkeypatch, capsys)
     assert main(["--resume", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not those the run started on" in err
+
+
+def test_the_same_arrays_saved_again_resume(tmp_path, monkeypatch):
+    """The same arrays written compressed (another file, the same data): the resume goes on, to the straight run."""
+    path = write(tmp_path / "mine.npz", **arrays())
+    straight, out = tmp_path / "straight", tmp_path / "run"
+    assert main(args(f"npz:{path}", straight)) == 0
+    resume = interrupt_at(monkeypatch, 2)
+    assert main(args(f"npz:{path}", out)) == 2
+    resume()
+    np.savez_compressed(path, **arrays())
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    same_run(straight, out)
