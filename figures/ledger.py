@@ -235,9 +235,11 @@ def describe(entry: Path) -> list[str]:
     try:
         rows = read_metrics(entry / "metrics.jsonl")
         done = "done" if (entry / "summary.json").exists() else "partial"
+        if done == "done":
+            read_object(entry / "summary.json", "summary.json")
         rounds = f"{rows[-1]['round'] if rows else 0} of {train.get('rounds')} ({done})"
-    except (ValueError, KeyError, TypeError):  # a torn or foreign line: the row says so, `figures check` names it
-        rounds = "damaged metrics.jsonl (python -m figures check)"
+    except (ValueError, KeyError, TypeError, InputError):  # torn or foreign: the row says so, `figures check` names it
+        rounds = "damaged metrics.jsonl or summary.json (python -m figures check)"
     provenance = read_object(entry / "provenance.json", "provenance") if (entry / "provenance.json").exists() else {}
     return [name, what, rounds, provenance.get("code_version", "-"), meta.get("git") or "-", meta.get("device") or "-"]
 

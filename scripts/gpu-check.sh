@@ -4,9 +4,11 @@
 # each part, and writes everything into one folder (summary.json, summary.md, a log per part). Sized for 25 minutes
 # of one H100. `--dry` runs the same parts at tiny sizes on whatever device there is (a minute on CPU; the default
 # test suite runs it so the script keeps working).
-#   bash scripts/gpu-check.sh [--dry] [OUT]      (OUT: default results/gpu-check, or results/gpu-check-dry; a folder
-#                                                 that holds files gpu-check did not make is refused)
+#   bash scripts/gpu-check.sh [--dry] [OUT]      (OUT: default results/gpu-check, or results/gpu-check-dry in the
+#                                                 checkout; a relative OUT is the caller's; a folder that holds files
+#                                                 gpu-check did not make is refused)
 set -uo pipefail
+CALLER=$PWD
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$(command -v python || command -v python3)}
 DRY=0
@@ -14,10 +16,10 @@ OUT=
 for arg in "$@"; do  # --dry before or after OUT; any other flag (a misspelt --dry) or a second OUT is refused
   case $arg in
     --dry) DRY=1 ;;
-    -h|--help) sed -n '2,8p' scripts/gpu-check.sh | cut -c3-; exit 0 ;;
+    -h|--help) sed -n '2,9p' scripts/gpu-check.sh | cut -c3-; exit 0 ;;
     -*) echo "scripts/gpu-check.sh: error: unknown option $arg (usage: bash scripts/gpu-check.sh [--dry] [OUT])" >&2; exit 2 ;;
     *) if [ -n "$OUT" ]; then echo "scripts/gpu-check.sh: error: one OUT folder, got $OUT and $arg" >&2; exit 2; fi
-       OUT=$arg ;;
+       case $arg in /*) OUT=$arg ;; *) OUT=$CALLER/$arg ;; esac ;;  # relative to where it was called from
   esac
 done
 OUT=${OUT:-results/gpu-check$([ $DRY = 1 ] && echo -dry)}

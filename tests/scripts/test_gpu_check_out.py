@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def check(out: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def check(out: Path, tmp_path: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     stub = tmp_path / "python"
     stub.write_text(
         "#!/bin/bash\n# every part and the summary end at once; the -c bookkeeping runs for real\n"
@@ -21,7 +21,7 @@ def check(out: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     stub.chmod(0o755)
     env = os.environ | {"PYTHON": str(stub)}
     return subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--dry", str(out)], cwd=ROOT, capture_output=True,
+        ["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--dry", str(out)], cwd=cwd, capture_output=True,
         text=True, timeout=60, env=env,
     )  # fmt: skip
 
@@ -46,3 +46,13 @@ def test_its_own_folder_is_reused(tmp_path):
     assert (out / ".shufflefl-output").read_text() == "gpu-check\n" and "error:" not in first.stderr
     again = check(out, tmp_path)
     assert "not made by gpu-check" not in again.stderr and len((out / "parts.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_relative_out_is_the_callers(tmp_path):
+    """OUT relative to where the script was called from, not to the checkout it moves into."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "mine").write_text("x")
+    done = check(Path("configs"), tmp_path, cwd=tmp_path)
+    assert done.returncode == 2 and f"OUT {tmp_path / 'configs'} is not empty" in done.stderr
+    check(Path("fresh"), tmp_path, cwd=tmp_path)
+    assert (tmp_path / "fresh" / ".shufflefl-output").read_text() == "gpu-check\n"
