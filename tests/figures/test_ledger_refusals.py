@@ -98,14 +98,19 @@ def test_a_folder_of_other_files_never_becomes_a_ledger(finished, tmp_path, caps
     assert code == 2 and "not a run ledger" in err
 
 
-def test_list_names_a_missing_folder_and_a_torn_metrics_file(finished, tmp_path, capsys):
+def test_list_names_a_missing_folder_and_a_torn_metrics_or_summary_file(finished, tmp_path, capsys):
     code, out, err = call(["ledger", "list", "--ledger", tmp_path / "nonexistent"], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and "no such ledger folder" in err
     assert call(["ledger", "add", copy_of(finished, tmp_path), "--ledger", tmp_path / "L"], capsys)[0] == 0
     (entry,) = (tmp_path / "L" / "runs").iterdir()
-    (entry / "metrics.jsonl").write_text((entry / "metrics.jsonl").read_text()[:-40])
+    metrics = (entry / "metrics.jsonl").read_text()
+    (entry / "metrics.jsonl").write_text(metrics[:-40])
     code, out, err = call(["ledger", "list", "--ledger", tmp_path / "L"], capsys)
     assert code == 0 and err == "" and "damaged metrics.jsonl" in out
+    (entry / "metrics.jsonl").write_text(metrics)
+    (entry / "summary.json").write_text((entry / "summary.json").read_text()[:-10])  # a summary cut short
+    code, out, err = call(["ledger", "list", "--ledger", tmp_path / "L"], capsys)
+    assert code == 0 and err == "" and "damaged metrics.jsonl or summary.json" in out
 
 
 def test_report_refuses_a_ledger_with_no_entries(tmp_path, capsys):
