@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import platform
 import resource
 import statistics
@@ -42,8 +43,13 @@ from fl.clients import ClientSet, LocalConfig  # noqa: E402
 from fl.engine import init_state, run_round  # noqa: E402
 from fl.flat import FlatModel  # noqa: E402
 from fl.models import build_model  # noqa: E402
+from fl.run import device_argument  # noqa: E402
+from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 
 SHAPES = {"fedcog-cnn": (1, 28, 28), "convnet3": (1, 28, 28), "vgg11": (3, 32, 32)}
+# what --quick sets, and what each of those options is without it (an option --quick sets is refused beside it)
+QUICK = {"models": ["fedcog-cnn"], "clients": [4, 8], "samples": 12, "batch_size": 4, "repeats": 1}
+FULL = {"models": list(SHAPES), "clients": [10, 100, 1000], "samples": 64, "batch_size": 16, "repeats": 2}
 
 
 def client_set(n_clients: int, samples: int, shape, device, seed: int = 0) -> ClientSet:
@@ -115,33 +121,72 @@ def peak_tflops(device: torch.device, given: float | None) -> float | None:
     return None
 
 
+def model_names(text: str) -> list[str]:
+    """argparse type of --models: names of SHAPES, separated by commas."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in SHAPES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown model {unknown[0]!r}; known models: {', '.join(SHAPES)}")
+    return names
+
+
+def client_counts(text: str) -> list[int]:
+    """argparse type of --clients: whole numbers >= 1 separated by commas."""
+    return [positive_int(value.strip()) for value in text.split(",")]
+
+
+def device_names(text: str) -> list[torch.device]:
+    """argparse type of --devices: auto (cpu, plus cuda when present), or devices separated by commas."""
+    if text == "auto":
+        return [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    return [device_argument(name.strip()) for name in text.split(",")]
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="clients_bench.py", description=__doc__.split("\n")[0])
     add = parser.add_argument
-    add("--models", default="fedcog-cnn,convnet3,vgg11")
-    add("--clients", default="10,100,1000")
-    add("--samples", type=int, default=64, help="mean samples per client (sizes uniform in [n/2, 3n/2])")
-    add("--batch-size", type=int, default=16)
-    add("--repeats", type=int, default=2)
-    add("--devices", default="auto", help="cpu, cuda, or auto (cpu, plus cuda when present)")
-    add("--budget", type=float, default=60.0, help="skip a cell whose sequential round would take longer (s)")
-    add("--chunk", type=int, default=0, help="clients per batched call (0: all)")
-    add("--peak-tflops", type=float, help="the device's peak TFLOP/s for the utilisation column")
-    add("--threads", type=int, help="torch CPU threads")
-    add("--quick", action="store_true", help="tiny sizes, a few seconds")
+    add("--models", type=model_names, help=f"comma-separated, of {', '.join(SHAPES)} (default: all)")
+    add("--clients", type=client_counts, help="comma-separated client counts N (default 10,100,1000)")
+    add("--samples", type=positive_int, help="mean samples per client, sizes uniform in [n/2, 3n/2] (default 64)")
+    add("--batch-size", type=positive_int, help="default 16")
+    add("--repeats", type=positive_int, help="timed rounds per cell (default 2)")
+    add("--devices", type=device_names, default="auto", help="cpu, cuda, or auto (cpu, plus cuda when present)")
+    add("--budget", type=positive_float, default=60.0, help="skip a cell whose sequential round would take longer (s)")
+    add("--chunk", type=non_negative_int, default=0, help="clients per batched call (0: all)")
+    add("--peak-tflops", type=positive_float, help="the device's peak TFLOP/s for the utilisation column")
+    add("--threads", type=positive_int, help="torch CPU threads")
+    add("--quick", action="store_true", help="tiny sizes, a few seconds (sets --models, --clients, --samples, "
+        "--batch-size and --repeats)")  # fmt: skip
     add("--out", type=Path, default=ROOT / "results" / "bench" / "clients.json")
     args = parser.parse_args(argv)
+    given = [name for name in QUICK if getattr(args, name) is not None]
+    if args.quick and given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        parser.error(f"--quick sets {flags} itself; give {flags} or --quick, not both")
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if (problem := output_file_problem(args.out, "clients.json")) is not None:
+        parser.error(problem)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.quick:
-        args.models, args.clients, args.samples, args.batch_size, args.repeats = "fedcog-cnn", "4,8", 12, 4, 1
-    devices = ["cpu", "cuda"] if args.devices == "auto" else args.devices.split(",")
-    devices = [torch.device(d) for d in devices if d != "cuda" or torch.cuda.is_available()]
+    devices = args.devices
     rows = []
     for device in devices:
-        for model_name in args.models.split(","):
+        for model_name in args.models:
             last = None  # (N, sequential seconds) of the last measured cell, for the budget
-            for n in (int(v) for v in args.clients.split(",")):
+            for n in args.clients:
                 row = {"device": str(device), "model": model_name, "clients": n}
                 if last and last[1] * n / last[0] > args.budget:
                     rows.append(row | {"skipped": f"sequential round estimated {last[1] * n / last[0]:.0f} s"})

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fl.flower.loopback import Loopback  # noqa: E402
-from theory.cli import ArgumentParser  # noqa: E402
+from theory.cli import ArgumentParser, make_dir  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 
 
@@ -60,12 +60,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:  # a missing or bad config stops here, before OUT is made (the three ways would each fail on it)
         config = load_config(Path(args.config), args.set)
+        out = make_dir(args.out.resolve())  # (a file there is refused in one line too)
     except InputError as error:
         print(f"flower_bench.py: error: {error}", file=sys.stderr)
         return 2
     args.config = str(Path(args.config).resolve())  # the runs below start in the checkout's root
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
     try:
         return bench(args, config, out)
     except subprocess.CalledProcessError as error:  # the way's own error is on stderr above

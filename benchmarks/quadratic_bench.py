@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import resource
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the repository's
 from sims.quadratic import fedavg  # noqa: E402
 from sims.quadratic.experiment import PRESETS, shuffled_problems  # noqa: E402
 from sims.quadratic.problem import Problem  # noqa: E402
+from theory.cli import ArgumentParser, positive_int  # noqa: E402
 
 
 def spread(values: np.ndarray, count: int) -> np.ndarray:
@@ -96,16 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     config = PRESETS["paper"]
     p_grid = np.asarray(config.p_grid, dtype=np.float64)
     eta_grid = np.asarray(config.etas, dtype=np.float64)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=config.rounds, help=f"rounds R (default {config.rounds})")
-    parser.add_argument("--etas", type=int, default=eta_grid.size, help=f"step sizes E (default {eta_grid.size})")
-    parser.add_argument("--p", type=int, default=p_grid.size, help=f"values of p, P (default {p_grid.size})")
-    parser.add_argument("--chunk", type=int, default=16, help="rounds per vectorised chunk of fedavg.epoch")
-    parser.add_argument("--naive-rounds", type=int, default=20, help="rounds of the timed naive slice (default 20)")
-    parser.add_argument("--no-e2e", action="store_true", help="skip the end-to-end run of python -m sims.quadratic")
+    parser = ArgumentParser(prog="quadratic_bench.py", description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--rounds", type=positive_int, default=config.rounds, help=f"rounds R (default {config.rounds})")
+    add("--etas", type=positive_int, default=eta_grid.size, help=f"step sizes E (default {eta_grid.size})")
+    add("--p", type=positive_int, default=p_grid.size, help=f"values of p, P (default {p_grid.size})")
+    add("--chunk", type=positive_int, default=16, help="rounds per vectorised chunk of fedavg.epoch")
+    add("--naive-rounds", type=positive_int, default=20, help="rounds of the timed naive slice (default 20)")
+    add("--no-e2e", action="store_true", help="skip the end-to-end run of python -m sims.quadratic")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.naive_rounds < 1 or args.chunk < 1:
-        raise SystemExit("--rounds, --naive-rounds and --chunk must be >= 1")
+    for flag, count, grid in (("--etas", args.etas, eta_grid), ("--p", args.p, p_grid)):
+        if count > grid.size:
+            parser.error(f"argument {flag}: the paper's grid has {grid.size} values, got {count}")
 
     p_values, etas = spread(p_grid, args.p), spread(eta_grid, args.etas)
     P, E, R = p_values.size, etas.size, args.rounds

@@ -29,6 +29,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
+from theory.errors import InputError  # noqa: E402
 
 
 def table(out: Path) -> list[dict]:
@@ -36,16 +40,40 @@ def table(out: Path) -> list[dict]:
         return [{k: v for k, v in row.items() if "seconds" not in k} for row in csv.DictReader(handle)]
 
 
+def job_counts(text: str) -> str:
+    """argparse type of --jobs: whole numbers >= 1 separated by commas (kept as given)."""
+    for value in text.split(","):
+        try:
+            positive_int(value)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"expected whole numbers >= 1 separated by commas, got {text!r}") from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="sweep_jobs_bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "fmnist_quick.toml"))
-    parser.add_argument("--jobs", default="1,2", help="--jobs settings to time after the serial baseline, e.g. 1,2")
+    parser.add_argument("--jobs", type=job_counts, default="1,2",
+                        help="--jobs settings to time after the serial baseline, e.g. 1,2")  # fmt: skip
     parser.add_argument("--seeds", default="0,1")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--subsample", type=int, default=12000, help="training images (data.subsample)")
+    parser.add_argument("--rounds", type=positive_int, default=10)
+    parser.add_argument("--subsample", type=non_negative_int, default=12000, help="training images (data.subsample)")
     parser.add_argument("--set", action="append", default=[], help="more overrides of the base config")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "sweep_jobs.json")
     args = parser.parse_args(argv)
+    from fl.config import load_config, parse_override
+    from fl.sweep import parse_seeds
+
+    try:  # what the sweeps below would refuse, refused before the first (the runs start in the checkout's root)
+        parse_seeds(args.seeds)
+        if "train.seed" in [".".join(parse_override(text)[0]) for text in args.set]:
+            raise InputError("the sweeps set train.seed of every run from --seeds; drop --set train.seed")
+        base = [f"train.rounds={args.rounds}", f"data.subsample={args.subsample}", "data.test_subsample=2000"]
+        load_config(ROOT / args.config, [*base, *args.set, "data.p=0.5", "train.workers=1"])
+    except InputError as error:
+        parser.error(str(error))
+    if (problem := output_file_problem(args.out, "sweep_jobs.json")) is not None:
+        parser.error(problem)
     settings = [("serial", 1, ["train.workers=1"])] + [(f"--jobs {j}", int(j), []) for j in args.jobs.split(",")]
     load = os.getloadavg()
     sets = [f"train.rounds={args.rounds}", f"data.subsample={args.subsample}", "data.test_subsample=2000", *args.set]

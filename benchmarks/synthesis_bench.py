@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 from fl.flat import FlatModel  # noqa: E402
 from fl.methods.dynafed import SWITCHES, DynaFed, FastUnroll, MatchingPath, match_loss  # noqa: E402
 from fl.models import build_model  # noqa: E402
+from fl.run import device_argument  # noqa: E402
+from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 
 
@@ -125,45 +127,68 @@ def measure(args: argparse.Namespace, names: list[str], device: torch.device, dt
     return rows
 
 
+# what --quick and --paper set (an option they set is refused beside them), and each option without them
+QUICK = {"width": 4, "size": 16, "per_class": 2, "inner_steps": 3, "iterations": 2, "repeats": 1}
+PAPER = {"width": 128}
+DEFAULTS = {"width": 32, "size": 28, "per_class": 15, "inner_steps": 20, "iterations": 5, "repeats": 2}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--width", type=int, default=32, help="ConvNet-3 channels (DynaFed: 128)")
-    parser.add_argument("--size", type=int, default=28, help="image side (Fashion-MNIST: 28)")
-    parser.add_argument("--per-class", type=int, default=15, help="D_syn images per class (10 classes)")
-    parser.add_argument("--inner-steps", type=int, default=20, help="s', unrolled steps per outer iteration")
-    parser.add_argument("--iterations", type=int, default=5, help="timed outer iterations per repeat")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed outer iterations first (graph capture)")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    parser.add_argument("--paths", help="comma-separated SHUFFLEFL_MATCHING values (default: reference, auto, and "
-                        "unless --quick each switch alone)")  # fmt: skip
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--quick", action="store_true", help="width 4, 16 px, 2 per class, 3 steps, 2 iterations, "
-                        "1 thread")  # fmt: skip
-    parser.add_argument("--paper", action="store_true", help="width 128 (DynaFed's ConvNet-3)")
-    parser.add_argument("--out", type=Path, help="also write the rows as JSON")
+    parser = ArgumentParser(prog="synthesis_bench.py", description=__doc__.split("\n")[0])
+    add = parser.add_argument
+    add("--width", type=positive_int, help="ConvNet-3 channels (default 32; DynaFed: 128)")
+    add("--size", type=positive_int, help="image side (default 28, Fashion-MNIST's)")
+    add("--per-class", type=positive_int, help="D_syn images per class, 10 classes (default 15)")
+    add("--inner-steps", type=positive_int, help="s', unrolled steps per outer iteration (default 20)")
+    add("--iterations", type=positive_int, help="timed outer iterations per repeat (default 5)")
+    add("--warmup", type=non_negative_int, default=1, help="untimed outer iterations first (graph capture)")
+    add("--repeats", type=positive_int, help="default 2")
+    add("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
+    add("--dtype", choices=("float32", "float64"), default="float32")
+    add("--paths", help="comma-separated SHUFFLEFL_MATCHING values (default: reference, auto, and unless --quick "
+        "each switch alone)")  # fmt: skip
+    add("--threads", type=positive_int, help="torch CPU threads (default: torch's choice; 1 with --quick)")
+    add("--quick", action="store_true", help="width 4, 16 px, 2 per class, 3 steps, 2 iterations, 1 repeat, "
+        "1 thread")  # fmt: skip
+    add("--paper", action="store_true", help="width 128 (DynaFed's ConvNet-3)")
+    add("--out", type=Path, help="also write the rows as JSON")
     args = parser.parse_args(argv)
+    if args.quick and args.paper:
+        parser.error("--quick and --paper set the same sizes; give one of them")
+    preset = QUICK if args.quick else PAPER if args.paper else {}
+    given = [name for name in preset if getattr(args, name) is not None]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        parser.error(f"{'--quick' if args.quick else '--paper'} sets {flags} itself; give one or the other, not both")
+    for name, value in (DEFAULTS | preset).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.quick:  # one thread unless told: at this size more only wait on each other (and on a busy machine)
-        args.width, args.size, args.per_class, args.inner_steps, args.iterations, args.repeats = 4, 16, 2, 3, 2, 1
         args.threads = args.threads or 1
-    if args.paper:
-        args.width = 128
+    try:
+        device = device_argument(args.device)
+    except argparse.ArgumentTypeError as error:  # (checked here, not as its type: the JSON keeps what was given)
+        parser.error(f"argument --device: {error}")
+    paths = args.paths.split(",") if args.paths else None
+    try:
+        for name in paths or []:
+            MatchingPath.parse(name)
+    except InputError as error:
+        parser.error(f"argument --paths: {error}")
+    try:
+        build_model("convnet3", (1, args.size, args.size), 10, width=1)  # an image too small for three poolings
+        DynaFed(inner_steps=args.inner_steps, per_class=args.per_class, segment=5)
+    except InputError as error:
+        parser.error(str(error))
+    if args.out is not None and (problem := output_file_problem(args.out, "synthesis.json")) is not None:
+        parser.error(problem)
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if args.device == "auto" else args.device)  # fmt: skip
     dtype = getattr(torch, args.dtype)
     default = ["reference", "auto"]
     if not args.quick:  # each switch alone (on the CPU: the fast path without its instance norm)
         default += [f"fast+{s}" for s in SWITCHES] + ["fast"] if device.type == "cuda" else ["fast"]
-    paths = args.paths.split(",") if args.paths else default
-    try:
-        for name in paths:
-            MatchingPath.parse(name)
-    except InputError as error:
-        print(f"synthesis_bench: error: {error}", file=sys.stderr)
-        return 2
+    paths = paths or default
     device_name = (torch.cuda.get_device_name(device) if device.type == "cuda"
                    else f"CPU, {torch.get_num_threads()} threads")  # fmt: skip
     print(f"DynaFed synthesis on {device_name}, {args.dtype}: ConvNet-3 width {args.width}, {args.per_class * 10} "
@@ -176,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
               f"x{row['speedup']:.2f} against {rows[0]['path']} (process CPU time: x{row['cpu_time_ratio']:.2f})  "
               f"({row['ran']})")  # fmt: skip
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
             json.dumps({"device": device_name, "args": vars(args) | {"out": str(args.out)}, "rows": rows})
         )

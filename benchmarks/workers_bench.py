@@ -12,9 +12,9 @@ markdown table to OUT. Run it on idle cores: another process on them halves what
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,20 +24,40 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # (a "benchmarks" package 
 from flower_bench import measured, timed  # noqa: E402
 
 from fl.workers import available_cores  # noqa: E402
+from theory.cli import ArgumentParser, make_dir  # noqa: E402
+from theory.errors import InputError  # noqa: E402
 
 # one round of configs/paper/dynafed_fmnist_a001.toml; its Dirichlet(0.01) split over 80 clients cannot give every
 # client 10 samples (NIID-Bench scheme), so the timing uses the equal-size Hsu et al. scheme at the same alpha
 DYNAFED = ["train.rounds=1", "train.target_accuracy=0.99", 'data.partition="dirichlet-hsu"']
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/fmnist_quick.toml")
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="workers_bench.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/fmnist_quick.toml", help="relative to the checkout's root")
     parser.add_argument("--out", type=Path, default=Path("results/bench/workers"))
     parser.add_argument("--no-dynafed", action="store_true", help="skip the ConvNet-3 round (~4 min on 2 cores)")
-    args = parser.parse_args()
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    args = parser.parse_args(argv)
+    from fl.config import load_config
+
+    try:  # a missing or bad config stops here, before OUT is made (the runs start in the checkout's root)
+        load_config(ROOT / args.config)
+        out = make_dir(args.out.resolve())
+    except InputError as error:
+        print(f"workers_bench.py: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        return bench(args, out)
+    except subprocess.CalledProcessError as error:  # the run's own error is on stderr above
+        print(
+            f"workers_bench.py: error: {' '.join(map(str, error.cmd[1:4]))} ... exited {error.returncode}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def bench(args, out: Path) -> int:
+    """fl.run with 1 and 2 workers and Flower's simulation on ``args.config`` (and the DynaFed round), into ``out``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     env.pop("SHUFFLEFL_WORKERS", None)
     python = [sys.executable, "-m"]

@@ -11,6 +11,7 @@ loss/accuracy, cumulative communication, estimator values), ``checkpoint.pt`` (w
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -51,6 +52,21 @@ from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, res
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
 from theory.output import fsync_path, read_object, to_json, write_text_atomically
+
+
+def device_argument(text: str) -> torch.device:
+    """argparse type of a device flag (the benchmarks'): auto (CUDA when present), cpu, cuda or cuda:K."""
+    if text == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:K, got {text!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: no CUDA device here (auto uses CUDA only where present)")
+    return device
 
 
 def resolve_device(name: str) -> torch.device:

@@ -3,7 +3,8 @@ and one it wrote before folders had owner files is recognised by its files."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from theory.cli import OWNER, make_dir
@@ -30,3 +31,19 @@ def output_folder(out: Path, tool: str, overwrite: bool, names: Collection[str],
     if not overwrite and out.is_dir() and earlier_output(out, names, summary_keys):
         overwrite = True
     return make_dir(out, "output folder", tool=tool, overwrite=overwrite)
+
+
+@contextlib.contextmanager
+def kept_only_if_written(out: Path) -> Iterator[None]:
+    """Around :func:`output_folder` and the run: a refusal (InputError) raised after the run, e.g. results that came
+    out non-finite, leaves no folder behind where there was none before, as a refusal before any work does. Only
+    the folder this call made is removed, and only while it holds nothing but its owner file."""
+    existed = out.exists()
+    try:
+        yield
+    except InputError:
+        with contextlib.suppress(OSError):
+            if not existed and [entry.name for entry in out.iterdir()] == [OWNER]:
+                (out / OWNER).unlink()
+                out.rmdir()
+        raise

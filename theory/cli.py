@@ -111,6 +111,37 @@ def positive_int(text: str) -> int:
     return value
 
 
+def whole_number(minimum: int):
+    """argparse type: a whole number >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+non_negative_int = whole_number(0)
+
+
+def output_file_problem(path: Path, example: str = "out.json") -> str | None:
+    """Why a file cannot be written at ``path`` once the work is done (None: it can), seen before any work: a
+    folder there, or no writable folder to create it in."""
+    if path.is_dir():
+        return f"--out {path} is a folder; give a file name (e.g. {path / example})"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return f"--out {path}: cannot create a file under {folder}"
+    return None
+
+
 def format_number(value: object) -> str:
     """Numbers in 4 significant digits, booleans as yes/no, everything else as str."""
     if isinstance(value, bool | np.bool_):

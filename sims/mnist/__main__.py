@@ -6,9 +6,10 @@ summary.json; prints the table and the verdict on each claim.
 
 Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
 request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
-(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number, and a run estimated over an hour
-(experiment.seconds_needed) without --yes. A run estimated over a minute says so and shows its progress on stderr
-(--quiet: neither); training that overflows stops with the round it diverged at.
+(experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number, one client or fewer samples per
+client than ζ², σ² and the shuffle need (Config.validate, experiment.samples_needed), and a run estimated over an
+hour (experiment.seconds_needed) without --yes. A run estimated over a minute says so and shows its progress on
+stderr (--quiet: neither); training that overflows stops with the round it diverged at (and leaves no folder).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from sims.mnist.experiment import (
     summarise,
 )
 from sims.mnist.problem import DATASETS, PARTITIONS
-from sims.output import output_folder
+from sims.output import kept_only_if_written, output_folder
 from theory.cli import ArgumentParser, check_memory, finite_float, format_table, guarded, seed_arg
 from theory.output import to_json, write_csv, write_text_atomically
 
@@ -157,9 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_steps(loop_steps(config), "sims.mnist with these sizes")
     estimate = seconds_needed(config)
     check_time(estimate, "sims.mnist with these sizes", args.yes)
-    output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "rows", "claims"))
     start = time.perf_counter()
-    with contextlib.ExitStack() as stack:
+    with kept_only_if_written(args.out), contextlib.ExitStack() as stack:
+        output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "rows", "claims"))
         bars = []
 
         def started() -> None:  # once the data is read: an error on it stays the only line on stderr

@@ -14,6 +14,7 @@ from sims.mnist import fedavg
 from sims.mnist.problem import DATASETS, PARTITIONS, client_indices, evaluate, gradient_moments, load_digits
 from theory import lemma1
 from theory.errors import InputError
+from theory.shuffle import n_exchanged
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,37 @@ class Config:
         for ok, message in checks:
             if not ok:
                 raise InputError(message)
+        if self.n_clients < 2:
+            raise InputError(
+                "one client: zeta2 measures how clients' gradients differ and a shuffle moves samples between "
+                "clients, so neither means anything (every ratio NaN); use --clients 2 or more"
+            )
         if (self.per_class * 10) % self.n_clients:
             raise InputError(f"10 x per_class = {self.per_class * 10} must split equally over {self.n_clients} clients")
+        n, needed = self.per_class * 10 // self.n_clients, samples_needed(self.p_values)
+        if n < needed:
+            raise InputError(
+                f"{self.n_clients} clients leave n = {n} sample{'s' if n > 1 else ''} per client (10 x per_class = "
+                f"{self.per_class * 10} over N = {self.n_clients}); the measurement needs n >= {needed} (sigma2, the "
+                "spread of a client's own gradients, needs 2 samples, and every p > 0 must move round(p*n) >= 1 "
+                f"of them, else its row repeats p = 0): use at most --clients {self.per_class * 10 // needed} (one "
+                f"that divides {self.per_class * 10}), or --per-class {-(-needed * self.n_clients // 10)} or more"
+            )
         return replace(self, p_values=tuple(sorted(set(self.p_values))), epochs=tuple(sorted(set(self.epochs))))
+
+
+def samples_needed(p_values) -> int:
+    """The fewest samples per client n that the measurement needs: 2, since with one sample a client's σ²_i (the
+    spread of its own gradients) is 0 by construction; and for every p > 0 a shuffle that moves round(p·n) >= 1
+    samples (fl.data.shuffle_partition), which needs p·n > 1/2 (half rounds to even, to 0)."""
+    needed = 2
+    for p in p_values:
+        if p > 0:
+            n = math.floor(0.5 / p) + 1
+            while n_exchanged(n, p) == 0:  # guards the float rounding of 0.5 / p
+                n += 1
+            needed = max(needed, n)
+    return needed
 
 
 def quick(config: Config) -> Config:
@@ -244,12 +273,14 @@ def claims(rows: list[dict], config: Config) -> dict:
             out[f"split_E{epochs}_speedup_at_pmax"] = speedups[-1]
     # Only split-by-class: with iid data ζ² is itself finite-sample noise (order σ²/n), which a realised shuffle
     # does not remove (theory.shuffle.expected_realised_zeta2), so its ratio stays near 1 rather than (1-p)².
+    # No claim at all where split-by-class did not run or gave no finite ratio.
     deviations = [
         abs(r["zeta2_ratio"] / r["one_minus_p_squared"] - 1)
         for r in rows
         if r["scheme"] == "split-by-class" and 0 < r["p"] < 1 and np.isfinite(r["zeta2_ratio"])
     ]
-    out["split_zeta2_ratio_max_rel_dev_from_1mp2"] = max(deviations) if deviations else float("nan")
+    if deviations:
+        out["split_zeta2_ratio_max_rel_dev_from_1mp2"] = max(deviations)
     return out
 
 

@@ -6,9 +6,11 @@ p, L_p, measured ζ*² ratio, (1-p)², fitted A_p/A_0, theory ratio (1-p)√(1-p
 Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
 request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
 (experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number; a problem on which p can have no
-effect or whose numbers overflow (Config.check_meaningful), --tau with the epoch solver, and a run estimated over an
+effect or whose numbers overflow (Config.check_meaningful), --tau with the epoch solver, a ζ² whose starting error
+is already below ε or too large for float64 to resolve ε (experiment.check_scale), and a run estimated over an
 hour (experiment.seconds_needed) without --yes. A run estimated over a minute says so and shows its progress on
-stderr (--quiet: neither).
+stderr (--quiet: neither). A run whose results come out non-finite or empty (ε not reached within the rounds, no
+fit of A_p, the same rounds at every p) fails in one line and writes nothing (experiment.check_results).
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from sims.limits import announce, check_steps, check_time, progress_bar
-from sims.output import output_folder
+from sims.output import kept_only_if_written, output_folder
 from sims.quadratic.experiment import (
     AUTHORS_DIAGNOSTICS,
     LOCAL_SOLVERS,
     PRESETS,
     Config,
+    check_results,
+    check_scale,
     config_dict,
     loop_steps,
     memory_needed,
@@ -239,7 +243,7 @@ def table_rows(panels: dict) -> list[list]:
                 panels["A_ratio"][j],
                 interval,
                 panels["theory_ratio"][j],
-                panels["kappa"][j],
+                panels["kappa"][j] if np.isfinite(panels["kappa"][j]) else "-",  # undefined at p = 0 and p = 1
                 float(np.mean(panels["target_rounds"][:, j])),
             ]
         )
@@ -256,21 +260,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(config.p_grid)} x {len(config.etas)} (p, step size) pairs and {config.rounds} rounds",
     )
     check_steps(loop_steps(config), "sims.quadratic with these sizes")
+    check_scale(config)
     seconds = seconds_needed(config)
     check_time(seconds, "sims.quadratic with these sizes", args.yes)
-    output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "p", "A_ratio", "zeta2_star_ratio"))
     timings = {}
-    announce(TOOL, seconds, args.quiet)
-    steps_a = config.rounds_a * len(config.sigma2_levels)
-    steps_b = config.rounds * config.seeds if config.local == "epoch" else config.seeds
-    with progress_bar(steps_a, "panel (a)", seconds, args.quiet, unit="round") as bar:
-        start = time.perf_counter()
-        panel_a = run_panel_a(config, progress=bar.update)
-        timings["panel_a"] = time.perf_counter() - start
-    with progress_bar(steps_b, "panels (b)-(d)", seconds, args.quiet) as bar:
-        start = time.perf_counter()
-        panels = run_panels_bcd(config, progress=bar.update)
-        timings["panels_bcd"] = time.perf_counter() - start
+    with kept_only_if_written(args.out):
+        output_folder(args.out, TOOL, args.overwrite, OUTPUTS, ("config", "p", "A_ratio", "zeta2_star_ratio"))
+        announce(TOOL, seconds, args.quiet)
+        steps_a = config.rounds_a * len(config.sigma2_levels)
+        steps_b = config.rounds * config.seeds if config.local == "epoch" else config.seeds
+        with progress_bar(steps_a, "panel (a)", seconds, args.quiet, unit="round") as bar:
+            start = time.perf_counter()
+            panel_a = run_panel_a(config, progress=bar.update)
+            timings["panel_a"] = time.perf_counter() - start
+        with progress_bar(steps_b, "panels (b)-(d)", seconds, args.quiet) as bar:
+            start = time.perf_counter()
+            panels = run_panels_bcd(config, progress=bar.update)
+            timings["panels_bcd"] = time.perf_counter() - start
+        check_results(config, panels)  # nothing non-finite is printed or written as a result
     rows = table_rows(panels)
     verdict_ = verdict(panels)
     summary = write_outputs(args.out, config, panel_a, panels, rows, verdict_, timings)

@@ -142,6 +142,95 @@ class Config:
 
 MAX_SCALE = 1e200  # zeta2 and sigma2 beyond this overflow float64 (squared norms of N*n*d gradients of size ~N^2 ζ²)
 
+# ||x - x*||² cannot be resolved below this fraction of ||x*||²: a float64 iterate (and x* itself) is exact only to
+# within its machine epsilon 2^-52 relative, so each coordinate of x - x* is lost below 2^-52 |x*_k| and the squared
+# error below (2^-52)² ||x*||² = 2^-104 ||x*||² ≈ 4.9e-32 ||x*||².
+RESOLUTION = float(np.finfo(np.float64).eps) ** 2
+
+
+def start_error(config: Config) -> float:
+    """E||x_0 - x*||² of panels (b)-(d) (x_0 = 0, σ² = 0), from the problem's definition (sims.quadratic.problem).
+
+    x* = Σ_i c̄_i / Σ_i h̄_i with h̄_i = i² and c̄_i = i μ_i (σ² = 0), the same for every p (a shuffle moves samples
+    between clients, not their sums). The c̄_i are independent with E||c̄_i||² = i² d ζ²/(i² d) = ζ² ("code") or
+    i² d ζ²/(i d)² = ζ²/d ("paper"), so E||x*||² = N ζ² / (Σ_i i²)² (divided by d for "paper"), Σ_i i² =
+    N(N+1)(2N+1)/6. It shrinks like ζ²/N⁵: more clients need a larger ζ² for the same start.
+    """
+    N = float(config.n_clients)
+    curvature = N * (N + 1) * (2 * N + 1) / 6
+    scale = 1.0 if config.mean_scale == "code" else float(config.dim)
+    return N * config.zeta2 / scale / curvature**2
+
+
+def check_scale(config: Config) -> None:
+    """Refuse, before any work, a ζ² on a scale where panels (b)-(d) can measure no round count.
+
+    Every error is proportional to ζ² (the problem is the same at any scale relative to ε), and the run starts at
+    E||x_0 - x*||² = :func:`start_error`. If that is at or below the target ε, or below all but one ε of the grid,
+    every p reaches them at round 0 (no rounds to compare, no slope A_p to fit: ζ² = 1e-300 printed NaN). If the
+    smallest ε lies below :data:`RESOLUTION` times it, float64 cannot resolve the error down to ε and no number of
+    rounds reaches it (ζ² = 1e200 printed NaN and inf). Between the two, whether ``rounds`` suffice is known only
+    after the run (rounds grow like √(ζ²/ε), Fig. 2b): :func:`check_results`.
+    """
+    start = start_error(config)
+    if not 0 < start < math.inf:
+        return  # ζ² = 0 and sizes beyond float range are refused elsewhere
+    formula = "N zeta2/(sum_i i^2)^2" + ("" if config.mean_scale == "code" else "/d")
+    grid = sorted(config.eps_grid)
+    needed = max(config.eps_target, grid[1])  # the target and at least two ε of the fit must lie below the start
+    if start <= needed:
+        raise InputError(
+            f"zeta2 = {config.zeta2:g} puts the starting error E||x0 - x*||^2 = {formula} = {start:.3g} "
+            f"(N = {config.n_clients}), not above eps = {needed:.3g}: the target --eps and at least two of --eps-grid "
+            "must lie below the starting error, or every p reaches them at round 0 and there are no rounds to "
+            f"compare; use zeta2 well above {config.zeta2 * needed / start:.3g}, or smaller --eps and --eps-grid"
+        )
+    smallest = min(config.eps_target, grid[0])
+    if smallest < RESOLUTION * start:
+        raise InputError(
+            f"zeta2 = {config.zeta2:g} puts the starting error E||x0 - x*||^2 = {formula} at {start:.3g}, and "
+            f"eps = {smallest:g} is below what float64 resolves of it (2^-104 = {RESOLUTION:.2g} of it: x is exact "
+            "only to 2^-52 of its size), so no number of rounds reaches eps; use zeta2 below "
+            f"{config.zeta2 * smallest / (RESOLUTION * start):.3g} (and far below for few rounds: rounds grow like "
+            "sqrt(zeta2/eps)), or larger --eps and --eps-grid"
+        )
+
+
+def check_results(config: Config, panels: dict) -> None:
+    """Refuse, after the run, results that are not numbers or measure nothing: a p whose target ε is not reached
+    within ``rounds`` (its rounds are inf); counts so few (ζ² barely above ε) that every p takes the same rounds to
+    every ε (every ratio 1, κ = 0); a fitted A_p/A_0 that is not finite (the reference p = 0 has no positive slope
+    A_0, or too few ε of the grid were reached to fit A_p). Rounds to reach ε grow like √(ζ²/ε) (Fig. 2b), so this
+    is ζ² too large for ε and ``rounds``, or too small for the grid."""
+    p = panels["p"]
+    setting = f"zeta2 = {config.zeta2:g}, {config.rounds} rounds"
+    missed = p[np.isinf(panels["target_rounds"]).any(axis=0)]
+    if missed.size:
+        raise InputError(
+            f"eps = {config.eps_target:g} is not reached within {config.rounds} rounds at p = "
+            f"{', '.join(f'{q:g}' for q in missed)} (zeta2 = {config.zeta2:g}; rounds grow like sqrt(zeta2/eps)): "
+            "no rounds to compare; use more --rounds, a larger --eps or a smaller --zeta2"
+        )
+    rounds = panels["rounds"]  # (seeds, P, 1 + K)
+    if p.size > 1 and (rounds == rounds[:, :1]).all():
+        raise InputError(
+            f"every p takes the same rounds to every eps (at most {rounds.max():g}; {setting}): the starting error "
+            f"E||x0 - x*||^2 = {start_error(config):.3g} is so close to eps that the counts are too coarse to show p "
+            "(every ratio would be 1 and kappa 0); use a larger --zeta2, or smaller --eps and --eps-grid"
+        )
+    A0, unfit = panels["A"][0], p[~np.isfinite(panels["A_ratio"])]
+    if A0 > 0 and not unfit.size:
+        return
+    where = (
+        f"p = 0 no positive slope (A_0 = {A0:.3g}; every A_p/A_0 divides by it)"
+        if not A0 > 0
+        else f"no finite slope at p = {', '.join(f'{q:g}' for q in unfit)}"
+    )
+    raise InputError(
+        f"the fit R_p = A_p/sqrt(eps) + B_p over --eps-grid gives {where} ({setting}): the grid's eps are reached at "
+        "round 0 or not within the rounds; use an --eps-grid nearer --eps, more --rounds, or another --zeta2"
+    )
+
 
 PRESETS: dict[str, Config] = {
     "default": Config(),
@@ -264,6 +353,7 @@ def run_panels_bcd(config: Config, progress: Callable[[int], None] | None = None
     with np.errstate(invalid="ignore", divide="ignore"):
         A_ratio = A / A[0]
         A_ratio_boot = A_boot / A_boot[0]
+    A_ratio_boot[~np.isfinite(A_ratio_boot)] = np.nan  # a resample with A_0 = 0 has no ratio (inf would be its CI)
     ci = np.nanpercentile(A_ratio_boot, [2.5, 97.5], axis=-1) if np.isfinite(A_ratio_boot).any() else None
 
     diag = [
