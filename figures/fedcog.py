@@ -22,7 +22,7 @@ import numpy as np
 
 from figures.artefacts import Artefact, Built, Claim
 from figures.flruns import plt, save
-from figures.scripted import accuracy_numbers, plain, points, read_rows, runs_root, spread_verdict
+from figures.scripted import accuracy_numbers, plain, points, read_rows, runs_root, seed_list, spread_verdict
 from figures.verdict import censored_mark, combine, direction, mean_sd, size_word
 from theory.errors import InputError
 
@@ -133,7 +133,7 @@ def gains(numbers: dict) -> dict:
 def gain_text(key: str, gain: dict) -> str:
     part, _, code = key.partition("/")
     return (
-        f"{PARTS[part]}{', the code settings' if code else ''}, seeds {', '.join(map(str, gain['seeds']))} "
+        f"{PARTS[part]}{', the code settings' if code else ''}, {seed_list(gain['seeds'])} "
         f"(FedCOG at round {gain['rounds']}): FedCOG − "
         f"FedAvg {plain([100 * g for g in gain['final']], 2)} points final, "
         f"{plain([100 * g for g in gain['last5']], 2)} on the mean of the last 5, {gain['verdict']} "

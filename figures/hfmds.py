@@ -24,7 +24,16 @@ import numpy as np
 
 from figures.artefacts import Artefact, Built, Claim
 from figures.flruns import plt, save
-from figures.scripted import accuracy_numbers, plain, points, read_rows, runs_root, spread_verdict, window_mean
+from figures.scripted import (
+    accuracy_numbers,
+    plain,
+    points,
+    read_rows,
+    runs_root,
+    seed_list,
+    spread_verdict,
+    window_mean,
+)
 from figures.verdict import combine, direction, mean_sd, size_word
 from theory.errors import InputError
 
@@ -194,7 +203,7 @@ def claim(found_gains: dict) -> Claim:
             parts.append(f"{name}: no paired runs")
             continue
         parts.append(
-            f"{name}, seeds {', '.join(map(str, g['seeds']))} (round {g['rounds']}): FedAvg "
+            f"{name}, {seed_list(g['seeds'])} (round {g['rounds']}): FedAvg "
             f"{points(g['fedavg_last5'])} → HFMDs {points(g['hfmds_last5'])} %, gain {points(g['last5'])} points, "
             f"{g['verdict']}: {g['word']}"
         )

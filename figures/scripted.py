@@ -71,6 +71,11 @@ def points(values: Sequence[float | None], digits: int = 2) -> str:
     return plain([None if v is None else 100 * v for v in values], digits)
 
 
+def seed_list(seeds: Sequence[int]) -> str:
+    """ "seed 0" or "seeds 0, 1, 2"."""
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
 def spread_verdict(gains: Sequence[float], baseline: Sequence[float], method: Sequence[float]) -> str:
     """Whether the mean gain (method − baseline, paired by seed) lies beyond the seed spread: |mean gain| larger
     than sqrt(sd_baseline² + sd_method²) over the seeds; one seed has no spread to judge by."""
