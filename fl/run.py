@@ -53,6 +53,8 @@ from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, st
 from theory.errors import InputError
 from theory.output import fsync_path, read_object, to_json, write_text_atomically
 
+CPU = torch.device("cpu")
+
 
 def device_argument(text: str) -> torch.device:
     """argparse type of a device flag (the benchmarks'): auto (CUDA when present), cpu, cuda or cuda:K."""
@@ -416,11 +418,12 @@ def step_from_here(config: RunConfig, theirs: dict, state: EngineState, checkpoi
     return changes
 
 
-def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[EngineState, list[dict]]:
-    """The state in ``checkpoint`` (of another run, e.g. ``checkpoint_round49.pt``) and that run's metrics rows
-    before it, for a run of ``config`` that continues from there; the method state starts empty when the method
-    differs (unless it declares the other's state its own: DynaFed before its synthesis). Refuses a run whose data,
-    model, algorithm or local training differ from the source's."""
+def check_init_from(
+    config: RunConfig, checkpoint: Path, device: torch.device = CPU, client_state: str = "device"
+) -> tuple[dict, EngineState]:
+    """What ``--init-from checkpoint`` refuses, in one line, before a run folder is made: a source run whose data,
+    model, algorithm or local training differ, a checkpoint that does not load safely, one at or after the last
+    round. (the source's config, the state in the checkpoint)."""
     source = checkpoint.parent
     other = from_dict(read_object(source / "config.json", "config.json of the run --init-from starts from"))
     mine, theirs = config.to_dict(), other.to_dict()
@@ -430,9 +433,20 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     for key in SHARED_TRAIN_KEYS:
         if mine["train"][key] != theirs["train"][key]:
             raise InputError(f"--init-from {checkpoint}: train.{key} differs from the source run's")
-    state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
+    state = load_checkpoint(checkpoint, device, client_state)
     if state.round > config.train.rounds:
         raise InputError(f"--init-from {checkpoint}: it is after round {state.round - 1} >= train.rounds")
+    return theirs, state
+
+
+def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[EngineState, list[dict]]:
+    """The state in ``checkpoint`` (of another run, e.g. ``checkpoint_round49.pt``) and that run's metrics rows
+    before it, for a run of ``config`` that continues from there; the method state starts empty when the method
+    differs (unless it declares the other's state its own: DynaFed before its synthesis). Refuses a run whose data,
+    model, algorithm or local training differ from the source's."""
+    source = checkpoint.parent
+    mine = config.to_dict()
+    theirs, state = check_init_from(config, checkpoint, exp.device, exp.local.client_state)
     changes = step_from_here(config, theirs, state, checkpoint)
     if changes:
         said = ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b) in changes.items())
@@ -724,6 +738,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.log.tensorboard:
             require_tensorboard()  # before anything is written: one line naming the extra
         out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
+        if args.init_from:
+            check_init_from(config, args.init_from)  # refused before the folder is made
         new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
     # one process per run folder: a second start or resume stops
     with locked(out / RUN_LOCK, busy=f"run directory {out}"):

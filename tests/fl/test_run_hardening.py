@@ -205,3 +205,4 @@ def test_a_crafted_or_foreign_checkpoint_is_one_line_without_torchs_advice(stopp
         err = one_line_error(capsys, str(checkpoint))
         assert "weights_only" not in err and "torch.load" not in err
     assert not marker.exists()
+    assert not (tmp_path / "from").exists()  # --init-from is checked before its run folder is made
