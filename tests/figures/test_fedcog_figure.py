@@ -55,7 +55,7 @@ def test_table_gain_and_verdict(tmp_path, store):
     code = built.numbers["gains"]["niid1/code"]  # FedCOG at the code's settings, paired with its own FedAvg run
     assert code["seeds"] == [0] and code["last5"] == pytest.approx([0.03]) and code["verdict"].startswith("one seed")
     assert rows["NIID-1 (Dir 0.1)", "fedcog, code settings (crop + flip)"][4] == "63.00"
-    assert "NIID-1 (Dir 0.1), the code settings, seeds 0" in built.claim.text
+    assert "NIID-1 (Dir 0.1), the code settings, seed 0" in built.claim.text
     assert not built.claim.held  # one seed at the code's settings: no verdict there
     assert "NIID-2 (2 labels)" not in built.claim.text
     assert (tmp_path / "figs" / "fedcog-table1" / "paper" / "fedcog_table1.png").stat().st_size > 0
