@@ -100,17 +100,6 @@ def guarded(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
     return decorate
 
 
-def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1 (a count of runs, clients, repeats or threads)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
 def whole_number(minimum: int):
     """argparse type: a whole number >= ``minimum``."""
 
@@ -126,6 +115,7 @@ def whole_number(minimum: int):
     return parse
 
 
+positive_int = whole_number(1)  # a count of runs, clients, repeats or threads
 non_negative_int = whole_number(0)
 
 
