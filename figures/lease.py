@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import posixpath
 import re
 import shutil
 import tarfile
@@ -212,10 +213,11 @@ def extract_state(path: Path, store: Path) -> list[str]:
     lines = []
     for run, run_files in runs.items():
         origin = run_files.get("init_from.txt")
-        if origin is not None and lease.get("store"):
-            text = origin.decode().strip()
-            if text.startswith(lease["store"].rstrip("/") + "/"):
-                run_files["init_from.txt"] = (str(store) + text[len(lease["store"].rstrip("/")) :]).encode()
+        if origin is not None and isinstance(lease.get("store"), str) and lease["store"]:
+            text = origin.decode(errors="replace").strip()
+            device_store = lease["store"].rstrip("/") + "/"
+            if text.startswith(device_store):  # relative to the run folder, as fl.run writes it now
+                run_files["init_from.txt"] = posixpath.relpath(text[len(device_store) :], run).encode()
         lines.append(place_run(store / run, run_files))
     return lines
 

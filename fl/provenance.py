@@ -21,6 +21,7 @@ import ast
 import functools
 import hashlib
 import json
+import re
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,25 +45,76 @@ def without_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def syntax_digest(files: Iterable[tuple[str, Path]]) -> str:
-    """12 hex digits over (name, syntax) of each file (docstrings dropped: comments, docstrings and formatting do
-    not count); a file that does not parse counts by its bytes. Ours (:func:`code_version`) and a plug-in's
-    (:func:`fl.plugins.digest`)."""
+def canonical(node: object) -> str:
+    """The syntax tree ``node`` as text that every supported Python (3.10-3.13) writes alike for the same source:
+    each node's class and its fields by name, leaving out the empty ones (None, []) that one version adds and
+    another omits (``type_params`` from 3.12, ``ast.dump``'s ``show_empty`` from 3.13)."""
+    if isinstance(node, ast.AST):
+        fields = ((name, getattr(node, name, None)) for name in node._fields)
+        kept = ",".join(f"{name}={canonical(value)}" for name, value in fields if value not in (None, []))
+        return f"{type(node).__name__}({kept})"
+    if isinstance(node, list):
+        return "[" + ",".join(canonical(item) for item in node) + "]"
+    return repr(node)
+
+
+def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
+    """12 hex digits over (name, syntax) of each file's source (docstrings dropped: comments, docstrings and
+    formatting do not count; the same under every supported Python); a file that does not parse counts by its
+    bytes."""
     digest = hashlib.sha256()
-    for name, path in files:
+    for name, source in files:
         digest.update(name.encode())
         try:
-            digest.update(ast.dump(without_docstrings(ast.parse(path.read_text(), str(path)))).encode())
-        except SyntaxError:
-            digest.update(path.read_bytes())
+            digest.update(canonical(without_docstrings(ast.parse(source, name))).encode())
+        except (SyntaxError, ValueError):  # ValueError: null bytes in the source
+            digest.update(source)
     return digest.hexdigest()[:12]
+
+
+def syntax_digest(files: Iterable[tuple[str, Path]]) -> str:
+    """:func:`source_digest` of files on disk: ours (:func:`code_version`) and a plug-in's
+    (:func:`fl.plugins.digest`)."""
+    return source_digest((name, path.read_bytes()) for name, path in files)
+
+
+def code_files(names: Iterable[str]) -> list[str]:
+    """The names (relative to the package root, ``/``-separated) of the modules :func:`code_version` hashes, in
+    the order it hashes them."""
+    return sorted((n for n in names if n.endswith(".py") and n.split("/")[0] in CODE), key=Path)
 
 
 @functools.cache
 def code_version() -> str:
     """12 hex digits over the syntax of every module of ``fl`` and ``theory`` (docstrings dropped)."""
-    paths = (path for package in CODE for path in sorted((PACKAGE_ROOT / package).rglob("*.py")))
-    return syntax_digest((str(path.relative_to(PACKAGE_ROOT)), path) for path in paths)
+    names = code_files(str(p.relative_to(PACKAGE_ROOT).as_posix()) for c in CODE for p in (PACKAGE_ROOT / c).rglob("*"))
+    return syntax_digest((name, PACKAGE_ROOT / name) for name in names)
+
+
+def commit_code_version(commit: str) -> str | None:
+    """:func:`code_version` of the source at git ``commit`` of this checkout, hashed by this Python; None where the
+    commit or git is not here. A run recorded under another Python (whose old hash differed for the same source)
+    is the same code when this equals :func:`code_version`."""
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{4,40}", commit):
+        return None
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(PACKAGE_ROOT), "ls-tree", "-r", "--name-only", commit, "--", *CODE],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        if listed.returncode != 0:
+            return None
+        sources = []
+        for name in code_files(listed.stdout.splitlines()):
+            shown = subprocess.run(
+                ["git", "-C", str(PACKAGE_ROOT), "show", f"{commit}:{name}"], capture_output=True, timeout=30
+            )
+            if shown.returncode != 0:
+                return None
+            sources.append((name, shown.stdout))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return source_digest(sources)
 
 
 def git_commit() -> str | None:
@@ -107,10 +159,21 @@ def digest(out: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
-def check_resume(out: Path, synthetic: str | None, at_round: int, accept_code_change: bool) -> str | None:
+def last_device(entry: dict) -> str | None:
+    """The device the latest rounds of a run ran on: the last one its changes record, else the one it started on."""
+    moved = [c["device"] for c in entry.get("changes") or [] if isinstance(c, dict) and c.get("device")]
+    return moved[-1] if moved else entry.get("device")
+
+
+def check_resume(
+    out: Path, synthetic: str | None, at_round: int, accept_code_change: bool, where: dict | None = None
+) -> str | None:
     """Before resuming ``out`` at ``at_round``: an InputError (one line) when its synthetic sets differ from those
     it started with, or when the code differs and the change is not accepted; a note (one line) for a folder that
-    predates ``provenance.json`` or an accepted change, which is recorded."""
+    predates ``provenance.json`` or an accepted change, which is recorded. The same source hashed by another
+    Python is the same code (its git commit's source, hashed here, is this checkout's: :func:`commit_code_version`).
+    ``where`` (:func:`fl.run.where_it_ran`): a resume on another device records it, with torch and the core count,
+    for the rounds from ``at_round`` on."""
     path = out / "provenance.json"
     if not path.exists():
         record(out, synthetic)
@@ -123,18 +186,29 @@ def check_resume(out: Path, synthetic: str | None, at_round: int, accept_code_ch
             f"{out}: the synthetic sets differ from those the run started with ({entry.get('synthetic_sha256')} "
             f"vs {synthetic}); point method.cache_dir at the generators it used, or start the run over"
         )
-    changes = entry.get("changes") or []
-    current = changes[-1].get("code_version") if changes else entry.get("code_version")
-    if current == code_version():
-        return None
+    changes = [c for c in entry.get("changes") or [] if isinstance(c, dict)]
+    versions = [c["code_version"] for c in changes if c.get("code_version")]
+    current = versions[-1] if versions else entry.get("code_version")
+    commits = [c["git"] for c in changes if c.get("git")]
+    moved = None
+    if where and where.get("device") and where["device"] != last_device(entry):
+        moved = {k: where.get(k) for k in ("device", "torch", "cpu_count", "trainer_threads")}
+    if current == code_version() or commit_code_version((commits or [entry.get("git")])[-1]) == code_version():
+        if current != code_version():  # the same source, hashed by another Python: this hash from here on
+            changes.append({"round": at_round, "code_version": code_version(), "git": git_commit(), "same_source": True})
+        if moved:
+            changes.append({"round": at_round, **moved})
+        if len(changes) != len(entry.get("changes") or []):
+            write(path, entry | {"changes": changes})
+        return f"{out}: rounds from {at_round} on run on {moved['device']}; recorded" if moved else None
     if not accept_code_change:
         raise InputError(
             f"{out}: rounds before {at_round} were computed by code version {current}, this checkout is "
             f"{code_version()} (git {git_commit()}); resuming would mix the two: start it over, or resume with "
             "--accept-code-change to continue and record the change"
         )
-    entry["changes"] = [*changes, {"round": at_round, "code_version": code_version(), "git": git_commit()}]
-    write(path, entry)
+    change = {"round": at_round, "code_version": code_version(), "git": git_commit()} | (moved or {})
+    write(path, entry | {"changes": [*changes, change]})
     return f"{out}: continuing from round {at_round} with code version {code_version()} (was {current}); recorded"
 
 

@@ -529,6 +529,27 @@ def execute(
             WORK_FOLDER.reset(token)
 
 
+def relative_origin(checkpoint: Path, out: Path) -> str:
+    """What ``init_from.txt`` keeps of the checkpoint a run started from: its path relative to the run folder
+    (``../OTHER/checkpoint_round19.pt``), so that a store moved or brought home from a lease still points right."""
+    return Path(os.path.relpath(Path(checkpoint).resolve(), Path(out).resolve())).as_posix()
+
+
+def read_origin(out: Path) -> Path | None:
+    """The checkpoint ``out/init_from.txt`` names (relative to ``out``, or absolute as older runs wrote it); None
+    without one. A file that is not a path is one line."""
+    origin = out / "init_from.txt"
+    if not origin.is_file():
+        return None
+    try:
+        text = origin.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if not text or "\0" in text or "\n" in text:
+        raise InputError(f"{origin}: not the path of a checkpoint; remove it to start the run from round 1")
+    return out / text
+
+
 def _execute(
     config: RunConfig, out: Path, resume: bool, quiet: bool, start_from: Path | None, exp: Experiment,
     accept_code_change: bool,
@@ -542,11 +563,11 @@ def _execute(
     checkpoint, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
     origin = out / "init_from.txt"  # the checkpoint a run started from (--init-from), for a restart
     if resume and not checkpoint.exists():  # stopped before its first checkpoint (e.g. killed): start it over
-        start_from = Path(origin.read_text().strip()) if origin.exists() else None
+        start_from = read_origin(out)
         print(f"{out}: no checkpoint yet; starting again from {start_from or 'round 1'} with its config")
         resume = False
     elif start_from is not None:
-        write_text_atomically(origin, str(start_from))
+        write_text_atomically(origin, relative_origin(start_from, out))
     synthetic = provenance.synthetic_hash(exp.synthetic)
     if not resume:
         provenance.record(out, synthetic, where_it_ran(exp) | {"plugins": config.plugins()})
@@ -564,7 +585,7 @@ def _execute(
                 f"{out / 'config.json'} differs from the config its checkpoint was trained with (edited?); restore "
                 "it, or start a new run with the new config"
             )
-        note = provenance.check_resume(out, synthetic, state.round, accept_code_change)
+        note = provenance.check_resume(out, synthetic, state.round, accept_code_change, where_it_ran(exp))
         if note:
             print(note, file=sys.stderr)
         rows = resumable_rows(metrics_path, state.round)
