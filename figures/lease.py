@@ -24,6 +24,7 @@ The records stay in ``STORE/leases/lease-DATE-TIME/`` (the ledger entries' sourc
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -33,11 +34,13 @@ import shutil
 import tarfile
 import tempfile
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from fl.atomic import write_atomically
 from theory.errors import InputError
+from theory.output import read_object
 
 # a run's records, which come back for every run, finished or not (figures.ledger_check.KEPT: what the ledger keeps)
 RECORD_FILES = (
@@ -122,32 +125,96 @@ def lease_files(paths: Sequence[Path]) -> dict[str, list[Path]]:
     return kinds
 
 
-def read_archive(path: Path) -> dict[str, bytes]:
-    """Every regular file of a tar (compressed or not) by its name; InputError for an unreadable archive or a name
-    that would leave the folder it is unpacked into."""
+# What one lease archive may hold (a state archive is under 16 MiB; records of every run a few MiB): a member over
+# MAX_MEMBER, more than MAX_MEMBERS, a name longer than MAX_NAME or more than MAX_TOTAL together is not a lease's.
+MAX_MEMBER, MAX_MEMBERS, MAX_NAME, MAX_TOTAL = 64 * MiB, 10_000, 512, 256 * MiB
+
+
+def read_archive(
+    path: Path, max_member: int = MAX_MEMBER, max_members: int = MAX_MEMBERS, max_total: int = MAX_TOTAL
+) -> dict[str, bytes]:
+    """Every regular file of a tar (compressed or not) by its name, read header by header: at most ``max_members``
+    members, each at most ``max_member`` bytes and all at most ``max_total``, checked from the headers before a
+    byte is read (a small archive that says it expands to 1 GiB is refused, never unpacked). InputError (one line)
+    for an unreadable archive, a name that would leave the folder it is unpacked into, or one past the caps."""
+    files: dict[str, bytes] = {}
+    total = count = 0
     try:
-        with tarfile.open(path) as archive:
-            files = {}
-            for member in archive.getmembers():
+        with tarfile.open(path, mode="r:*") as archive:
+            for member in archive:  # streaming: never archive.getmembers() of an unbounded archive
+                count += 1
+                if count > max_members:
+                    raise InputError(f"{path}: more than {max_members} members; not a lease archive")
+                if len(member.name) > MAX_NAME:
+                    raise InputError(f"{path}: a member name of {len(member.name)} characters; not a lease archive")
                 if not member.isfile():
                     continue
                 name = PurePosixPath(member.name)
-                if name.is_absolute() or ".." in name.parts:
-                    raise InputError(f"{path}: {member.name} would leave the folder it is unpacked into")
-                files[str(name)] = archive.extractfile(member).read()
+                if name.is_absolute() or ".." in name.parts or not name.parts:
+                    raise InputError(f"{path}: {member.name!r} would leave the folder it is unpacked into")
+                total += member.size
+                if member.size > max_member or total > max_total:
+                    raise InputError(
+                        f"{path}: {member.name!r} would take {member.size} bytes ({total} in all), over the cap of "
+                        f"{max_member} a member and {max_total} an archive"
+                    )
+                data = archive.extractfile(member).read(member.size + 1)
+                if len(data) != member.size:
+                    raise InputError(f"{path}: {member.name!r} is cut short or longer than its header says")
+                files[str(name)] = data
             return files
-    except (tarfile.TarError, OSError, EOFError) as error:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
         raise InputError(f"{path}: not a readable archive ({error})") from None
 
 
+def json_member(files: dict[str, bytes], name: str, source: Path, kind: type = dict):
+    """Member ``name`` of an archive read from ``source`` as JSON of type ``kind``; None where it is absent;
+    InputError (one line naming the file) where it does not parse or is of another type."""
+    if name not in files:
+        return None
+    try:
+        value = json.loads(files[name].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise InputError(f"{source}: its {name} is not JSON (cut short or damaged)") from None
+    if not isinstance(value, kind):
+        raise InputError(f"{source}: its {name} is a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
+def text_member(data: bytes, what: str) -> str:
+    """A one-line text member (``init_from.txt``, ``logs/device.txt``): UTF-8 without control characters; InputError
+    naming ``what`` otherwise."""
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise InputError(f"{what}: not text") from None
+    if any(ord(c) < 32 and c not in "\n\t" for c in text):
+        raise InputError(f"{what}: holds control characters; not a path or a device name")
+    return text
+
+
+def refuse_links(path: Path, top: Path) -> None:
+    """InputError (one line) when ``path`` or a folder between ``top`` and it is a symbolic link: nothing the intake
+    writes goes through a link planted in the store."""
+    for folder in [*reversed(path.relative_to(top).parents), path.relative_to(top)]:
+        if (top / folder).is_symlink():
+            raise InputError(f"{top / folder}: a symbolic link; the intake never writes through one")
+
+
+def write_new(target: Path, data: bytes) -> None:
+    """``data`` into a new file ``target`` (never through a link, never over a file: O_EXCL | O_NOFOLLOW)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
 def extract(path: Path, into: Path) -> list[Path]:
-    """Unpack the regular files of ``path`` into ``into``; the files written."""
+    """Unpack the regular files of ``path`` into the new or empty folder ``into``; the files written."""
     written = []
     for name, data in read_archive(path).items():
-        target = into / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        written.append(target)
+        write_new(into / name, data)
+        written.append(into / name)
     return written
 
 
@@ -157,24 +224,43 @@ def metric_rows(metrics: bytes) -> list[dict]:
     for line in metrics.decode(errors="replace").splitlines():
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue  # a torn last line
         found.append({k: v for k, v in row.items() if not k.startswith("seconds")} if isinstance(row, dict) else row)
     return found
+
+
+OURS = ".shufflefl-intake"  # a marker in every folder the intake makes for itself (staging, set aside)
+
+
+def own_folder(near: Path, label: str) -> Path:
+    """A new folder beside ``near`` named ``NAME.LABEL-XXXX`` with the intake's marker in it: never a user's."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{near.name}.{label}-", dir=near.parent))
+    (folder / OURS).write_text("made by figures.lease; removed when the intake is done with it\n")
+    return folder
+
+
+def remove_own(folder: Path) -> None:
+    """Remove a folder the intake made (it holds the marker); anything else stays."""
+    if folder.is_dir() and not folder.is_symlink() and (folder / OURS).is_file():
+        shutil.rmtree(folder)
 
 
 def place_run(folder: Path, files: dict[str, bytes]) -> str:
     """One run's state into ``folder``; one line said. A new folder, or an earlier state of the same run (its rows a
     beginning of the incoming ones), gets all of it; a copy here that is finished or as far gets only the kept
     checkpoints it lacks; a run here whose rows disagree (another device, other code) is left alone and the
-    incoming state goes beside it into ``NAME.lease``."""
+    incoming state goes beside it into a new ``NAME.lease-XXXX``. Staging folders are the intake's own (a marker);
+    a user's folder of any name is never removed."""
     theirs = metric_rows(files.get("metrics.jsonl", b""))
-    here = metric_rows((folder / "metrics.jsonl").read_bytes()) if (folder / "metrics.jsonl").exists() else []
+    here = metric_rows((folder / "metrics.jsonl").read_bytes()) if (folder / "metrics.jsonl").is_file() else []
     shorter = min(len(theirs), len(here))
+    folder.parent.mkdir(parents=True, exist_ok=True)
     if folder.exists() and theirs[:shorter] != here[:shorter]:
-        aside = folder.with_name(folder.name + ".lease")
-        shutil.rmtree(aside, ignore_errors=True)
-        place_run(aside, files)
+        aside = own_folder(folder, "lease")
+        for name, data in files.items():
+            write_new(aside / name, data)
+        (aside / OURS).unlink()  # the user's to keep now
         return f"{folder}: its rows differ from the lease's (another device or code), left alone; the lease's: {aside}"
     if folder.exists() and ((folder / "summary.json").exists() or len(here) >= len(theirs)):
         added = [n for n in files if n.startswith("checkpoint_round") and not (folder / n).exists()]
@@ -182,103 +268,248 @@ def place_run(folder: Path, files: dict[str, bytes]) -> str:
             write_atomically(folder / name, lambda tmp, name=name: tmp.write_bytes(files[name]))
         kept = f"; added {', '.join(added)}" if added else ""
         return f"{folder}: kept the copy here (finished or as far){kept}"
-    staging = folder.with_name(folder.name + ".unpacking")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    staging = own_folder(folder, "unpacking")
     for name, data in files.items():
-        (staging / name).write_bytes(data)
-    old = folder.with_name(folder.name + ".replaced")
+        write_new(staging / name, data)
+    old = None
     if folder.exists():  # what only the copy here has (kept rounds, post-hoc estimates) stays with the run
         for path in folder.iterdir():
             if path.name not in files and path.name not in ("checkpoint.pt", "metrics.jsonl", "summary.json"):
                 os.replace(path, staging / path.name)
-        folder.rename(old)
+        old = own_folder(folder, "replaced")
+        os.replace(folder, old / folder.name)
+    (staging / OURS).unlink()
     staging.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
+    if old is not None:
+        remove_own(old)
     done = "finished" if "summary.json" in files else f"{len(theirs)} rounds"
     return f"{folder}: unpacked ({done}{', resumable' if 'checkpoint.pt' in files else ''})"
 
 
-def extract_state(path: Path, store: Path) -> list[str]:
-    """A state archive's runs into the run store ``store`` (:func:`place_run` each); ``init_from.txt`` pointing
-    into the device's store points into ``store``. One line per run."""
-    files = read_archive(path)
-    lease = json.loads(files.pop(LEASE_FILE, b"{}"))
+def split_state(files: dict[str, bytes], source: Path, store: Path) -> dict[str, dict[str, bytes]]:
+    """A state archive's files by run (``runs/NAME``), ``init_from.txt`` pointing into the device's store rewritten
+    relative to the run folder (as fl.run writes it)."""
+    lease = json_member(files, LEASE_FILE, source) or {}
+    files = {k: v for k, v in files.items() if k != LEASE_FILE}
     runs: dict[str, dict[str, bytes]] = {}
     for name, data in files.items():
         parts = PurePosixPath(name).parts
-        if len(parts) != 3 or parts[0] != "runs":
-            raise InputError(f"{path}: {name} is not a run's file (runs/NAME/FILE)")
+        if len(parts) != 3 or parts[0] != "runs" or parts[1].startswith("."):
+            raise InputError(f"{source}: {name} is not a run's file (runs/NAME/FILE)")
         runs.setdefault(f"runs/{parts[1]}", {})[parts[2]] = data
-    lines = []
+    device_store = lease.get("store") if isinstance(lease.get("store"), str) else ""
     for run, run_files in runs.items():
         origin = run_files.get("init_from.txt")
-        if origin is not None and isinstance(lease.get("store"), str) and lease["store"]:
-            text = origin.decode(errors="replace").strip()
-            device_store = lease["store"].rstrip("/") + "/"
-            if text.startswith(device_store):  # relative to the run folder, as fl.run writes it now
-                run_files["init_from.txt"] = posixpath.relpath(text[len(device_store) :], run).encode()
+        if origin is not None and device_store:
+            text = text_member(origin, f"{source}: {run}/init_from.txt")
+            prefix = device_store.rstrip("/") + "/"
+            if text.startswith(prefix):  # relative to the run folder, as fl.run writes it now
+                run_files["init_from.txt"] = posixpath.relpath(text[len(prefix) :], run).encode()
+    return runs
+
+
+def extract_state(path: Path, store: Path) -> list[str]:
+    """A state archive's runs into the run store ``store`` (:func:`place_run` each). One line per run."""
+    runs = split_state(read_archive(path), path, store)
+    lines = []
+    for run, run_files in runs.items():
+        refuse_links(store / run, store) if (store / run).exists() or (store / "runs").exists() else None
         lines.append(place_run(store / run, run_files))
     return lines
 
 
 def lease_device(records: Path) -> str | None:
-    """The device named in a lease's ``logs/device.txt`` (nvidia-smi's first field), or None."""
+    """The device named in a lease's ``logs/device.txt`` (nvidia-smi's first field), or None (also for a file that
+    is not a line of text)."""
     path = records / "logs" / "device.txt"
-    if not path.exists():
+    if not path.is_file() or path.is_symlink():
         return None
-    lines = path.read_text().strip().splitlines()
-    return (lines[0].split(",")[0].strip() or None) if lines else None
-
-
-def lease_name(records: Path, lease: Path) -> str:
-    """``lease-YYYYMMDD-HHMMSS`` from when its campaign started (its status), else the lease folder's name."""
     try:
-        started = json.loads((records / "campaign" / "status.json").read_text())["started"]
-    except (OSError, ValueError, KeyError):
-        return lease.resolve().name
-    return time.strftime("lease-%Y%m%d-%H%M%S", time.gmtime(started))
+        lines = text_member(path.read_bytes()[:4096], str(path)).splitlines()
+    except InputError:
+        return None
+    return (lines[0].split(",")[0].strip()[:200] or None) if lines else None
+
+
+def campaign_status(files: dict[str, bytes], source: Path) -> dict:
+    """The campaign's ``status.json`` from a records archive, its fields checked (InputError naming the file): a
+    dict whose ``started`` is a time since 2000 and before 2200, whose ``tasks`` is a list of dicts; {} without one."""
+    status = json_member(files, "campaign/status.json", source) or {}
+    started = status.get("started")
+    if started is not None and (not isinstance(started, (int, float)) or not 946684800 <= started <= 7258118400):
+        raise InputError(f"{source}: campaign/status.json's 'started' is {started!r}, not a time")
+    tasks = status.get("tasks", [])
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+        raise InputError(f"{source}: campaign/status.json's 'tasks' is not a list of tasks")
+    return status
+
+
+class Snapshot:
+    """One lease folder's archives, read (bounded): its records' files, its state by run, its packs of sets."""
+
+    def __init__(self, folder: Path, store: Path):
+        if not folder.is_dir():
+            raise InputError(f"{folder}: no such lease folder")
+        kinds = lease_files([p for p in folder.iterdir() if p.is_file()])
+        if not (kinds["records"] or kinds["state"] or kinds["sets"]):
+            raise InputError(f"{folder}: no lease archives (records-*.tgz, state-*.tar, ddpm_sets*.tar)")
+        self.folder, self.sets = folder, kinds["sets"]
+        self.records: dict[str, bytes] = {}
+        for archive in kinds["records"]:
+            self.records |= read_archive(archive)
+        self.status = campaign_status(self.records, folder)
+        self.state: dict[str, dict[str, bytes]] = {}
+        for archive in kinds["state"]:
+            self.state |= split_state(read_archive(archive), archive, store)
+        for name in ("provenance.json", "summary.json", "config.json"):
+            for member in self.records:
+                if member.startswith("runs/") and member.endswith("/" + name):
+                    json_member(self.records, member, folder)
+        digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes()[:4096] for p in sorted(folder.iterdir())
+                                         if p.is_file())).hexdigest()[:8]  # fmt: skip
+        started = self.status.get("started")
+        self.name = time.strftime("lease-%Y%m%d-%H%M%S", time.gmtime(started)) if started else f"lease-{digest}"
+
+    def runs(self) -> dict[str, dict[str, bytes]]:
+        """The records' runs: {NAME: {FILE: bytes}}."""
+        found: dict[str, dict[str, bytes]] = {}
+        for member, data in self.records.items():
+            parts = PurePosixPath(member).parts
+            if len(parts) == 3 and parts[0] == "runs" and not parts[1].startswith("."):
+                found.setdefault(parts[1], {})[parts[2]] = data
+        return found
+
+    def progress(self) -> int:
+        """How far the campaign had got when this snapshot was taken: rows of every run's metrics together."""
+        rows = {n: len(metric_rows(f.get("metrics.jsonl", b""))) for n, f in self.runs().items()}
+        for run, files in self.state.items():
+            name = run.split("/", 1)[1]
+            rows[name] = max(rows.get(name, 0), len(metric_rows(files.get("metrics.jsonl", b""))))
+        return sum(rows.values())
+
+
+def further(new: dict[str, bytes], old: dict[str, bytes]) -> bool:
+    """Whether a run's records ``new`` are further along than ``old`` (finished beats unfinished, then rows)."""
+    key = lambda files: ("summary.json" in files, len(metric_rows(files.get("metrics.jsonl", b""))))  # noqa: E731
+    return key(new) > key(old)
+
+
+def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
+    """The snapshots' records (older first) into ``home``: each run's newest records, the newest snapshot's logs
+    and status. ``home`` is the intake's own (its marker), new or made by an earlier intake of this lease."""
+    newest: dict[str, dict[str, bytes]] = {}
+    for snap in snapshots:
+        for name, files in snap.runs().items():
+            if name not in newest or further(files, newest[name]):
+                newest[name] = files
+    marker = json.loads((home / OURS).read_text() or "{}") if (home / OURS).is_file() else {"progress": -1}
+    here = {p.name: {f.name: f.read_bytes() for f in p.iterdir() if f.is_file()}
+            for p in (home / "runs").iterdir() if p.is_dir()} if (home / "runs").is_dir() else {}  # fmt: skip
+    staging = own_folder(home, "merging")
+    last = snapshots[-1]
+    if last.progress() >= marker.get("progress", -1):  # the newest logs and status
+        for member, data in last.records.items():
+            if not member.startswith("runs/"):
+                write_new(staging / member, data)
+    elif home.is_dir():
+        for path in home.iterdir():
+            if path.name not in ("runs", OURS):
+                shutil.copytree(path, staging / path.name) if path.is_dir() else shutil.copy2(path, staging / path.name)
+    for name in sorted({*newest, *here}):
+        take = name not in here or (name in newest and further(newest[name], here[name]))
+        files = newest[name] if take else here[name]
+        for file, data in files.items():
+            write_new(staging / "runs" / name / file, data)
+    progress = max(marker.get("progress", -1), last.progress())
+    (staging / OURS).write_text(json.dumps({"progress": progress, "made by": "figures.lease"}))
+    old = own_folder(home, "replaced") if home.exists() else None
+    if old is not None:
+        os.replace(home, old / home.name)
+    staging.rename(home)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def outcomes(snap: Snapshot, home: Path, store: Path, placed: dict[str, str], added: dict[str, str]) -> list[str]:
+    """One line per run of the lease, by outcome: finished (what the ledger did), resumable (with its round and the
+    command), lost (why: the campaign's word for it and the round it had reached), not started."""
+    tasks = {str(t.get("run", "")).removeprefix("runs/"): t for t in snap.status.get("tasks", []) if t.get("run")}
+    names = sorted({*(p.name for p in (home / "runs").iterdir() if p.is_dir()), *placed, *tasks})
+    lines = []
+    for name in names:
+        rows = home / "runs" / name / "metrics.jsonl"
+        reached = len(metric_rows(rows.read_bytes())) if rows.is_file() else 0
+        task = tasks.get(name, {})
+        if name in added:
+            lines.append(f"finished   {name}: {added[name]}")
+        elif name in placed:
+            at = len(metric_rows((store / "runs" / name / "metrics.jsonl").read_bytes()))
+            lines.append(f"resumable  {name}: round {at} done; python -m fl.run --resume {store / 'runs' / name}"
+                         f"  ({placed[name]})")  # fmt: skip
+        elif reached or task.get("state") in ("running", "failed", "done"):
+            state = task.get("state", "unknown")
+            why = {
+                "failed": f"failed there (exit {task.get('rc')}; logs/{task.get('name', name)}.log)",
+                "running": "still running when the lease ended, and its state did not come back",
+            }.get(state, f"{state} there; its state did not come back")
+            lines.append(f"lost       {name}: round {reached}, {why}")
+        else:
+            why = task.get("note") or (f"waiting on {task['after']}" if task.get("after") else task.get("state"))
+            lines.append(f"not run    {name}: {why}")
+    return lines
 
 
 def bring_home(
-    lease: Path, ledger: Path, store: Path | None = None, cache_dir: Path | None = None, note: str | None = None
-) -> tuple[list[str], int]:
-    """Bring the lease in folder ``lease`` home (see the module docstring): (one line per thing done, how many
-    finished runs the ledger refused)."""
+    leases: Sequence[Path] | Path, ledger: Path, store: Path | None = None, cache_dir: Path | None = None,
+    note: str | None = None,
+) -> tuple[list[str], int]:  # fmt: skip
+    """Bring the lease in the folders ``leases`` (one, or several snapshots of one lease) home (see the module
+    docstring): (one line per thing done and per run by outcome, how many finished runs the ledger refused)."""
     from figures.ledger import add  # figures.ledger imports this module in its CLI
     from fl.synthesis.pack import unpack
 
-    if not lease.is_dir():
-        raise InputError(f"{lease}: no such lease folder")
-    kinds = lease_files([p for p in lease.iterdir() if p.is_file()])
-    if not (kinds["records"] or kinds["state"] or kinds["sets"]):
-        raise InputError(f"{lease}: no lease archives (records-*.tgz, state-*.tar, ddpm_sets*.tar)")
-    store = store or Path(os.environ.get("SHUFFLEFL_RUNS") or "results").expanduser()
+    folders = [Path(leases)] if isinstance(leases, (str, Path)) else [Path(p) for p in leases]
+    store = Path(store or os.environ.get("SHUFFLEFL_RUNS") or "results").expanduser()
     cache_dir = cache_dir or store / "_synthetic"
-    lines, refused, unfinished = [], 0, []
-    with tempfile.TemporaryDirectory() as tmp:
-        for archive in kinds["records"]:
-            extract(archive, Path(tmp))
-        records = store / "leases" / lease_name(Path(tmp), lease)  # kept: the ledger's source, partial runs' rows
-        shutil.copytree(tmp, records, dirs_exist_ok=True)
-    lines.append(f"{records}: the lease's records")
-    device = lease_device(records)
-    for run in sorted(p for p in (records / "runs").glob("*") if p.is_dir()):
-        if not (run / "summary.json").exists():
-            unfinished.append(run.name)
-            continue
-        provenance = json.loads((run / "provenance.json").read_text()) if (run / "provenance.json").exists() else {}
+    for top in (store, store / "leases", store / "runs", cache_dir):
+        if top.is_symlink():
+            raise InputError(f"{top}: a symbolic link; the intake never writes through one")
+    snapshots = sorted((Snapshot(f, store) for f in folders), key=Snapshot.progress)
+    if len({s.name for s in snapshots}) > 1:
+        raise InputError(f"{', '.join(map(str, folders))}: snapshots of different leases; bring each home on its own")
+    snap = snapshots[-1]
+    home = store / "leases" / snap.name
+    if home.exists() and not (home / OURS).is_file():  # a folder the intake did not make: never merged into
+        raise InputError(f"{home}: not made by the intake (no {OURS}); move it away or pass another --runs")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    merge_records(snapshots, home)
+    lines = [f"{home}: the lease's records ({len(snapshots)} snapshot(s); each run's newest)"]
+    device = lease_device(home)
+    placed, added, refused = {}, {}, 0
+    for run in sorted(p for p in (home / "runs").iterdir() if p.is_dir() and (p / "summary.json").is_file()):
+        provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").is_file() else {}
         named = None if provenance.get("device") else device
         try:
-            lines.append(add(run, ledger, named, None, note or f"GPU lease {lease}"))
+            said = add(run, ledger, named, None, note or f"GPU lease {snap.folder}")
+            added[run.name] = "already in the ledger" if "already in the ledger" in said else said.split(": ", 1)[1]
         except InputError as error:
-            lines.append(f"figures ledger: {error}")
+            added[run.name] = f"refused by the ledger: {error}"
             refused += 1
-    for archive in kinds["state"]:
-        lines += extract_state(archive, store)
-    if kinds["sets"]:
-        folders = unpack(kinds["sets"], cache_dir)
-        lines.append(f"{len(folders)} generator folders unpacked into {cache_dir}")
-    if unfinished:
-        lines.append(f"not finished in the lease ({len(unfinished)}): {', '.join(unfinished)}")
+    state: dict[str, dict[str, bytes]] = {}
+    for older in snapshots:  # the newest state of each run
+        for run, files in older.state.items():
+            if run not in state or further(files, state[run]):
+                state[run] = files
+    for run, files in sorted(state.items()):
+        if run.split("/", 1)[1] in added:
+            continue
+        refuse_links(store / run, store) if (store / "runs").exists() else None
+        placed[run.split("/", 1)[1]] = place_run(store / run, files).split(": ", 1)[1]
+    sets = [p for s in snapshots for p in s.sets]
+    if sets:
+        unpacked = unpack(sets, cache_dir)
+        lines.append(f"{len(unpacked)} generator folders unpacked into {cache_dir}")
+    lines += outcomes(snap, home, store, placed, added)
+    if any(not v.startswith(("already", "refused")) for v in added.values()):
+        lines.append("REPORT.md now lags the ledger: `python -m figures report` rebuilds it, then `figures check`")
     return lines, refused

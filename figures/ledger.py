@@ -370,7 +370,10 @@ def ledger_main(argv: Sequence[str]) -> int:
     adding.add_argument("--git", help="the commit the runs ran at, when their provenance does not say it right")
     adding.add_argument("--note", help="one line kept with each entry")
     lease = "with --from-lease: the run store (default $SHUFFLEFL_RUNS, else results)", "the generator cache"
-    adding.add_argument("--from-lease", type=Path, metavar="DIR", help="a GPU lease's files (figures.lease)")
+    adding.add_argument(
+        "--from-lease", type=Path, nargs="+", metavar="DIR",
+        help="a GPU lease's files (figures.lease); several folders: snapshots of one lease, each run's newest kept",
+    )  # fmt: skip
     adding.add_argument("--runs", dest="store", type=Path, help=lease[0])
     adding.add_argument("--cache-dir", type=Path, help=f"with --from-lease: {lease[1]} (default STORE/_synthetic)")
     sub.add_parser("list", help="every entry: rounds done, code version, device").add_argument(

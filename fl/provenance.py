@@ -195,7 +195,8 @@ def check_resume(
         moved = {k: where.get(k) for k in ("device", "torch", "cpu_count", "trainer_threads")}
     if current == code_version() or commit_code_version((commits or [entry.get("git")])[-1]) == code_version():
         if current != code_version():  # the same source, hashed by another Python: this hash from here on
-            changes.append({"round": at_round, "code_version": code_version(), "git": git_commit(), "same_source": True})
+            same = {"code_version": code_version(), "git": git_commit(), "same_source": True}
+            changes.append({"round": at_round, **same})
         if moved:
             changes.append({"round": at_round, **moved})
         if len(changes) != len(entry.get("changes") or []):

@@ -60,6 +60,7 @@ from figures.lease import (  # noqa: E402
     SETS,
     STATE,
     MiB,
+    campaign_status,
     extract_state,
     lease_files,
     read_archive,
@@ -665,9 +666,8 @@ def unpack(files: list[Path]) -> int:
     kinds = lease_files(files)
     done = finished_earlier(store)
     for archive in kinds["records"]:
-        status = read_archive(archive).get("campaign/status.json")
-        if status:
-            done |= {row["name"] for row in json.loads(status)["tasks"] if row["state"] == "done"}
+        status = campaign_status(read_archive(archive), archive)
+        done |= {str(row.get("name")) for row in status.get("tasks", []) if row.get("state") == "done"}
     (store / "campaign").mkdir(parents=True, exist_ok=True)
     (store / "campaign" / "previous.json").write_text(json.dumps({"done": sorted(done)}))
     print(f"{len(done)} tasks finished in earlier leases")

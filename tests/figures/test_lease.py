@@ -136,11 +136,140 @@ def test_a_run_here_is_replaced_only_by_a_further_state_of_itself(tmp_path):
     here.mkdir(parents=True)
     (here / "metrics.jsonl").write_text('{"round": 1, "test_accuracy": 0.5, "seconds": 1.0}\n')
     other = b'{"round": 1, "test_accuracy": 0.6}\n{"round": 2, "test_accuracy": 0.7}\n'  # another device's numbers
+    (tmp_path / "runs" / "r.lease").mkdir()  # a user's folder of the name older intakes used: never touched
+    (tmp_path / "runs" / "r.lease" / "mine.txt").write_text("keep")
     assert "left alone" in lease.place_run(here, {"metrics.jsonl": other, "checkpoint.pt": b"x"})
     assert len(lease.metric_rows((here / "metrics.jsonl").read_bytes())) == 1
-    assert (tmp_path / "runs" / "r.lease" / "checkpoint.pt").read_bytes() == b"x"
+    (aside,) = (tmp_path / "runs").glob("r.lease-*")
+    assert (aside / "checkpoint.pt").read_bytes() == b"x" and (tmp_path / "runs" / "r.lease" / "mine.txt").exists()
     further = b'{"round": 1, "test_accuracy": 0.5, "seconds": 9.0}\n{"round": 2, "test_accuracy": 0.7}\n'
     assert "unpacked (2 rounds, resumable)" in lease.place_run(here, {"metrics.jsonl": further, "checkpoint.pt": b"y"})
     earlier = {"metrics.jsonl": b'{"round": 1, "test_accuracy": 0.5}\n', "checkpoint_round1.pt": b"k"}
     assert "kept the copy here" in lease.place_run(here, earlier)
     assert (here / "checkpoint.pt").read_bytes() == b"y" and (here / "checkpoint_round1.pt").read_bytes() == b"k"
+
+
+def snapshot_of(folder: Path, runs: dict[str, int], finished: set[str] = frozenset(), started: float = 1.79e9) -> Path:
+    """A fake lease snapshot: records of runs with so many rows (finished ones with a summary) and a status."""
+    groups = []
+    for name, n in runs.items():
+        metrics = "".join(json.dumps({"round": r, "test_accuracy": r / 100}) + "\n" for r in range(1, n + 1))
+        group = [(f"runs/{name}/metrics.jsonl", metrics.encode()), (f"runs/{name}/config.json", b"{}")]
+        group += [(f"runs/{name}/summary.json", b"{}")] if name in finished else []
+        groups.append(group)
+    status = {"started": started, "tasks": [{"name": n, "run": f"runs/{n}", "state": "running"} for n in runs]}
+    groups.append([("campaign/status.json", json.dumps(status).encode()), ("logs/x.log", str(runs).encode())])
+    lease.write_archives(groups, folder, lease.RECORDS, 2**20, 8, 2**24, compress=True)
+    return folder
+
+
+def test_two_snapshots_of_one_lease_keep_each_runs_newest_records_in_either_order(tmp_path, monkeypatch):
+    monkeypatch.setattr("figures.ledger.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
+    older = snapshot_of(tmp_path / "a", {"r1": 3, "r2": 5})
+    newer = snapshot_of(tmp_path / "b", {"r1": 7, "r2": 4})  # r2's newest rows are in the older snapshot (cut off)
+    for order, store in (((newer, older), tmp_path / "s1"), ((older, newer), tmp_path / "s2")):
+        for folder in order:  # one after the other, as two intakes
+            lines, _ = lease.bring_home(folder, tmp_path / "L", store)
+        (home,) = (store / "leases").iterdir()
+        assert len(lease.metric_rows((home / "runs" / "r1" / "metrics.jsonl").read_bytes())) == 7
+        assert len(lease.metric_rows((home / "runs" / "r2" / "metrics.jsonl").read_bytes())) == 5
+        assert (home / "logs" / "x.log").read_text() == str({"r1": 7, "r2": 4})  # the newer snapshot's logs
+        lines, _ = lease.bring_home(order, tmp_path / "L", tmp_path / f"both-{store.name}")  # both in one call
+        assert any(line.startswith("lost       r1: round 7") for line in lines)
+
+
+def test_every_run_is_listed_by_outcome_and_the_report_command_is_said(tmp_path, monkeypatch):
+    monkeypatch.setattr("figures.ledger.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
+    folder = snapshot_of(tmp_path / "a", {"done": 4, "cut": 2}, finished={"done"})
+    lines, refused = lease.bring_home(folder, tmp_path / "L", tmp_path / "s")
+    assert refused == 0
+    assert any(line.startswith("finished   done: added as") for line in lines)
+    assert any(line.startswith("lost       cut: round 2, still running") for line in lines)
+    assert "python -m figures report" in lines[-1]
+
+
+def test_two_leases_in_folders_of_one_name_stay_apart_and_a_users_folder_is_never_merged_into(tmp_path):
+    one = snapshot_of(tmp_path / "x" / "lease", {"r": 2}, started=1.79e9)
+    two = snapshot_of(tmp_path / "y" / "lease", {"r": 3}, started=1.80e9)
+    store = tmp_path / "s"
+    lease.bring_home(one, tmp_path / "L", store)
+    lease.bring_home(two, tmp_path / "L", store)
+    assert len(list((store / "leases").iterdir())) == 2
+    with pytest.raises(InputError, match="snapshots of different leases"):
+        lease.bring_home([one, two], tmp_path / "L", tmp_path / "t")
+    mine = store / "leases" / lease.Snapshot(one, store).name
+    (mine / lease.OURS).unlink()  # now it is not the intake's
+    with pytest.raises(InputError, match="not made by the intake"):
+        lease.bring_home(one, tmp_path / "L", store)
+    assert not list((store / "leases").glob("*.merging-*"))
+
+
+def test_the_intake_never_writes_through_a_link_planted_in_the_store(tmp_path):
+    folder = snapshot_of(tmp_path / "a", {"r": 2})
+    store, elsewhere = tmp_path / "s", tmp_path / "elsewhere"
+    store.mkdir()
+    elsewhere.mkdir()
+    (store / "leases").symlink_to(elsewhere)
+    with pytest.raises(InputError, match="symbolic link"):
+        lease.bring_home(folder, tmp_path / "L", store)
+    assert not any(elsewhere.iterdir())
+
+
+def big_tar(path: Path, size: int, compress: bool = True) -> Path:
+    """A small archive whose one member says (and holds) ``size`` zero bytes."""
+
+    class Zeros(io.RawIOBase):
+        def __init__(self, n):
+            self.left = n
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            n = min(len(buffer), self.left)
+            buffer[:n] = bytes(n)
+            self.left -= n
+            return n
+
+    with tarfile.open(path, "w:gz" if compress else "w") as archive:
+        info = tarfile.TarInfo("runs/big/metrics.jsonl")
+        info.size = size
+        archive.addfile(info, io.BufferedReader(Zeros(size)))
+    return path
+
+
+def test_a_small_archive_that_expands_past_the_cap_is_refused_before_it_is_read(tmp_path):
+    path = big_tar(tmp_path / "records-1.tgz", 2 * lease.MAX_MEMBER)
+    assert path.stat().st_size < 2**20
+    with pytest.raises(InputError, match="over the cap"):
+        lease.read_archive(path)
+    with pytest.raises(InputError, match="over the cap"):
+        lease.bring_home(tmp_path, tmp_path / "L", tmp_path / "s")
+    assert not (tmp_path / "s" / "leases").exists() or not any((tmp_path / "s" / "leases").iterdir())
+
+
+@pytest.mark.parametrize(
+    "member, data, said",
+    [
+        ("campaign/status.json", b'{"started": 1e30, "tasks": []}', "not a time"),
+        ("campaign/status.json", b'{"started": "yesterday"}', "not a time"),
+        ("campaign/status.json", b"[1, 2]", "is a list"),
+        ("campaign/status.json", b'{"started": 1.79e9, "tasks": "x"}', "not a list of tasks"),
+        ("campaign/status.json", b'{"started": 1.79', "not JSON"),
+        ("runs/r/provenance.json", b'{"device": ', "not JSON"),
+        ("runs/r/provenance.json", b"[]", "is a list"),
+    ],
+)  # fmt: skip
+def test_a_damaged_member_of_a_lease_is_one_line_naming_it(tmp_path, member, data, said):
+    lease.write_archives([[(member, data)]], tmp_path, lease.RECORDS, 2**20, 8, 2**24, compress=True)
+    with pytest.raises(InputError, match=said):
+        lease.bring_home(tmp_path, tmp_path / "L", tmp_path / "s")
+
+
+def test_binary_device_and_init_from_files_are_one_line_or_ignored(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "device.txt").write_bytes(b"\xff\xfe\x00binary")
+    assert lease.lease_device(tmp_path) is None
+    files = {"lease.json": b'{"store": "/root/store"}', "runs/r/init_from.txt": b"\x00\xff"}
+    with pytest.raises(InputError, match=r"init_from\.txt"):
+        lease.split_state(files, tmp_path / "state-1.tar", tmp_path / "s")
