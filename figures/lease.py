@@ -48,6 +48,14 @@ RECORD_FILES = (
     "dynafed_synthesis.pt",
 )  # fmt: skip
 RECORDS, STATE, SETS = "records", "state", "ddpm_sets"
+# the only files a lease's state brings per run (RECORD_FILES and checkpoints), and its records hold
+STATE_FILE = re.compile(
+    "|".join(re.escape(n) for n in RECORD_FILES if not n.endswith(".pt")) + r"|checkpoint(_round[0-9]+)?\.pt"
+    + r"|dynafed_synthesis\.pt"
+)  # fmt: skip
+RECORDS_FILE = re.compile(
+    r"runs/[^/]+/(" + "|".join(re.escape(n) for n in RECORD_FILES) + r")|logs/[^/]+\.(log|txt)|campaign/[^/]+\.json"
+)
 LEASE_FILE = "lease.json"  # in every state archive: {"store": the device's run store}
 MiB = 2**20
 
@@ -164,7 +172,8 @@ def read_archive(
                 files[str(name)] = data
             return files
     except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-        raise InputError(f"{path}: not a readable archive ({error})") from None
+        detail = "; ".join(line.strip(" -") for line in str(error).splitlines() if line.strip(" -"))
+        raise InputError(f"{path}: not a readable archive ({detail})") from None
 
 
 def json_member(files: dict[str, bytes], name: str, source: Path, kind: type = dict):
@@ -297,6 +306,10 @@ def split_state(files: dict[str, bytes], source: Path, store: Path) -> dict[str,
         if len(parts) != 3 or parts[0] != "runs" or parts[1].startswith("."):
             raise InputError(f"{source}: {name} is not a run's file (runs/NAME/FILE)")
         runs.setdefault(f"runs/{parts[1]}", {})[parts[2]] = data
+    for run, run_files in runs.items():
+        odd = sorted(n for n in run_files if not STATE_FILE.fullmatch(n))
+        if odd:  # never code or anything else a run does not write
+            raise InputError(f"{source}: {run}/{odd[0]} is not a file a run keeps; not a lease's state")
     device_store = lease.get("store") if isinstance(lease.get("store"), str) else ""
     for run, run_files in runs.items():
         origin = run_files.get("init_from.txt")
@@ -399,6 +412,9 @@ def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
     and status. ``home`` is the intake's own (its marker), new or made by an earlier intake of this lease."""
     newest: dict[str, dict[str, bytes]] = {}
     for snap in snapshots:
+        for member in snap.records:
+            if not RECORDS_FILE.fullmatch(member):  # never code or anything else a campaign does not pack
+                raise InputError(f"{snap.folder}: {member} is not a run's record, a log or the campaign's status")
         for name, files in snap.runs().items():
             if name not in newest or further(files, newest[name]):
                 newest[name] = files

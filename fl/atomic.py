@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from theory.errors import InputError
-from theory.output import replace_durably
+from theory.output import open_unlinked, replace_durably
 
 
 def write_atomically(path: Path, write: Callable[[Path], object], suffix: str = ".tmp") -> None:
@@ -28,7 +28,7 @@ def locked(lock_file: Path, busy: str | None = None) -> Iterator[None]:
     the second does not wait: it gets an InputError naming ``busy`` (what is locked) and the holder's pid, so two
     processes never write one run folder at once."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a+") as lock:
+    with open_unlinked(lock_file, "a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | (fcntl.LOCK_NB if busy else 0))
         except BlockingIOError:

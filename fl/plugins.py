@@ -17,10 +17,18 @@ file of it, docstrings dropped, as :func:`fl.provenance.code_version` hashes our
 the run's identity keep, so ``--resume`` refuses a run whose plug-in changed. Our own ``code_version`` covers
 ``fl`` and ``theory`` only: adding a plug-in never changes it. A module whose file changed since it was imported
 is imported again, so a process always runs the code its hash names.
+
+A config read from a data file (a run folder's config.json, the ledger, a lease's records) could name a module that
+came with the data. So before anything is imported, :func:`locate` finds the files the import would run, as the
+import system would but without running any, and :func:`written_folder` refuses (one line) a module whose file lies
+in a folder the package writes: a run folder, a sweep, the run ledger, a lease's records or a run store
+(``$SHUFFLEFL_RUNS``). A plug-in comes only from where its user installed or wrote it. Where a resumed run recorded
+the plug-in's hash, :func:`expecting` has it compared with the located files before the import.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.metadata
@@ -42,6 +50,12 @@ GROUPS = {  # config key -> the entry-point group an installed package registers
     "data.dataset": "shufflefl.datasets",
 }
 _IMPORTED: dict[str, str] = {}  # module name -> source hash when it was (last) imported here
+_EXPECTED: dict[str, str] = {}  # plug-in path -> the hash a resumed run recorded (expecting)
+# A folder holding one of these is one the package wrote (a run, a sweep, the ledger, a lease's records, an entry):
+WRITTEN_MARKS = (
+    "provenance.json", "metrics.jsonl", "summary.json", "checkpoint.pt", "sweep.json", "ledger.json", ".ledger",
+    ".shufflefl-intake", "lease.json", "init_from.txt",
+)  # fmt: skip
 
 
 def is_plugin(name: object) -> bool:
@@ -77,10 +91,93 @@ def digest(files: list[Path]) -> str:
     return syntax_digest((path.name, path) for path in files)
 
 
+def locate(module_name: str) -> list[Path]:
+    """The files importing ``module_name`` would run (each package's ``__init__.py`` on the way, then the module's
+    file), looked for as the path-based import does (on ``sys.path`` in order: a package or a module in a folder
+    wins, else the namespace of every folder of the name), without running any; modules already imported by their
+    own ``__file__``. Stops where nothing is found (the import then fails as it will)."""
+    files: list[Path] = []
+    search = [e or "." for e in sys.path if isinstance(e, str)]
+    parts = module_name.split(".")
+    for k, part in enumerate(parts, 1):
+        module = sys.modules.get(".".join(parts[:k]))
+        if module is not None:
+            if getattr(module, "__file__", None):
+                files.append(Path(module.__file__))
+            search = [str(e) for e in getattr(module, "__path__", None) or []]
+            continue
+        portions, found = [], None
+        for entry in search:
+            folder = Path(entry) / part
+            if (folder / "__init__.py").is_file() or (Path(entry) / f"{part}.py").is_file():
+                found = folder / "__init__.py" if (folder / "__init__.py").is_file() else Path(entry) / f"{part}.py"
+                break
+            if folder.is_dir():
+                portions.append(str(folder))
+        if found is None and not portions:
+            break
+        if found is not None:
+            files.append(found)
+        search = [str(found.parent)] if found is not None and found.name == "__init__.py" else portions
+        if found is not None and found.name != "__init__.py":
+            break
+    return files
+
+
+def written_folder(file: Path) -> Path | None:
+    """The folder the package wrote that ``file`` lies in (a run, a sweep, the ledger, a lease's records, a run
+    store: :data:`WRITTEN_MARKS`, ``$SHUFFLEFL_RUNS``), or None."""
+    store = os.environ.get("SHUFFLEFL_RUNS")
+    stores = {Path(store).expanduser().resolve()} if store else set()
+    for folder in Path(file).resolve().parents:
+        if folder in stores or any((folder / mark).exists() for mark in WRITTEN_MARKS):
+            return folder
+    return None
+
+
+@contextlib.contextmanager
+def expecting(recorded: dict):
+    """While a resumed run builds its config: each plug-in it recorded (``provenance.json``'s ``plugins``, by key:
+    {"spec", "sha256"}) must hash as recorded before its module is imported (a changed plug-in never runs)."""
+    saved = dict(_EXPECTED)
+    _EXPECTED.update({e["spec"]: e["sha256"] for e in recorded.values() if isinstance(e, dict) and e.get("spec")
+                      and isinstance(e.get("sha256"), str)})  # fmt: skip
+    try:
+        yield
+    finally:
+        _EXPECTED.clear()
+        _EXPECTED.update(saved)
+
+
+def located_files(module_name: str) -> list[Path]:
+    """What :func:`module_files` will hash once ``module_name`` is imported, from :func:`locate`'s last file."""
+    files = locate(module_name)
+    if not files or len(files) < len(module_name.split(".")) or files[-1].suffix != ".py":
+        return []
+    last = files[-1]
+    return sorted(last.parent.rglob("*.py")) if last.name == "__init__.py" else [last]
+
+
 def _import(module_name: str, key: str, spec: str):
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.append(cwd)  # "importable from the working directory", after everything installed
+    for file in locate(module_name):
+        folder = written_folder(file)
+        if folder is not None:
+            raise InputError(
+                f"config {key}: {spec!r} would run {file}, which lies in {folder}, a folder this package writes "
+                "(a run, a sweep, the ledger, a lease or a run store); a plug-in runs only from where you put it: "
+                "refused, nothing imported"
+            )
+    if spec in _EXPECTED and module_name not in sys.modules:
+        files = located_files(module_name)
+        now = digest(files) if files else None
+        if now != _EXPECTED[spec]:
+            raise InputError(
+                f"config {key}: plug-in {spec} is code {now} now, the run started with {_EXPECTED[spec]}; refused "
+                "before importing it: restore it, start the run over, or resume with --accept-code-change"
+            )
     try:
         module = importlib.import_module(module_name)
         files = module_files(module)

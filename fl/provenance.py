@@ -213,6 +213,18 @@ def check_resume(
     return f"{out}: continuing from round {at_round} with code version {code_version()} (was {current}); recorded"
 
 
+def recorded_plugins(out: Path) -> dict:
+    """The plug-ins (by config key: {"spec", "sha256", ...}) the latest rounds of the run in ``out`` ran with; {}
+    without a readable record."""
+    try:
+        entry = read_object(out / "provenance.json", "provenance.json")
+    except (InputError, OSError):
+        return {}
+    changes = [c for c in entry.get("changes") or [] if isinstance(c, dict)]
+    recorded = next((c["plugins"] for c in reversed(changes) if "plugins" in c), entry.get("plugins") or {})
+    return recorded if isinstance(recorded, dict) else {}
+
+
 def check_plugins(out: Path, plugins: dict, at_round: int, accept_code_change: bool) -> str | None:
     """Before resuming ``out``: an InputError (one line) when a plug-in's code (:meth:`fl.config.RunConfig.plugins`,
     by config key) differs from the one the run started with, unless the change is accepted (then recorded, and a

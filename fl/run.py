@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from fl import provenance
+from fl import plugins, provenance
 from fl.atomic import locked, write_atomically
 from fl.clients import LocalConfig, carried_rows
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
@@ -51,7 +51,7 @@ from fl.torchfiles import load_safely
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
-from theory.output import fsync_path, read_object, to_json, write_text_atomically
+from theory.output import fsync_path, open_unlinked, read_object, to_json, write_text_atomically
 
 CPU = torch.device("cpu")
 
@@ -608,7 +608,7 @@ def _execute(
     sink = TensorBoard(Path(config.log.tensorboard), rows) if config.log.tensorboard else contextlib.nullcontext()
     noted = False
     try:
-        with metrics_path.open("a") as log, sink as sink:
+        with open_unlinked(metrics_path, "a") as log, sink as sink:
             while state.round <= train.rounds:
                 # Ctrl-C / SIGTERM, or a worker lost, while the round computes or is evaluated: `state` is
                 # untouched, its rows are all written, and it is what the checkpoint keeps. The row is made before
@@ -775,7 +775,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tree.setdefault("log", {})["tensorboard"] = str(args.tensorboard)
             if args.workers is not None:
                 train["workers"] = args.workers
-            config = from_dict(tree)
+            recorded = {} if args.accept_code_change else provenance.recorded_plugins(out)
+            with plugins.expecting(recorded):  # a changed plug-in is refused before it is imported
+                config = from_dict(tree)
             if config.log.tensorboard:
                 require_tensorboard()
         else:

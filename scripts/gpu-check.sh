@@ -32,6 +32,11 @@ if [ -n "$(ls -A "$OUT" 2>/dev/null)" ] && [ "$(cat "$OUT/.shufflefl-output" 2>/
   echo "scripts/gpu-check.sh: error: OUT $OUT is not empty and was not made by gpu-check; choose another OUT" >&2
   exit 2
 fi
+link=$(find "$OUT" -mindepth 1 -maxdepth 1 -type l 2>/dev/null | head -1)
+if [ -n "$link" ]; then  # never write through a link planted in OUT
+  echo "scripts/gpu-check.sh: error: $link is a symbolic link; the check never writes through one (remove it)" >&2
+  exit 2
+fi
 mkdir -p "$OUT" && echo gpu-check > "$OUT/.shufflefl-output" || exit 2
 : > "$OUT/parts.jsonl"
 

@@ -83,10 +83,25 @@ def write_csv(path: Path, header: Sequence[str], rows) -> None:
     replace_durably(path, write)
 
 
+def open_unlinked(path: Path, mode: str = "a"):
+    """``path`` opened for appending (``"a"``, text; ``"ab+"``, bytes read and append) or reading and writing
+    (``"a+"``), created where missing, never through a symbolic link planted at ``path`` (O_NOFOLLOW): such a link
+    is an InputError in one line, and the file it points to is left as it is."""
+    flags = os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_RDWR | os.O_APPEND if "+" in mode else os.O_WRONLY | os.O_APPEND
+    try:
+        handle = os.open(path, flags, 0o644)
+    except OSError as error:
+        if Path(path).is_symlink():
+            raise InputError(f"{path}: a symbolic link; refused (this package never writes through one)") from None
+        raise error
+    return os.fdopen(handle, mode)
+
+
 def append_line_durably(path: Path, line: str) -> None:
     """``line`` appended to the log ``path`` as one line, fsynced before returning. A torn last line (a crash while
     it was written) is ended first, so it stays one bad line its readers skip and never swallows this one."""
-    with Path(path).open("ab+") as handle:
+    with open_unlinked(path, "ab+") as handle:
         handle.seek(0, os.SEEK_END)
         if handle.tell():
             handle.seek(-1, os.SEEK_END)
