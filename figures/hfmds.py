@@ -4,9 +4,11 @@ over seeds, the paired gain with its verdict, the accuracy curves and the pool's
     python -m figures hfmds-fmnist --scale paper --runs ~/.cache/shufflefl --force
 
 For every partition (``dir001``: Dirichlet 0.01, ``shards``: 2 classes per client) and seed it reads
-``hfmds_fmnist_{part}_seed{s}_{hfmds,fedavg,fmds}`` (20 clients, HFMDs' CNN, 50 rounds, T_d = 20; FedAvg and
-FMDS start from the HFMDs run's state after round 19, so rounds 1-19 are the same in every arm; FMDS for the first
-seed only). The synthesis runs before round t with t mod T_d = 0 (:mod:`fl.methods.hfmds`), so round 20 is the
+``hfmds_fmnist_{part}_seed{s}_{hfmds,fedavg,fmds,fedavg_alpha01}`` (20 clients, HFMDs' CNN, 50 rounds, T_d = 20;
+FedAvg, FMDS and the lr/10 control start from the HFMDs run's state after round 19, so rounds 1-19 are the same in
+every arm; FMDS for the first seed only). The lr/10 control (``fedavg_alpha01``) is FedAvg at lr/10 with weight
+decay x10: HFMDs' real-data step (its real loss weighted α = 0.1) without the pool, so HFMDs − control is what
+the pool itself adds. The synthesis runs before round t with t mod T_d = 0 (:mod:`fl.methods.hfmds`), so round 20 is the
 first round trained with the pool. Per run: final accuracy, the mean of the last 5 rounds, the mean over the rounds
 with the pool (20 to the last), rounds to 70%, and from the method's round log: PSNR of x̂ against its real sample
 unclipped and clipped to the real pixel range, the share of x̂'s pixels outside that range, the pool's share of
@@ -40,7 +42,8 @@ from theory.errors import InputError
 NAME = "hfmds-fmnist"
 SCRIPT = "scripts/hfmds-experiments.sh"
 PARTS = {"dir001": "Dir 0.01", "shards": "2 classes (shards)"}
-ARMS = ("fedavg", "hfmds", "fmds")
+ARMS = ("fedavg", "hfmds", "fmds", "fedavg_alpha01")
+CONTROL = "fedavg_alpha01"  # FedAvg at lr/10, weight decay x10: HFMDs' real-data step without the pool
 SEEDS = (0, 1, 2)
 FIRST_POOL_ROUND = 20  # T_d = 20 (configs/hfmds_fmnist_dir001_*.toml): synthesis before round 20's local training
 TARGET, LAST = 0.7, 5
@@ -125,15 +128,16 @@ def table_rows(numbers: dict, found_gains: dict) -> list[list]:
                 points([f["last5"] for f in found]), points([f["pool_window"] for f in found]),
                 reached([f["to_target"] for f in found]), col("psnr"), col("psnr_clamped"),
                 col("pixels_outside", 2, 100), col("pool_share", 3), col("synthesis_s", 0), col("local_s", 1),
-                f"{paper[arm]:.2f}",
+                f"{paper[arm]:.2f}" if arm in paper else "-",
             ])  # fmt: skip
-        gain = found_gains.get(part)
-        if gain:
-            rows.append([
-                name, "hfmds − fedavg (paired)", len(gain["seeds"]), gain["rounds"], points(gain["final"]),
-                points(gain["last5"]), points(gain["pool_window"]), "-", "-", "-", "-", "-", "-", "-",
-                f"{paper['hfmds'] - paper['fedavg']:+.2f}",
-            ])  # fmt: skip
+        for against, label in (("fedavg", "hfmds − fedavg (paired)"), (CONTROL, "hfmds − lr/10 control (paired)")):
+            gain = found_gains.get(part if against == "fedavg" else f"{part}/{CONTROL}")
+            if gain:
+                rows.append([
+                    name, label, len(gain["seeds"]), gain["rounds"], points(gain["final"]),
+                    points(gain["last5"]), points(gain["pool_window"]), "-", "-", "-", "-", "-", "-", "-",
+                    f"{paper['hfmds'] - paper['fedavg']:+.2f}" if against == "fedavg" else "-",
+                ])  # fmt: skip
     return rows
 
 
@@ -149,42 +153,62 @@ def up_to(curve: list, last_round: int) -> dict:
 
 
 def gains(numbers: dict) -> dict:
-    """Per partition with both arms for some seed: HFMDs − FedAvg per seed (final, mean of the last 5, mean over
-    the rounds with the pool), both arms' last-5 means, the verdict on the last-5 gain. A pair is compared at the
-    last round both runs reached (``rounds``: the smallest over the seeds), so an unfinished run meets its partner
-    at the same round."""
+    """Per partition (key ``part``) with both arms for some seed: HFMDs − FedAvg per seed (final, mean of the last
+    5, mean over the rounds with the pool), both arms' last-5 means, the verdict on the last-5 gain; the same
+    against the lr/10 control under the key ``PART/fedavg_alpha01``. A pair is compared at the last round both runs
+    reached (``rounds``: the smallest over the seeds), so an unfinished run meets its partner at the same round."""
     out = {}
     for part in PARTS:
-        pairs = []
-        for seed in sorted(s for (p, a, s) in numbers if p == part and a == "hfmds"):
-            if (part, "fedavg", seed) not in numbers:
-                continue
-            avg, h = numbers[part, "fedavg", seed], numbers[part, "hfmds", seed]
-            common = min(avg["rounds"], h["rounds"])
-            avg, h = up_to(avg["curve"], common), up_to(h["curve"], common)
-            if avg["last5"] is not None and h["last5"] is not None:
-                pairs.append((seed, common, avg, h))
-        if not pairs:
+        out[part] = paired(numbers, part, "fedavg")
+        out[f"{part}/{CONTROL}"] = paired(numbers, part, CONTROL)
+    return {key: value for key, value in out.items() if value}
+
+
+def paired(numbers: dict, part: str, against: str) -> dict | None:
+    """HFMDs − ``against`` paired by seed on ``part`` (:func:`gains`); None without a pair."""
+    pairs = []
+    for seed in sorted(s for (p, a, s) in numbers if p == part and a == "hfmds"):
+        if (part, against, seed) not in numbers:
             continue
-        fedavg, hfmds = [avg["last5"] for *_, avg, _ in pairs], [h["last5"] for *_, h in pairs]
-        last5 = [h - avg for avg, h in zip(fedavg, hfmds)]
+        avg, h = numbers[part, against, seed], numbers[part, "hfmds", seed]
+        common = min(avg["rounds"], h["rounds"])
+        avg, h = up_to(avg["curve"], common), up_to(h["curve"], common)
+        if avg["last5"] is not None and h["last5"] is not None:
+            pairs.append((seed, common, avg, h))
+    if not pairs:
+        return None
+    fedavg, hfmds = [avg["last5"] for *_, avg, _ in pairs], [h["last5"] for *_, h in pairs]
+    last5 = [h - avg for avg, h in zip(fedavg, hfmds)]
 
-        def difference(key: str, pairs=pairs) -> list[float | None]:
-            return [None if h[key] is None or avg[key] is None else h[key] - avg[key] for *_, avg, h in pairs]
+    def difference(key: str, pairs=pairs) -> list[float | None]:
+        return [None if h[key] is None or avg[key] is None else h[key] - avg[key] for *_, avg, h in pairs]
 
-        out[part] = {
-            "seeds": [seed for seed, *_ in pairs],
-            "fedavg_last5": fedavg,
-            "hfmds_last5": hfmds,
-            "last5": last5,
-            "final": difference("final"),
-            "pool_window": difference("pool_window"),
-            "mean_last5": float(np.mean(last5)),
-            "verdict": spread_verdict(last5, fedavg, hfmds),
-            "word": direction(hfmds, fedavg),
-            "rounds": min(common for _, common, *_ in pairs),
-        }
-    return out
+    return {
+        "against": against,
+        "seeds": [seed for seed, *_ in pairs],
+        "fedavg_last5": fedavg,
+        "hfmds_last5": hfmds,
+        "last5": last5,
+        "final": difference("final"),
+        "pool_window": difference("pool_window"),
+        "mean_last5": float(np.mean(last5)),
+        "verdict": spread_verdict(last5, fedavg, hfmds),
+        "word": direction(hfmds, fedavg),
+        "rounds": min(common for _, common, *_ in pairs),
+    }
+
+
+def control_sentence(control: dict) -> str:
+    """What the pool adds beyond HFMDs' real-data step: HFMDs − the lr/10 control, paired by seed (reported beside
+    the claim; the verdict is the FedAvg comparison's)."""
+    if not control:
+        return " The lr/10 control (HFMDs' real-data step without the pool): no paired runs."
+    said = "; ".join(
+        f"{PARTS[part]}, {seed_list(g['seeds'])} (round {g['rounds']}): control {points(g['fedavg_last5'])} → HFMDs "
+        f"{points(g['hfmds_last5'])} %, {points(g['last5'])} points, {g['verdict']}"
+        for part, g in control.items()
+    )
+    return f" Against the lr/10 control (HFMDs' real-data step without the pool): {said}."
 
 
 def supported(gain: dict) -> bool:
@@ -194,6 +218,8 @@ def supported(gain: dict) -> bool:
 def claim(found_gains: dict) -> Claim:
     """The paper's headline (HFMDs ends above FedAvg) on FMNIST: the mean paired gain on the mean of the last 5
     rounds positive and beyond the seed spread in every partition that has paired runs."""
+    control = {part: found_gains[f"{part}/{CONTROL}"] for part in PARTS if f"{part}/{CONTROL}" in found_gains}
+    found_gains = {part: found_gains[part] for part in PARTS if part in found_gains}
     verdict = combine(g["word"] for g in found_gains.values())
     setting, paper = PAPER["dir001"]
     parts = []
@@ -217,7 +243,10 @@ def claim(found_gains: dict) -> Claim:
         verdict,
         f"HFMDs' claim that it ends above FedAvg on FMNIST (hfmds.txt Table 2, {setting}: {paper['fedavg']} → "
         f"{paper['hfmds']}, {paper_gain:+.2f} points; that is CIFAR-10, the paper has no FMNIST): {verdict}: "
-        f"mean of the last {LAST} rounds, HFMDs − FedAvg paired by seed: " + "; ".join(parts) + ".",
+        f"mean of the last {LAST} rounds, HFMDs − FedAvg paired by seed: "
+        + "; ".join(parts)
+        + "."
+        + control_sentence(control),
         size,
     )
 

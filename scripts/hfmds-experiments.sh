@@ -9,7 +9,7 @@
 #   bash scripts/hfmds-experiments.sh [PARTITION] [SEEDS...]
 #     PARTITION: dir001 (default, Dirichlet 0.01) or shards (2 classes); SEEDS: train.seed values (default 0)
 #   ROUNDS=50 bash scripts/hfmds-experiments.sh shards 0 1 2
-#   runs: $RUNS/hfmds_fmnist_${PARTITION}_seed${SEED}_{hfmds,fedavg,fmds}
+#   runs: $RUNS/hfmds_fmnist_${PARTITION}_seed${SEED}_{hfmds,fedavg,fmds,fedavg_alpha01} (the last: the lr/10 control)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
@@ -40,11 +40,13 @@ for seed in "${SEEDS[@]}"; do
     fi
     sleep 30
   done
+  FROM=(--init-from ${R}_hfmds/checkpoint_round19.pt)
+  run ${R}_fedavg --config configs/hfmds_fmnist_dir001.toml "${SET[@]}" "${FROM[@]}" &
   if [ "$seed" = "${SEEDS[0]}" ]; then
-    run ${R}_fedavg --config configs/hfmds_fmnist_dir001.toml "${SET[@]}" --init-from ${R}_hfmds/checkpoint_round19.pt &
-    run ${R}_fmds --config configs/hfmds_fmnist_dir001_fmds.toml "${SET[@]}" --init-from ${R}_hfmds/checkpoint_round19.pt
-  else
-    run ${R}_fedavg --config configs/hfmds_fmnist_dir001.toml "${SET[@]}" --init-from ${R}_hfmds/checkpoint_round19.pt
+    run ${R}_fmds --config configs/hfmds_fmnist_dir001_fmds.toml "${SET[@]}" "${FROM[@]}"
   fi
+  # the lr/10 control: FedAvg at lr/10 with weight decay x10, HFMDs' real-data step (alpha = 0.1) without the pool
+  run ${R}_fedavg_alpha01 --config configs/hfmds_fmnist_dir001.toml "${SET[@]}" --set train.lr=0.0005 \
+    --set train.weight_decay=0.005 "${FROM[@]}"
   wait
 done

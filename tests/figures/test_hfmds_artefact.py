@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from figures.flruns import set_store
-from figures.hfmds import ARTEFACT, build
+from figures.hfmds import ARTEFACT, CONTROL, build
 from theory.errors import InputError
 
 FEDAVG = {
@@ -152,3 +152,19 @@ def test_unfinished_run_is_paired_at_the_round_both_reached(runs, tmp_path):
 def test_no_runs_is_an_input_error(runs, tmp_path):
     with pytest.raises(InputError, match=r"bash scripts/hfmds-experiments\.sh \[dir001\|shards\] 0 1 2"):
         build("paper", folder(tmp_path))
+
+
+def test_the_lr10_control_is_read_and_paired_by_seed(runs, tmp_path):
+    write_arms(runs)
+    control = {0: [0.5] * 19 + [0.70] * 6, 1: [0.5] * 19 + [0.71] * 6}  # last 5: 0.70, 0.71
+    for seed in (0, 1):
+        write_run(runs / f"hfmds_fmnist_dir001_seed{seed}_fedavg_alpha01", control[seed], seed)
+    built = build("paper", folder(tmp_path))
+    gain = built.numbers["gains"]["dir001/fedavg_alpha01"]
+    assert gain["seeds"] == [0, 1] and gain["last5"] == pytest.approx([0.02, 0.02]) and gain["against"] == CONTROL
+    assert built.numbers["gains"]["dir001"]["last5"] == pytest.approx([0.06, 0.064])  # FedAvg's pairing unchanged
+    rows = {(r[0], r[1]): r for r in built.rows}
+    assert rows["Dir 0.01", "fedavg_alpha01"][2:6] == [2, 25, "70.50 ± 0.71", "70.50 ± 0.71"]
+    assert rows["Dir 0.01", "hfmds − lr/10 control (paired)"][5] == "2.00 ± 0.00"
+    assert "Against the lr/10 control" in built.claim.text and "control 70.50 ± 0.71 → HFMDs" in built.claim.text
+    assert built.claim.verdict == "held"  # the FedAvg comparison decides; the control is reported beside it
