@@ -163,5 +163,41 @@ def test_the_n0_control_never_carries_the_claim(tmp_path, store):
     text = built.claim.text
     assert "control, D_syn never matched: DynaFed code settings, N = 0, dsa: +13.80 points over FedAvg" in text
     assert "DynaFed code settings, N = 300, dsa: +0.00 points over FedAvg" in text
-    assert built.claim.verdict == "not resolved" and "N = 300, dsa: +0.00 ± 0.00 at round 50" in built.claim.size
+    assert (
+        built.claim.verdict == "not resolved"
+        and "N = 300, dsa: +0.00 ± 0.00 (both at rounds 46-50)" in built.claim.size
+    )
     assert "what the matching adds (DynaFed code settings, N = 300, dsa minus the N = 0 control" in text
+
+
+def test_judged_at_its_end_the_smaller_gain_decides_and_a_lower_bound_never_gives_a_size(tmp_path, store):
+    """DynaFed stopped at round 153 of 200, FedAvg ran to 200 and dips over rounds 149-153: the gain at the common
+    rounds is large, DynaFed's own last 5 against FedAvg's rounds 196-200 smaller; the verdict and the size come
+    from the smaller one, marked a lower bound (DynaFed stopped short)."""
+    folder = tmp_path / "figs" / "dynafed-table1" / "paper"
+    folder.mkdir(parents=True)
+    method = {"name": "dynafed", "iterations": 1000, "augment": "dsa"}
+    for seed, (dip, end, ours) in enumerate([(0.50, 0.80, 0.86), (0.52, 0.81, 0.88)]):
+        suffix = f"_seed{seed}" if seed else ""
+        fedavg = [0.7] * 148 + [dip] * 5 + [end] * 47  # 200 rounds, a dip over 149-153
+        write_run(store / f"dynafed_fmnist_a001_fedavg_from19{suffix}", fedavg, seed=seed)
+        write_run(store / f"dynafed_fmnist_a001_paper_n1000_dsa{suffix}", [0.7] * 19 + [ours] * 134, method,
+                  synthesis_round=20, seed=seed)  # fmt: skip
+    built = dynafed.build("paper", folder)
+    text = built.claim.text
+    # common rounds 149-153: +36.00 (seed 0), +36.00 (seed 1); the end: +6.00, +7.00
+    assert "36.00 ± 0.00 points over FedAvg, both at rounds 149-153" in text
+    assert (
+        "≥ 6.50 ± 0.71 points over FedAvg, DynaFed's last 5 rounds (round 153) against FedAvg's last 5 (round 200)"
+        in text
+    )
+    assert "a lower bound: DynaFed stopped before 200" in text
+    assert "the verdict is the smaller gain's (the end): held" in text and built.claim.verdict == "held"
+    assert "≥ +6.50 ± 0.71" in built.claim.size and "not resolved (a lower bound" in built.claim.size
+    assert "as the paper's" not in built.claim.size and "smaller than" not in built.claim.size
+
+
+def test_the_conservative_comparison_is_the_smaller_mean_gain():
+    found = [{"name": "common", "mean": 0.3}, {"name": "end", "mean": 0.1}]
+    assert dynafed.conservative(found)["name"] == "end"
+    assert dynafed.conservative(found[:1])["name"] == "common"
