@@ -316,11 +316,7 @@ def arm_verdict(label: str, seeds: list[dict], arms: list[dict], common: int, to
         if len(found) > 1
         else ""
     )
-    return (
-        f"{label}, {len(pairs)} seeds: "
-        + "; and ".join(said)
-        + f"{rule}: {word}; {above}"
-    ), word
+    return (f"{label}, {len(pairs)} seeds: " + "; and ".join(said) + f"{rule}: {word}; {above}"), word
 
 
 def paired_gains(group: list[dict], arms: list[dict], common: int) -> dict[int, float]:

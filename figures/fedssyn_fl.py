@@ -14,6 +14,8 @@ images over 5 clients, 2 rounds, β-VAEs of 2 epochs (seconds; what the tests bu
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +37,18 @@ from figures.flruns import (
     show,
     show_ratio,
     show_rounds,
+    store,
 )
-from figures.verdict import CONTRADICTED, HELD, NOT_RESOLVED, censored_mark, combine, direction, size_word
+from figures.scripted import points as percent
+from figures.verdict import (
+    CONTRADICTED,
+    HELD,
+    NOT_RESOLVED,
+    bounded_size,
+    censored_mark,
+    combine,
+    direction,
+)
 from fl.config import load_config
 from fl.sweep import mean_sd
 
@@ -155,19 +167,60 @@ def accuracy(result: Result) -> list[float]:
 # --- Fig. 3 -------------------------------------------------------------------------------------------------------
 
 
-def ddpm_sentence(ddpm: Result | None, results: dict[str, Result]) -> str:
-    """What the DDPM arm adds to Fig. 3's and Fig. 5's claims (reported; the verdict stays the β-VAE arm's)."""
+QUALITY = "quality"  # the store's (the ledger's) folder of python -m fl.quality reports (figures.ledger_check)
+
+
+def ddpm_quality(folder: Path, seeds: Sequence[int]) -> list[dict]:
+    """The quality reports (:mod:`fl.quality`) of the DDPM sets of ``seeds`` in the run store of the artefact
+    folder ``folder`` (``quality/ddpm-fmnist-seed<S>.json``; the ledger's are checked by ``figures check``)."""
+    found = []
+    for seed in seeds:
+        path = store(folder.parent.parent) / QUALITY / f"ddpm-fmnist-seed{seed}.json"
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(report, dict):
+            found.append(report)
+    return found
+
+
+def quality_sentence(reports: list[dict]) -> str:
+    """The DDPM sets' quality in one sentence (each number over the seeds' sets: mean ± sd)."""
+    if not reports:
+        return (
+            " The DDPM sets' quality is not measured: `python -m fl.quality STORE/_synthetic --seed S --out "
+            "results/ledger/quality/ddpm-fmnist-seedS.json` measures it."
+        )
+    seeds = ", ".join(str(r["seed"]) for r in reports)
+    worst = max(max(r["noise_by_client"]) for r in reports)
+    each = {key: percent([r[key] for r in reports]) for key in (
+        "noise_fraction", "label_agreement", "synthetic_trained_accuracy", "real_trained_accuracy")}  # fmt: skip
+    return (
+        f" The DDPM sets (seed {seeds}; `python -m fl.quality`): {each['noise_fraction']} % of the images are noise "
+        f"(total variation above the real images' 99.9th percentile; {100 * worst:.0f} % for the noisiest client), "
+        f"a classifier trained on real images gives {each['label_agreement']} % of them their label, and one "
+        f"trained on them reaches {each['synthetic_trained_accuracy']} % on real test against "
+        f"{each['real_trained_accuracy']} % for as many real images."
+    )
+
+
+def ddpm_sentence(ddpm: Result | None, results: dict[str, Result], reports: list[dict] = ()) -> str:
+    """What the DDPM arm adds to Fig. 3's and Fig. 5's claims: its own verdict by the report's rule (more final
+    accuracy than D_i alone beyond the seed spread), its estimates and its sets' quality; the row's verdict stays
+    the β-VAE arm's."""
     if ddpm is None:
         return ""
     ours, base = accuracy(ddpm), accuracy(results[NONE.label])
     return (
         f" With the paper's generator (per-client DDPMs), D_i ∪ D̃_si reaches {mean_sd(ours)[0]:.3f} against "
-        f"{mean_sd(base)[0]:.3f} on D_i ({'beyond' if beyond(ours, base) else 'within'} the seed spread); "
-        f"ζ̂²_p/ζ² {show(ddpm.estimate('zeta2_ratio'))}, δ² {show(ddpm.estimate('delta2'))}."
+        f"{mean_sd(base)[0]:.3f} on D_i ({'beyond' if beyond(ours, base) else 'within'} the seed spread; the DDPM "
+        f"arm: {direction(ours, base)}); ζ̂²_p/ζ² {show(ddpm.estimate('zeta2_ratio'))}, δ² "
+        f"{show(ddpm.estimate('delta2'))}." + quality_sentence(list(reports))
     )
 
 
-def fig3_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
+def fig3_claim(results: dict[str, Result], ddpm: Result | None = None, reports: Sequence[dict] = ()) -> Claim:
     """Fig. 3's caption: shuffled synthetic data boost the accuracy (over D_i alone, beyond the seed spread) "and in
     some cases even match the centralised accuracy". The sentence also reports the figure's ablation, D_i ∪ D̃_i
     (the same synthetic data kept by their owner), which the caption makes no claim about."""
@@ -185,7 +238,7 @@ def fig3_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
         f"centralised real {m['central']:.3f}, which Fedssyn {'matches' if matches else 'does not match'} within the "
         f"seed spread."
     )
-    return Claim(verdict, text + ddpm_sentence(ddpm, results))
+    return Claim(verdict, text + ddpm_sentence(ddpm, results, reports))
 
 
 def build_fig3(scale: str, folder: Path) -> Built:
@@ -212,7 +265,7 @@ def build_fig3(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ² (mean over rounds)", "δ²"],
         rows,
-        fig3_claim(results, ddpm),
+        fig3_claim(results, ddpm, ddpm_quality(folder, FMNIST[scale].seeds) if ddpm else ()),
         save(fig, folder / "fig3"),
         {"seeds": list(FMNIST[scale].seeds), "real_shuffle_p": REAL_P[scale], "ddpm_arm": ddpm is not None},
         ddpm_notes(notes),
@@ -225,7 +278,7 @@ CURVES = (("zeta2_ratio", "ζ̂²_p / ζ² (ratio)"), ("sigma2_hat", "σ̂²_p (
           ("delta2", "δ² (squared gradient norm)"), ("test_accuracy", "test accuracy (fraction)"))  # fmt: skip
 
 
-def fig5_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
+def fig5_claim(results: dict[str, Result], ddpm: Result | None = None, reports: Sequence[dict] = ()) -> Claim:
     """Fig. 5: shuffled synthetic data lower ζ̂²_p throughout training (here: below 1 and below the own-data
     baseline at every measured round, beyond the seed spread of that round), while δ² records the synthetic
     data's distance from the real data (reported beside the real-data shuffle's, which is not 0 when clients differ in
@@ -246,7 +299,7 @@ def fig5_claim(results: dict[str, Result], ddpm: Result | None = None) -> Claim:
         f"baseline's {np.nanmean(own):.2f} beyond the seed spread at {sum(lower)} of {len(lower)} measured rounds; "
         f"δ² averages {delta_syn:.3g} for the synthetic pool against {delta_real:.3g} for the real shuffle."
     )
-    return Claim(verdict, text + ddpm_sentence(ddpm, results))
+    return Claim(verdict, text + ddpm_sentence(ddpm, results, reports))
 
 
 def build_fig5(scale: str, folder: Path) -> Built:
@@ -274,7 +327,7 @@ def build_fig5(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "round", "ζ̂²_p/ζ²", "σ² (on D_i)", "σ̂²_p", "δ²"],
         rows,
-        fig5_claim(results, ddpm),
+        fig5_claim(results, ddpm, ddpm_quality(folder, FMNIST[scale].seeds) if ddpm else ()),
         save(fig, folder / "fig5"),
         {"seeds": list(FMNIST[scale].seeds), "ddpm_arm": ddpm is not None},
         ddpm_notes(notes),
@@ -323,6 +376,7 @@ def table1_claim(
     ddpm: dict[str, Result] | None = None,
     paper: dict[str, tuple] | None = None,
     alpha: float | None = None,
+    reports: Sequence[dict] = (),
 ) -> Claim:
     """Table 1: for every algorithm, shuffled synthetic data reach the target in fewer rounds (direction: the rounds
     with synthetic data fewer beyond the seed spread, per algorithm, combined by :func:`figures.verdict.combine`);
@@ -349,22 +403,44 @@ def table1_claim(
     )  # fmt: skip
     size = ""
     if paper:
-        words = {a: size_word(g[0], g[1], float(paper[a][2].rstrip("x"))) for a, g in gains.items() if a in paper}
+        words = {a: bounded_size(g[0], g[1], float(paper[a][2].rstrip("x")), marks[a])
+                 for a, g in gains.items() if a in paper}  # fmt: skip
         low = min(float(paper[a][2].rstrip("x")) for a in words)
         high = max(float(paper[a][2].rstrip("x")) for a in words)
         common = set(words.values())
         word = common.pop() if len(common) == 1 else "; ".join(f"{a}: {w}" for a, w in words.items())
+        shown = ", ".join(f"{a} {marks[a]}{g[0]:.2f}x" for a, g in gains.items())
         size = (
-            f"speed-ups {min(g[0] for g in gains.values()):.2f}-{max(g[0] for g in gains.values()):.2f}x against the "
-            f"paper's {low:g}-{high:g}x (CIFAR-10, α = {alpha:g}, per algorithm): {word}"
+            f"speed-ups {shown} against the paper's {low:g}-{high:g}x (CIFAR-10, α = {alpha:g}, per algorithm): {word}"
         )
     if ddpm:
-        beyond_ddpm = [a for a, r in ddpm.items() if beyond(rounds_or_cap(pairs[a][0]), rounds_or_cap(r))]
+        per_ddpm = {a: direction(rounds_or_cap(pairs[a][0]), rounds_or_cap(r)) for a, r in ddpm.items()}
+        ddpm_gains = {a: mean_sd(speedups(pairs[a][0], r)) for a, r in ddpm.items()}
+        ddpm_marks = {a: censored_mark(any(censored(pairs[a][0])), any(censored(r))) for a, r in ddpm.items()}
+        held = [a for a, v in per_ddpm.items() if v == HELD]
         text += (
             " With the paper's generator (per-client DDPMs): mean speed-ups "
-            + ", ".join(f"{a} {mean_sd(speedups(pairs[a][0], r))[0]:.2f}x" for a, r in ddpm.items())
-            + f", fewer rounds beyond the seed spread for {len(beyond_ddpm)} of {len(ddpm)} algorithms."
+            + ", ".join(f"{a} {ddpm_marks[a]}{g[0]:.2f}x" for a, g in ddpm_gains.items())
+            + f", fewer rounds beyond the seed spread for {len(held)} of {len(ddpm)} algorithms (the DDPM arms: "
+            f"{combine(per_ddpm.values())})." + quality_sentence(list(reports))
         )
+        if paper:
+            ddpm_words = {a: bounded_size(g[0], g[1], float(paper[a][2].rstrip("x")), ddpm_marks[a])
+                          for a, g in ddpm_gains.items() if a in paper}  # fmt: skip
+            common = set(ddpm_words.values())
+            word = common.pop() if len(common) == 1 else "; ".join(f"{a}: {w}" for a, w in ddpm_words.items())
+            shown = ", ".join(f"{a} {ddpm_marks[a]}{g[0]:.2f}x" for a, g in ddpm_gains.items())
+            gap = ""
+            if reports and any(w.startswith("smaller") for w in ddpm_words.values()):
+                noise = np.mean([r["noise_fraction"] for r in reports])
+                on_them = np.mean([r["synthetic_trained_accuracy"] for r in reports])
+                real = np.mean([r["real_trained_accuracy"] for r in reports])
+                gap = (
+                    f" (its sets are {100 * noise:.0f} % noise and train a classifier to {100 * on_them:.1f} % "
+                    f"against {100 * real:.1f} % for as many real images: a generator far from the paper's 500-epoch "
+                    "DDPMs, which the gap may come from)"
+                )
+            size += f"; with DDPMs {shown}: {word}{gap}"
     return Claim(verdict, text, size)
 
 
@@ -410,7 +486,7 @@ def build_table1(scale: str, folder: Path) -> Built:
          *(["D_i ∪ D̃_si (DDPM)", "speed-up (DDPM)", "final acc. (DDPM)"] if ddpm else []),
          "diverged runs", f"paper (CIFAR-10, α = {PAPER_ALPHA[scale]}): without / with (speed-up)"],
         rows,
-        table1_claim(pairs, ddpm, paper, PAPER_ALPHA[scale]),
+        table1_claim(pairs, ddpm, paper, PAPER_ALPHA[scale], ddpm_quality(folder, FMNIST[scale].seeds) if ddpm else ()),
         save(fig, folder / "table1"),
         {"seeds": list(FMNIST[scale].seeds), "lr": ALGORITHM_LR.get(scale, {}), "ddpm_arms": sorted(ddpm)},
         ddpm_notes(notes),

@@ -46,7 +46,13 @@ MAX_FILE, MAX_TOTAL = 2 * 2**20, 50 * 2**20
 SIMS = {"fig2": "fig2", "lemma1": "fig2", "figB2": "figB2"}  # artefact -> the simulator run it reads (sims/<run>)
 ENTRY = "ledger.json"
 NAMED = "runs"  # runs/<name>: the experiment scripts' runs, named as the scripts name them
-TOP = (LEDGER_MARK, RUNS, NAMED, "sims")
+QUALITY = "quality"  # quality/<generator>-<dataset>-seed<S>.json: python -m fl.quality's report of a seed's sets
+TOP = (LEDGER_MARK, RUNS, NAMED, "sims", QUALITY)
+QUALITY_KEYS = {  # what a quality report must hold, by type (fl.quality)
+    "generator": str, "seed": int, "dataset": str, "synthetic_sha256": str, "images": int, "noise_fraction": float,
+    "noise_by_client": list, "label_agreement": float, "synthetic_trained_accuracy": float,
+    "real_trained_accuracy": float, "code_version": str,
+}  # fmt: skip
 ESTIMATES = ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_ratio")  # fl.run.summarise's means
 
 Flag = Callable[[Path, str], None]
@@ -79,6 +85,7 @@ def verify(ledger: Path, report: Path | None = None) -> list[str]:
             else:
                 run_entry(child, keyed=group == RUNS, flag=flag)
     simulator_entries(ledger / "sims", flag)
+    quality_entries(ledger / QUALITY, flag)
     if report is not None:
         for entry, where in expected(report).items():
             if not (ledger / entry).is_dir():
@@ -282,6 +289,41 @@ def disagreements(rows: list[dict], summary: dict) -> list[tuple[str, object, ob
     """(key, from the rows, in the summary) of every summary number that the rows do not give."""
     drawn = from_rows(rows, summary)
     return [(key, ours, summary[key]) for key, ours in drawn.items() if not same(ours, summary[key])]
+
+
+def quality_entries(folder: Path, flag: Flag) -> None:
+    """``quality/<generator>-<dataset>-seed<S>.json``: each a whole report of :mod:`fl.quality` whose name agrees
+    with its contents and whose fractions lie in [0, 1]."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        flag(folder, f"stray file ({QUALITY}/ is a folder of synthetic-set quality reports)")
+        return
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or path.suffix != ".json":
+            flag(path, f"stray {kind(path)} ({QUALITY}/ holds only the JSON reports of python -m fl.quality)")
+            continue
+        try:
+            report = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            flag(path, "not JSON (cut short or damaged)")
+            continue
+        if not isinstance(report, dict):
+            flag(path, "not a quality report (not a JSON object)")
+            continue
+        wrong = [
+            k for k, t in QUALITY_KEYS.items() if not isinstance(report.get(k), t if t is not float else (int, float))
+        ]
+        if wrong:
+            flag(path, f"not a whole quality report ({wrong[0]} missing or of another type)")
+            continue
+        name = f"{report['generator']}-{report['dataset']}-seed{report['seed']}.json"
+        if path.name != name:
+            flag(path, f"names another report than it holds ({name})")
+        fractions = [report[k] for k in ("noise_fraction", "label_agreement", "synthetic_trained_accuracy",
+                                         "real_trained_accuracy")] + list(report["noise_by_client"])  # fmt: skip
+        if not all(isinstance(f, (int, float)) and 0 <= f <= 1 for f in fractions):
+            flag(path, "a fraction outside [0, 1] (edited?)")
 
 
 def simulator_entries(sims: Path, flag: Flag) -> None:

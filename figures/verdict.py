@@ -108,6 +108,18 @@ def size_word(mean: float, sd: float, paper: float | tuple[float, float]) -> str
     return AS_PAPER
 
 
+def bounded_size(mean: float, sd: float, paper: float | tuple[float, float], mark: str = "") -> str:
+    """:func:`size_word` of a number that may be a bound (``mark``: :func:`censored_mark`'s "≥ ", "≤ ", "? " or ""):
+    a lower bound whose mean + sd lies below the paper's could still reach it, an upper bound above it could still
+    fall to it, a bound both ways could be anything: then no size word, but :data:`NOT_RESOLVED` with what the bound
+    is. Never a size word taken from a bound that does not decide it."""
+    word = size_word(mean, sd, paper)
+    if mark == "? " or (mark == "≥ " and word != LARGER) or (mark == "≤ " and word != SMALLER):
+        kind = {"≥ ": "a lower bound", "≤ ": "an upper bound"}.get(mark, "a bound both ways")
+        return f"{NOT_RESOLVED} ({kind})"
+    return word
+
+
 def censored_mark(lower: bool, upper: bool) -> str:
     """The mark of a number that is a bound: "≥ " (a lower bound), "≤ " (an upper bound), "" (exact), "? " (bounds
     both ways: neither is known)."""

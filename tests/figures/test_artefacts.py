@@ -131,9 +131,27 @@ def test_table1_claim_flips_with_the_numbers():
     assert fedssyn_fl.speedups(*never["fedavg"]) == [7.0, 7.0]  # (20 + 1) / 3: a lower bound
     claim = fedssyn_fl.table1_claim(never, paper={"fedavg": (8, 68, "8.5x")}, alpha=0.1)
     assert "fedavg ≥ 7.00x" in claim.text and "a bound: fedavg ≥" in claim.text
-    assert claim.size == "speed-ups 7.00-7.00x against the paper's 8.5-8.5x (CIFAR-10, α = 0.1, per algorithm): " + (
-        "smaller than the paper's"
+    # a lower bound below the paper's could still reach it: no size word from it (figures.verdict.bounded_size)
+    assert (
+        claim.size
+        == "speed-ups fedavg ≥ 7.00x against the paper's 8.5-8.5x (CIFAR-10, α = 0.1, per algorithm): "
+        + ("not resolved (a lower bound)")
     )
+    over = {"fedavg": (result("w", [0.6, 0.6], [None, None]), result("s", [0.8, 0.8], [1, 1]))}  # ≥ 21x
+    assert fedssyn_fl.table1_claim(over, paper={"fedavg": (8, 68, "8.5x")}, alpha=0.1).size.endswith(
+        "larger than the paper's"
+    )
+
+
+def test_a_bound_never_decides_a_size_word_unless_it_lies_beyond_the_paper():
+    from figures.verdict import bounded_size
+
+    assert bounded_size(2.0, 0.1, 5.0) == "smaller than the paper's"
+    assert bounded_size(2.0, 0.1, 5.0, "≥ ") == "not resolved (a lower bound)"
+    assert bounded_size(9.0, 0.1, 5.0, "≥ ") == "larger than the paper's"
+    assert bounded_size(2.0, 0.1, 5.0, "≤ ") == "smaller than the paper's"
+    assert bounded_size(9.0, 0.1, 5.0, "≤ ") == "not resolved (an upper bound)"
+    assert bounded_size(5.0, 0.1, 5.0, "? ") == "not resolved (a bound both ways)"
 
 
 def test_fig4_claim_flips_with_the_numbers():

@@ -1,0 +1,233 @@
+"""How good a set of synthetic images is, measured against the real data it stands in for: the quality report a
+Fedssyn row carries beside its accuracy (Fedssyn's D̃_si made by per-client generators, e.g. the DDPM sets a GPU
+lease brings home).
+
+    python -m fl.quality CACHE_DIR --generator ddpm --seed 0 [--dataset fmnist] [--out FILE.json]
+
+Three numbers, each against the real training set of the same dataset:
+
+- ``noise_fraction``: the share of synthetic images whose total variation (mean absolute difference of
+  neighbouring pixels, pixels in [0, 1]) lies above the 99.9th percentile of the real training images' (a sample a
+  generator left as noise has far more variation than any real image); also per client (``noise_by_client``).
+- ``label_agreement``: the share of synthetic images a classifier trained on real images labels as their
+  generator's label.
+- ``synthetic_trained_accuracy`` against ``real_trained_accuracy``: real test accuracy of a classifier trained on
+  the synthetic images, and of one trained on as many real training images (drawn at random), by the same recipe.
+
+The classifier: the FedCOG CNN (``fl.models``), SGD lr 0.05 momentum 0.9, batch 64, ``--epochs`` epochs (3), one
+torch thread, every draw from ``--seed`` (the sets' seed): the same numbers on every machine with this torch. The
+report names the sets (every file and its sha256; ``synthetic_sha256`` is :func:`fl.provenance.synthetic_hash` of
+the sets in client order, the digest a run that dealt them records in its provenance) and the code that measured
+them (``code_version``, git).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fl import provenance
+from fl.data import load
+from fl.models import build_model
+from fl.synthesis.fedssyn import KEY_FILE
+from theory.cli import ArgumentParser, guarded, whole_number
+from theory.errors import InputError
+from theory.output import read_object, write_text_atomically
+
+NOISE_QUANTILE = 0.999
+
+
+def total_variation(images: np.ndarray) -> np.ndarray:
+    """Per image (N, C, H, W, pixels in [0, 1]): the mean absolute difference of vertically and horizontally
+    neighbouring pixels."""
+    x = np.asarray(images, dtype=np.float64)
+    vertical = np.abs(np.diff(x, axis=-2)).mean(axis=(-3, -2, -1))
+    horizontal = np.abs(np.diff(x, axis=-1)).mean(axis=(-3, -2, -1))
+    return vertical + horizontal
+
+
+def noise_threshold(real: np.ndarray, quantile: float = NOISE_QUANTILE) -> float:
+    """The total variation above which an image counts as noise: the ``quantile`` of the real images'."""
+    return float(np.quantile(total_variation(real), quantile))
+
+
+def noise_fraction(images: np.ndarray, threshold: float) -> float:
+    """The share of ``images`` whose total variation lies above ``threshold``."""
+    return float(np.mean(total_variation(images) > threshold)) if len(images) else float("nan")
+
+
+def as_floats(images: np.ndarray) -> np.ndarray:
+    """uint8 images to [0, 1]; float images as they are (checked to lie there)."""
+    if images.dtype == np.uint8:
+        return images.astype(np.float32) / 255.0
+    x = images.astype(np.float32)
+    if x.size and (x.min() < -1e-6 or x.max() > 1 + 1e-6):
+        raise InputError(f"images in [{x.min():g}, {x.max():g}]: expected uint8 or floats in [0, 1]")
+    return x
+
+
+def train_classifier(
+    x: np.ndarray, y: np.ndarray, n_classes: int, epochs: int, generator: torch.Generator
+) -> torch.nn.Module:
+    """The FedCOG CNN trained on (x in [0, 1], y) by SGD (lr 0.05, momentum 0.9, batch 64) for ``epochs``."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))  # the model's initial weights
+    model = build_model("fedcog-cnn", x.shape[1:], n_classes)
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    xs, ys = torch.from_numpy(x), torch.from_numpy(np.asarray(y, dtype=np.int64))
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(xs), generator=generator)
+        for start in range(0, len(xs), 64):
+            batch = order[start : start + 64]
+            optimiser.zero_grad()
+            F.cross_entropy(model(xs[batch]), ys[batch]).backward()
+            optimiser.step()
+    return model.eval()
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
+    xs = torch.from_numpy(x)
+    return torch.cat([model(xs[i : i + 1024]).argmax(1) for i in range(0, len(xs), 1024)]).numpy()
+
+
+def report(
+    sets: Sequence[tuple[np.ndarray, np.ndarray]], x_real: np.ndarray, y_real: np.ndarray, x_test: np.ndarray,
+    y_test: np.ndarray, n_classes: int, seed: int, epochs: int = 3,
+) -> dict:  # fmt: skip
+    """The quality report (module docstring) of the synthetic ``sets`` (per client: images, labels) against the
+    real training images ``x_real``/``y_real`` and the real test set."""
+    if not sets or not sum(len(x) for x, _ in sets):
+        raise InputError("no synthetic images to measure")
+    with torch_threads(1):
+        real, test = as_floats(x_real), as_floats(x_test)
+        x_syn = np.concatenate([as_floats(x) for x, _ in sets])
+        y_syn = np.concatenate([np.asarray(y, dtype=np.int64) for _, y in sets])
+        threshold = noise_threshold(real)
+        generator = torch.Generator().manual_seed(seed)
+        real_model = train_classifier(real, y_real, n_classes, epochs, generator)
+        picked = torch.randperm(len(real), generator=generator)[: len(x_syn)].numpy()
+        as_many = train_classifier(real[picked], y_real[picked], n_classes, epochs, generator)
+        syn_model = train_classifier(x_syn, y_syn, n_classes, epochs, generator)
+        return {
+            "images": len(x_syn),
+            "noise_threshold": threshold,
+            "noise_fraction": noise_fraction(x_syn, threshold),
+            "noise_by_client": [noise_fraction(as_floats(x), threshold) for x, _ in sets],
+            "label_agreement": float(np.mean(predict(real_model, x_syn) == y_syn)),
+            "real_classifier_test_accuracy": float(np.mean(predict(real_model, test) == y_test)),
+            "synthetic_trained_accuracy": float(np.mean(predict(syn_model, test) == y_test)),
+            "real_trained_accuracy": float(np.mean(predict(as_many, test) == y_test)),
+            "classifier": {
+                "model": "fedcog-cnn",
+                "optimizer": "sgd",
+                "lr": 0.05,
+                "momentum": 0.9,
+                "batch": 64,
+                "epochs": epochs,
+                "seed": seed,
+            },
+        }
+
+
+class torch_threads:
+    """Run with ``n`` torch threads, restored after (the numbers must not depend on the core count)."""
+
+    def __init__(self, n: int):
+        self.n, self.before = n, torch.get_num_threads()
+
+    def __enter__(self):
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.before)
+
+
+def find_sets(cache_dir: Path, generator: str, seed: int) -> list[tuple[int, Path]]:
+    """(client, npz file) of every set in the generator cache whose generator is ``generator`` trained for the run
+    seed ``seed``, in client order; an InputError (one line) where none is, or a client has several."""
+    if not cache_dir.is_dir():
+        raise InputError(f"{cache_dir}: no such generator cache")
+    found: dict[int, list[Path]] = {}
+    for key_file in sorted(cache_dir.glob(f"*/{KEY_FILE}")):
+        key = read_object(key_file, "the key of a generator folder")
+        made = key.get("generator") if isinstance(key.get("generator"), dict) else {}
+        config = made.get("config") if isinstance(made.get("config"), dict) else {}
+        if config.get("generator") != generator or made.get("seed") != seed:
+            continue
+        sets = key.get("sets") if isinstance(key.get("sets"), dict) else {}
+        for name in sorted(sets):
+            if (key_file.parent / name).is_file() and name.endswith(".npz") and "/" not in name:
+                found.setdefault(int(made.get("client", -1)), []).append(key_file.parent / name)
+    if not found:
+        raise InputError(f"{cache_dir}: no {generator} sets for seed {seed}")
+    several = [client for client, files in found.items() if len(files) > 1]
+    if several:
+        raise InputError(f"{cache_dir}: client {several[0]} has several {generator} sets for seed {seed}; name one")
+    return [(client, files[0]) for client, files in sorted(found.items())]
+
+
+def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with np.load(path) as saved:  # allow_pickle=False: an object array is refused, never unpickled
+            return saved["x"], saved["y"]
+    except (OSError, ValueError, KeyError) as error:
+        raise InputError(f"{path}: not a synthetic set ({type(error).__name__})") from None
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m fl.quality", description=__doc__.split("\n\n")[0])
+    parser.add_argument("cache_dir", type=Path, metavar="CACHE_DIR", help="the generator cache (method.cache_dir)")
+    parser.add_argument("--generator", default="ddpm", help="the generator the sets came from (default ddpm)")
+    parser.add_argument("--seed", type=whole_number(0), required=True, help="the run seed the sets were made for")
+    parser.add_argument("--dataset", default="fmnist", help="the real data (default fmnist)")
+    parser.add_argument("--data-root", type=Path, help="where the real data is (default: the usual folders)")
+    parser.add_argument("--epochs", type=whole_number(1), default=3, help="classifier epochs (default 3)")
+    parser.add_argument("--out", type=Path, help="write the report here (JSON) as well as printing it")
+    return parser
+
+
+@guarded("fl.quality")
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.out is not None and args.out.exists() and args.out.is_symlink():
+        raise InputError(f"{args.out}: a symbolic link; refused")
+    files = find_sets(args.cache_dir, args.generator, args.seed)
+    sets = [read_set(path) for _, path in files]
+    data = load(args.dataset, args.data_root)
+    numbers = report(sets, data.x_train, data.y_train, data.x_test, data.y_test, data.n_classes, args.seed,
+                     args.epochs)  # fmt: skip
+    result = {
+        "generator": args.generator,
+        "seed": args.seed,
+        "dataset": data.name,
+        "synthetic_sha256": provenance.synthetic_hash(sets),
+        "sets": [
+            {
+                "client": c,
+                "file": str(p.relative_to(args.cache_dir)),
+                "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
+            }
+            for c, p in files
+        ],
+        **numbers,
+        "code_version": provenance.code_version(),
+        "git": provenance.git_commit(),
+        "torch": torch.__version__,
+    }
+    text = json.dumps(result, indent=2)
+    if args.out is not None:
+        write_text_atomically(args.out, text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
