@@ -137,6 +137,9 @@ class ModelConfig:
         _require(self.width >= 0, "model.width", "must be >= 0 (0: the model's default)")
 
 
+MAX_ROUNDS = 1_000_000
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """rounds: communication rounds. participation: C ∈ (0, 1]. local_epochs: E. batch_size: B.
@@ -203,6 +206,7 @@ class TrainConfig:
 
     def check(self) -> None:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
+        _require(self.rounds <= MAX_ROUNDS, "train.rounds", f"must be <= {MAX_ROUNDS:,} (a run of more never ends)")
         _require(0 <= self.seed <= SEED_MAX, "train.seed", f"must be a whole number from 0 to {SEED_MAX}")
         _require(0 < self.participation <= 1, "train.participation", "C must lie in (0, 1]")
         _require(self.local_epochs >= 1, "train.local_epochs", "must be >= 1")

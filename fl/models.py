@@ -366,7 +366,39 @@ def build_model(name: str, in_shape: Sequence[int], n_classes: int, **kwargs: ob
         raise InputError(
             f"model {name!r} takes the options {', '.join(options) or '(none)'}, got {', '.join(kwargs)}"
         ) from None
-    return cls(in_shape, n_classes, **kwargs)
+    try:
+        model = cls(in_shape, n_classes, **kwargs)
+    except (MemoryError, RuntimeError) as error:  # torch's allocator says "can't allocate memory"
+        if not isinstance(error, MemoryError) and "allocate" not in str(error):
+            raise
+        raise InputError(
+            f"model {name} for images {tuple(in_shape)} and {n_classes} classes needs more memory than this machine has"
+        ) from None
+    if is_plugin(name):
+        check_plugin_model(name, model, in_shape, n_classes)
+    return model
+
+
+def check_plugin_model(name: str, model: nn.Module, in_shape: Sequence[int], n_classes: int) -> None:
+    """A user's model: an InputError (one line) when it has no trainable parameter or its output for a batch of
+    two is not (2, ``n_classes``) logits."""
+    if not any(p.requires_grad for p in model.parameters()):
+        raise InputError(f"model {name}: it has no trainable parameters")
+    try:
+        was = model.training
+        with torch.no_grad():
+            out = model.eval()(torch.zeros(2, *in_shape))
+        model.train(was)
+    except InputError:
+        raise
+    except Exception as error:
+        said = " ".join(str(error).split())[:200]
+        raise InputError(
+            f"model {name}: its forward pass on a batch of 2 failed ({type(error).__name__}: {said})"
+        ) from None
+    shape = tuple(getattr(out, "shape", ()))
+    if shape != (2, n_classes):
+        raise InputError(f"model {name}: output of shape {shape} for a batch of 2, expected (2, {n_classes}) logits")
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:

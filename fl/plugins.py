@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from fl.provenance import syntax_digest
-from theory.errors import InputError
+from theory.errors import InputError, register_user_code
 
 PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 RESERVED = ("npz:",)  # data.dataset = "npz:PATH" is a file of arrays, not a plug-in
@@ -185,6 +185,7 @@ def _import(module_name: str, key: str, spec: str):
         if current is not None and _IMPORTED.setdefault(module_name, current) != current:
             module = importlib.reload(module)  # its file changed since: run the code the hash names
             _IMPORTED[module_name] = current
+        register_user_code(files, spec)  # its failures are told as its own (theory.cli.guarded)
     except ModuleNotFoundError as error:
         where = "the working directory or the environment"
         raise InputError(f"config {key}: cannot import {spec!r} ({error}); put it in {where}") from None

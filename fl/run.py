@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -288,11 +289,32 @@ def save_checkpoint(path: Path, state: EngineState) -> None:
 CHECKPOINT_KEYS = {"round", "x", "server", "clients", "lr", "extra"}  # what save_checkpoint writes (and "method")
 
 
-def load_checkpoint(path: Path, device: torch.device, client_state: str = "device") -> EngineState:
+def load_checkpoint(
+    path: Path, device: torch.device, client_state: str = "device", like: torch.Tensor | None = None
+) -> EngineState:
+    """The state a checkpoint holds, its fields checked (an InputError in one line naming the file and the field):
+    ``round`` a whole number >= 1, ``x`` a 1-d floating tensor of finite values (with ``like``, the run's own
+    parameter vector: of its size and dtype), ``lr`` a positive finite number, the rest of their kinds."""
     payload = load_safely(path, "checkpoint", "start the run over (--overwrite), or point at another", device)
     missing = CHECKPOINT_KEYS - set(payload) if isinstance(payload, dict) else CHECKPOINT_KEYS
     if missing:
         raise InputError(f"{path}: not a checkpoint of fl.run (no {', '.join(sorted(missing))})")
+    x, at, lr = payload["x"], payload["round"], payload["lr"]
+    why = None
+    if not isinstance(at, int) or isinstance(at, bool) or at < 1:
+        why = f"its round is {at!r}, not a whole number >= 1"
+    elif not isinstance(x, torch.Tensor) or x.ndim != 1 or not x.is_floating_point():
+        why = "its x is not a 1-d floating-point parameter vector"
+    elif like is not None and (x.numel() != like.numel() or x.dtype != like.dtype):
+        why = f"its x holds {x.numel()} {x.dtype} values, the run's model {like.numel()} {like.dtype}"
+    elif not bool(torch.isfinite(x).all()):
+        why = "its x holds values that are not finite"
+    elif not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
+        why = f"its lr is {lr!r}, not a positive number"
+    elif not isinstance(payload["extra"], dict) or not isinstance(payload["server"], dict):
+        why = "its extra or server state is not a table"
+    if why:
+        raise InputError(f"{path}: not a checkpoint this run can continue ({why}); start the run over (--overwrite)")
     clients = place_clients(payload["clients"], client_state)
     return EngineState(
         payload["round"], payload["x"], payload["server"], clients, payload["lr"], payload["extra"],
@@ -469,6 +491,21 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
     return state, read_metrics(source / "metrics.jsonl", before_round=state.round)
 
 
+def divergence_cause(config: RunConfig) -> str:
+    """The setting a diverged or overflowing run most likely owes it to: the largest of the numeric settings of its
+    algorithm and method, train.weight_decay and train.momentum where one is far out of the usual range (above
+    1e3), else train.lr."""
+    tree = config.to_dict()
+    found = [(f"train.{k}", tree["train"].get(k)) for k in ("weight_decay", "momentum")]
+    found += [(f"{section}.{k}", v) for section in ("algorithm", "method") for k, v in tree.get(section, {}).items()]
+    numbers = [(abs(float(v)), key, v) for key, v in found
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]  # fmt: skip
+    big = max(numbers, default=None)
+    if big is not None and big[0] > 1e3:
+        return f"{big[1]} = {big[2]:g}, far out of the usual range (or lower train.lr)"
+    return "lower train.lr"
+
+
 def round_row(exp: Experiment, state: EngineState, record: dict, communication: int, seconds: float) -> dict:
     """The metrics row of the round that ended in ``state``: communication so far, timings, test accuracy every
     ``eval_every`` rounds, estimates every ``estimate_every`` rounds, or ``diverged`` for a non-finite model."""
@@ -573,7 +610,7 @@ def _execute(
         provenance.record(out, synthetic, where_it_ran(exp) | {"plugins": config.plugins()})
     key = config_key(config)
     if resume:
-        state = load_checkpoint(checkpoint, exp.device, exp.local.client_state)
+        state = load_checkpoint(checkpoint, exp.device, exp.local.client_state, exp.x0)
         data_note = provenance.check_data(out, exp.data_used)  # first: never train the rest on other data
         if data_note:
             print(data_note, file=sys.stderr)
@@ -614,7 +651,15 @@ def _execute(
                 # untouched, its rows are all written, and it is what the checkpoint keeps. The row is made before
                 # anything is committed (its test batches go to the workers); from there to the checkpoint, a signal
                 # waits (held).
-                new, record, updates = exp.compute_round(state)
+                try:
+                    new, record, updates = exp.compute_round(state)
+                except RuntimeError as error:  # torch: "value cannot be converted to type float without overflow"
+                    if "overflow" not in str(error):
+                        raise
+                    raise InputError(
+                        f"{out}: round {state.round} overflowed (a value past float range): the run diverged; the "
+                        f"likely cause: {divergence_cause(config)}"
+                    ) from None
                 row = round_row(exp, new, record, communication, time.perf_counter() - start)
                 with held():
                     apply_round(new, updates)
@@ -637,7 +682,9 @@ def _execute(
                 if "test_accuracy" in row:
                     bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
                 if row.get("diverged"):
-                    tqdm.write(f"{out}: the server model diverged (non-finite) at round {t}; stopping (lower train.lr)")
+                    cause = divergence_cause(config)
+                    said = f"the server model diverged (non-finite) at round {t}; stopping (the likely cause: {cause})"
+                    tqdm.write(f"{out}: {said}")
                     break
                 if stop_requested():
                     raise KeyboardInterrupt

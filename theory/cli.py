@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theory.errors import InputError
+from theory.errors import InputError, user_code_failure
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -94,6 +94,12 @@ def guarded(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
             except KeyboardInterrupt:
                 sys.stderr.write(f"python -m {prog}: interrupted\n")
                 return 130
+            except Exception as error:  # a plug-in's own failure is the plug-in's, in one line; ours stays a bug
+                said = user_code_failure(error)
+                if said is None:
+                    raise
+                sys.stderr.write(f"python -m {prog}: error: {said}\n")
+                return 2
 
         return wrapper
 

@@ -22,6 +22,8 @@ run's ``provenance.json`` records the file (bytes, sha256), the sizes and a dige
 from __future__ import annotations
 
 import hashlib
+import zipfile
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from fl.data.formats import DataError
 from fl.data.integrity import file_digests
 from fl.plugins import resolve
 
+MAX_CLASSES = 100_000  # more than any labelled image set in use (ImageNet-21k: 21,841)
 ARRAYS = ("x_train", "y_train", "client_ids", "x_test", "y_test", "n_classes")
 TEST_FRACTION = 0.1  # held out as the test set when the arrays have none
 
@@ -73,7 +76,7 @@ def load_npz(path: Path) -> Dataset:
             arrays = {key: npz[key] for key in npz.files}
     except ValueError as error:  # object arrays (pickles) among others
         raise DataError(f"{path}: not a plain .npz of numeric arrays ({error})") from None
-    except (OSError, EOFError) as error:
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as error:  # cut short, damaged
         raise DataError(f"{path}: not a readable .npz ({type(error).__name__}: {error})") from None
     dataset = from_arrays(arrays, f"npz-{arrays_digest(arrays)}", path.resolve(), str(path))
     return replace(dataset, files=((path.name, read["bytes"], read["sha256"]),))
@@ -122,6 +125,8 @@ def from_arrays(arrays: dict[str, np.ndarray], name: str, source: Path, where: s
         ids = ids[train] if ids is not None else None
     if not len(y):
         raise DataError(f"{where}: no training images")
+    if not len(y_test):
+        raise DataError(f"{where}: no test images (give x_test and y_test, or more images for the held-out share)")
     if "n_classes" in arrays:
         k = arrays["n_classes"]
         if k.ndim != 0 or not np.issubdtype(k.dtype, np.integer) or int(k) < 1:
@@ -129,6 +134,9 @@ def from_arrays(arrays: dict[str, np.ndarray], name: str, source: Path, where: s
         n_classes = int(k)
     else:
         n_classes = int(max(y.max(), y_test.max() if len(y_test) else 0)) + 1
+    if n_classes > MAX_CLASSES:  # a model's head and every per-class table grow with it: refused before allocation
+        said = "n_classes is" if "n_classes" in arrays else "the largest label + 1 is"
+        raise DataError(f"{where}: {said} {n_classes}, over the {MAX_CLASSES} classes this package takes")
     for what, labels in (("y_train", y), ("y_test", y_test)):
         if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
             raise DataError(f"{where}: {what} has labels outside 0..{n_classes - 1} ({labels.min()}..{labels.max()})")
