@@ -314,3 +314,18 @@ def test_a_failing_run_stops_the_parallel_build(tiny_runs, tmp_path):
     broken = replace(config, data=replace(config.data, clients=150))  # 200 images, min size 10: no partition
     with pytest.raises(InputError, match=r"python -m fl\.run exited with 2"):
         flruns.run_processes([(broken, folder), (broken, tmp_path / "other")], jobs=2, poll=0.1)
+
+
+def test_the_ddpm_sets_explain_a_gap_only_where_the_ddpm_arm_is_slower_than_the_vae_arm():
+    report = {"seed": 0, "noise_fraction": 0.33, "noise_by_client": [0.1, 1.0], "label_agreement": 0.42,
+              "synthetic_trained_accuracy": 0.66, "real_trained_accuracy": 0.78}  # fmt: skip
+    pairs = {"fedavg": (result("w", [0.8, 0.8], [8, 9]), result("s", [0.8, 0.8], [4, 4]))}  # 2.0x, 2.25x
+    paper = {"fedavg": (8, 68, "8.5x")}
+    as_fast = {"fedavg": result("d", [0.8, 0.8], [4, 4])}
+    claim = fedssyn_fl.table1_claim(pairs, as_fast, paper, 0.1, [report])
+    assert "the DDPM sets' quality does not explain the gap" in claim.size and "33 % noise" in claim.size
+    assert "33.00 % of the images are noise" in claim.text and "(the DDPM arms: held)" in claim.text
+    slower = {"fedavg": result("d", [0.8, 0.8], [8, 9])}  # 1.0x
+    claim = fedssyn_fl.table1_claim(pairs, slower, paper, 0.1, [report])
+    assert "the DDPM sets explain the gap for fedavg" in claim.size
+    assert "quality is not measured" in fedssyn_fl.table1_claim(pairs, slower, paper, 0.1, []).text
