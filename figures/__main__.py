@@ -136,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         named = "--runs" if args.runs else "$SHUFFLEFL_RUNS" if os.environ.get("SHUFFLEFL_RUNS") else None
         if named and not store(args.root).is_dir():  # else every run would read "not started", the store unnamed
             raise InputError(f"the run store {store(args.root)} ({named}) is missing: no run of it can be reported")
+        if not named and args.root != ROOT and not args.root.is_dir():  # a --root typed wrong, not a fresh one
+            raise InputError(f"--root {args.root}: no such folder, so no run of it can be reported")
         print(status(args.names[1:], args.scale, args.root))
         return 0
     names = [n for n, a in ARTEFACTS.items() if args.scale in a.scales] if args.names == ["all"] else args.names

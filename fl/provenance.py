@@ -176,10 +176,15 @@ def check_resume(
     for the rounds from ``at_round`` on."""
     path = out / "provenance.json"
     if not path.exists():
+        if not accept_code_change:  # deleted, or an older run: the code of its rounds is unknown
+            raise InputError(
+                f"{out}: no provenance.json, so the code that computed rounds 1-{at_round - 1} is unknown; restore it, "
+                "start the run over, or resume with --accept-code-change to continue and record this code from here"
+            )
         record(out, synthetic)
         entry = json.loads(path.read_text()) | {"recorded_from_round": at_round}  # rounds before: code unknown
         write(path, entry)
-        return f"{out}: no provenance.json (an older run); this code version is recorded from round {at_round} on"
+        return f"{out}: no provenance.json; this code version is recorded from round {at_round} on"
     entry = read_object(path, "provenance.json")
     if entry.get("synthetic_sha256") != synthetic:
         raise InputError(

@@ -55,13 +55,17 @@ def load(path: Path) -> dict:
     return payload
 
 
-def measured(path: Path) -> set[int]:
+def measured(path: Path, samples: int | None = None, only: str | None = None) -> set[int]:
+    """The rounds ``path`` holds a measurement of with these ``samples`` (any, where None) and of this kind
+    (``only``: "delta2" alone, or None: every estimate)."""
     if not path.exists():
         return set()
     rounds = set()
     for line in path.read_text().splitlines():
-        with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError):  # a torn line: that model is redone
-            rounds.add(json.loads(line)["round"])
+        with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError, AttributeError):  # a torn line: redone
+            row = json.loads(line)
+            if (samples is None or row.get("samples") == samples) and row.get("only") == only:
+                rounds.add(row["round"])
     return rounds
 
 
@@ -81,10 +85,11 @@ def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int |
     if not models:
         raise InputError(f"{run}: no saved model (checkpoint*.pt or snapshots/round*.pt)")
     last = max(models)
-    todo = [t for t in models if (t % every == 0 or t == last) and t not in measured(run / OUT)]
+    exp = Experiment(from_dict(tree))
+    done = measured(run / OUT, exp.config.train.estimate_samples, only)  # the same measurement: samples and kind
+    todo = [t for t in models if (t % every == 0 or t == last) and t not in done]
     if not todo:
         return []
-    exp = Experiment(from_dict(tree))
     lines = []
     for t in tqdm(todo, desc="models", unit="model", disable=quiet or None):
         payload = load(models[t])
@@ -101,6 +106,7 @@ def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int |
             "file": models[t].name,
             "estimates": estimates,
             "samples": exp.config.train.estimate_samples,
+            **({"only": only} if only else {}),
         }
         append_line_durably(run / OUT, json.dumps(line))
         lines.append(line)
@@ -124,7 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in lines:
         shown = [f"{k} {v:.4g}" for k, v in line["estimates"].items() if isinstance(v, float) and np.isfinite(v)]
         print(f"round {line['round']} ({line['file']}): " + ", ".join(shown))
-    print(f"{len(lines)} model(s) measured -> {args.run / OUT}")
+    if lines:
+        print(f"{len(lines)} model(s) measured -> {args.run / OUT}")
+    else:
+        print(f"nothing new measured: every saved model chosen is in {args.run / OUT} already with these settings, "
+              "or has nothing to measure (no synthetic set yet for --only delta2); nothing written")  # fmt: skip
     return 0
 
 

@@ -26,6 +26,7 @@ running one (re-running the command resumes them). ``--tensorboard DIR`` writes 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import os
@@ -85,7 +86,10 @@ def plan(base: list[str], varies: list[tuple[str, list[str]]], product: bool) ->
 
 
 def run_dir_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._=,-" else "_" for c in name)
+    """The folder of run ``name``: its characters kept where a folder name may hold them; where any had to be
+    replaced (``data.data_root=/a/x``), a digest of the name follows, so two names never share a folder."""
+    kept = "".join(c if c.isalnum() or c in "._=,-" else "_" for c in name)
+    return kept if kept == name else f"{kept}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def saved_config(out: Path) -> RunConfig:

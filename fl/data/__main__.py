@@ -5,6 +5,7 @@ checksum verification (``fetch NAME``)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 
@@ -25,11 +26,22 @@ def build_parser() -> ArgumentParser:
     info.add_argument("name", help=", ".join(LAYOUTS))
     get = commands.add_parser("fetch", help="download, verify and unpack a dataset into the data root", parents=[root])
     get.add_argument("name", help=", ".join(LAYOUTS))
-    get.add_argument("--timeout", type=float, default=60.0, help="seconds per connection attempt")
+    get.add_argument("--timeout", type=seconds, default=60.0, help="seconds per connection attempt (> 0)")
     return parser
 
 
 @guarded("fl.data")
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "fetch":

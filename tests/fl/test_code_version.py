@@ -79,3 +79,14 @@ def test_another_source_is_still_refused_without_the_flag(tmp_path, checkout):
     with pytest.raises(InputError, match="--accept-code-change"):
         provenance.check_resume(out, None, 29, accept_code_change=False)
     assert provenance.commit_code_version("not a commit; rm -rf /") is None
+
+
+def test_a_deleted_provenance_no_longer_bypasses_the_code_check(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    with pytest.raises(InputError, match="no provenance.json, so the code that computed rounds 1-4 is unknown"):
+        provenance.check_resume(out, None, 5, accept_code_change=False)
+    assert not (out / "provenance.json").exists()
+    note = provenance.check_resume(out, None, 5, accept_code_change=True)
+    assert "recorded from round 5" in note
+    assert json.loads((out / "provenance.json").read_text())["recorded_from_round"] == 5

@@ -54,3 +54,16 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     (tmp_path / "config.json").write_text("{}")
     assert main([str(tmp_path), "--every", "0"]) == 2
     assert "--every" in capsys.readouterr().err
+
+
+def test_other_samples_or_kind_are_another_measurement_and_nothing_new_says_so(dynafed_run, capsys):
+    first = remeasure(dynafed_run, only="delta2", every=4, quiet=True)
+    assert [line["only"] for line in first] == ["delta2", "delta2"]
+    full = remeasure(dynafed_run, every=4, samples=8, quiet=True)  # all estimates: not the δ² lines above
+    assert [line["round"] for line in full] == [4, 5] and all(line["samples"] == 8 for line in full)
+    fewer = remeasure(dynafed_run, every=4, samples=4, quiet=True)  # fewer samples after more: made, not skipped
+    assert [line["samples"] for line in fewer] == [4, 4]
+    capsys.readouterr()
+    assert main([str(dynafed_run), "--every", "4", "--samples", "4", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing new measured" in out and "model(s) measured" not in out

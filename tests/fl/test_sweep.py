@@ -231,3 +231,11 @@ def test_bad_seeds_are_one_line_errors(seeds, tmp_path, capsys):
 
 def test_largest_seed_is_accepted():
     assert parse_seeds("0,4294967295") == [0, 4294967295]
+
+
+def test_two_values_never_share_a_run_folder():
+    from fl.sweep import run_dir_name
+
+    names = ["data.data_root=/a/x", "data.data_root=/b/x", "data.data_root=_a_x", "data.data_root=/a_x"]
+    assert len({run_dir_name(n) for n in names}) == 4
+    assert run_dir_name("method.name=central-real") == "method.name=central-real"  # plain names unchanged
