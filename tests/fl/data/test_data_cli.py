@@ -135,3 +135,20 @@ def test_fetch_command_failure_is_one_line(tmp_path, capsys, monkeypatch):
     code, out, err = call_main(["--data-root", str(tmp_path / "root"), "fetch", "cifar10"], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "could not download" in err and str(tmp_path / "root") in err
+
+
+def test_a_cifar_copy_whose_pickle_names_code_is_listed_as_damaged_and_nothing_runs(cifar_root, tmp_path, capsys):
+    import os
+    import pickle
+
+    marker = tmp_path / "PWNED"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    (cifar_root / "cifar-10-batches-py" / "data_batch_3").write_bytes(pickle.dumps({b"data": Evil(), b"labels": [0]}))
+    assert main(["list", "--data-root", str(cifar_root)]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.strip().startswith("cifar10"))
+    assert "not found" in line and "data_batch_3: not a safe CIFAR batch" in line and not marker.exists()
