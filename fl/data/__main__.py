@@ -30,7 +30,6 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-@guarded("fl.data")
 def seconds(text: str) -> float:
     """argparse type: a finite number of seconds above 0."""
     try:
@@ -42,6 +41,7 @@ def seconds(text: str) -> float:
     return value
 
 
+@guarded("fl.data")
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "fetch":

@@ -84,7 +84,7 @@ def test_another_source_is_still_refused_without_the_flag(tmp_path, checkout):
 def test_a_deleted_provenance_no_longer_bypasses_the_code_check(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
-    with pytest.raises(InputError, match="no provenance.json, so the code that computed rounds 1-4 is unknown"):
+    with pytest.raises(InputError, match=r"no provenance\.json, so the code that computed rounds 1-4 is unknown"):
         provenance.check_resume(out, None, 5, accept_code_change=False)
     assert not (out / "provenance.json").exists()
     note = provenance.check_resume(out, None, 5, accept_code_change=True)
