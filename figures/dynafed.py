@@ -424,7 +424,7 @@ def build(scale: str, folder: Path) -> Built:
     )
     stopped = (
         f"stopped at round {common} of {total}, not resumable (no checkpoint in the ledger: a rerun starts from round "
-        f"1); indicative: measured at the common round{climb(arms, common, total)}"
+        f"1){climb(arms, common, total)}"
     )
     text = (
         f"DynaFed's claim (Table 1: FedAvg {PAPER['fedavg']} → DynaFed {PAPER['dynafed']}, +13.02 points at 200 "

@@ -68,6 +68,18 @@ def direction(a: Sequence[float | None], b: Sequence[float | None]) -> str:
     return NOT_RESOLVED
 
 
+def at_or_below(
+    low: Sequence[float] | np.ndarray, ceiling: Sequence[float] | np.ndarray, allowance: float = 1e-9
+) -> str:
+    """The one rule for a measurement against an upper bound (Lemma 1's ζ̂²-ratio, Corollary I's round ratio, in
+    every artefact that judges them): :data:`HELD` when the lower end of each measurement (``low``: its 95 %
+    interval's lower end, or mean − sd over seeds) lies at or below its ``ceiling`` (the bound, any finite-sample
+    allowance included) up to the relative ``allowance`` (float rounding), :data:`CONTRADICTED` where one lies
+    above, :data:`NOT_MEASURED` without a finite one. One-sided: a measurement far below its bound holds it."""
+    low, ceiling = np.asarray(low, dtype=float), np.asarray(ceiling, dtype=float)
+    return bound(low / ceiling - 1, allowance)
+
+
 def bound(excess: Iterable[float], allowance: float = 0.0) -> str:
     """The verdict on "a measured quantity stays within its bound": ``excess`` = measured / bound − 1 at each point
     (relative excess), ``allowance`` the relative excess tolerated (float rounding)."""

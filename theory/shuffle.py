@@ -95,3 +95,12 @@ def expected_realised_zeta2(G: ArrayLike, p: float) -> float:
     E_sr = (E_s2 + cross.sum(axis=1) - np.diag(cross)) / N  # E<s_i, r_i> = E<s_i, T>/N
     E_norm2 = n**2 * u2 + E_s2 + E_r2 - 2 * n * k * u2 - 2 * E_sr
     return float(np.mean(E_norm2) / n**2)
+
+
+def finite_sample_allowance(p: ArrayLike, sigma2: float, zeta2: float, n: ArrayLike) -> np.ndarray:
+    """How far a *realised* shuffle's ζ̂²_p/ζ² may lie above Lemma 1's (1-p)² (the lemma bounds the mixture
+    (1-p)D_i + pD̃): at most 2p(3σ̄² + ζ²)/(n·ζ²) for clients of n samples exchanging round(p·n) of them (the
+    finite-sample terms of :func:`expected_realised_zeta2`, bounded). One allowance wherever realised shuffles are
+    judged (the least-squares ``lemma1`` rows and the FL ``theory-fl`` rows)."""
+    p, n = np.asarray(p, dtype=float), np.asarray(n, dtype=float)
+    return 2 * p * (3 * sigma2 + zeta2) / (n * zeta2)

@@ -195,8 +195,31 @@ def test_theory_claim_flips_with_the_numbers():
     assert fedssyn_fl.theory_claim([row]).held
     claim = fedssyn_fl.theory_claim([row | {"zeta": (0.6, 0.01)}])  # above (1-p)²
     assert not claim.held and "largest mean excess +22.4% at p = 0.3" in claim.text
-    claim = fedssyn_fl.theory_claim([row | {"predicted": 0.9}])  # off by more than the spread and one round
-    assert not claim.held and "predicted 0.90, measured 0.60" in claim.text
+    # Corollary I bounds the rounds: a measured ratio far below its prediction holds it (one-sided, as in fig2)
+    claim = fedssyn_fl.theory_claim([row | {"predicted": 0.9}])
+    assert claim.held and "predicted 0.90, measured 0.60" in claim.text
+    claim = fedssyn_fl.theory_claim([row | {"predicted": 0.4}])  # above it beyond the spread and one round
+    assert claim.verdict == "contradicted"
+
+
+def test_fig2_and_theory_fl_judge_corollary_one_by_one_function(monkeypatch):
+    from figures import catalogue, verdict
+
+    calls = []
+    original = verdict.at_or_below
+
+    def spy(low, ceiling, allowance=1e-9):
+        calls.append((list(map(float, low)), list(map(float, ceiling))))
+        return original(low, ceiling, allowance)
+
+    monkeypatch.setattr(catalogue, "at_or_below", spy)
+    monkeypatch.setattr(fedssyn_fl, "at_or_below", spy)
+    p = np.array([0.0, 0.3, 0.5])
+    catalogue.fig2_claim(p, np.array([1.0, 0.5, 0.3]), np.array([1.0, 0.8, 0.6]))
+    row = {"real": True, "p": 0.3, "zeta": (0.49, 0.01), "zeta_bound": 0.49, "measured": (0.5, 0.05),
+           "predicted": 0.9, "one_round": 0.1}  # fmt: skip
+    assert fedssyn_fl.theory_claim([row]).held  # 0.50 measured under a bound of 0.90: never contradicted
+    assert [0.5, 0.3] in [c[0] for c in calls] and [0.4] in [c[0] for c in calls]
     assert fedssyn_fl.theory_claim([row, row | {"real": False, "zeta": (0.9, 0)}]).held  # Fedssyn: not judged
 
 
@@ -221,7 +244,11 @@ def test_fig2_claim_flips_with_the_numbers():
     assert claim.held
     square = (1 - p) ** 2  # below the bound: the saving is larger than the corollary's shape
     claim = catalogue.fig2_claim(p, square, theory)
-    assert claim.held and "it follows (1-p)²" in claim.text and claim.size.startswith("follows (1-p)²")
+    assert claim.held and "it follows (1-p)²" in claim.text and claim.size == ""  # a curve, not a size
+    wide = np.array([0.0, 0.2, 0.4, 0.6, 0.95])
+    claim = catalogue.fig2_claim(wide, np.array([1.0, 0.7, 0.45, 0.3, 0.2]), np.array([1.0, 0.75, 0.5, 0.3, 0.1]))
+    assert claim.held and "for 0 < p <= 0.6 the fitted ratio lies at or below it" in claim.text
+    assert "beyond that range (not claimed) it lies above it, past its 95 % interval, at p = 0.95" in claim.text
 
 
 def test_lemma1_claim_flips_with_the_numbers():
@@ -329,3 +356,16 @@ def test_the_ddpm_sets_explain_a_gap_only_where_the_ddpm_arm_is_slower_than_the_
     claim = fedssyn_fl.table1_claim(pairs, slower, paper, 0.1, [report])
     assert "the DDPM sets explain the gap for fedavg" in claim.size
     assert "quality is not measured" in fedssyn_fl.table1_claim(pairs, slower, paper, 0.1, []).text
+
+
+def test_a_censored_fig_b2_speed_up_is_shown_as_the_bound_it_is():
+    rows = [
+        {"scheme": "iid", "epochs": 5, "p": 0.0, "rounds_to_target": 49, "speedup": 1.0},
+        {"scheme": "iid", "epochs": 5, "p": 0.05, "rounds_to_target": None, "speedup": None},
+        {"scheme": "split", "epochs": 5, "p": 0.0, "rounds_to_target": None, "speedup": None},
+        {"scheme": "split", "epochs": 5, "p": 0.5, "rounds_to_target": 3, "speedup": None},
+    ]
+    assert catalogue.shown_speedup(rows[0], rows, 50) == 1.0
+    assert catalogue.shown_speedup(rows[1], rows, 50) == "≤ 0.961"  # never reached: counts as round 51
+    assert catalogue.shown_speedup(rows[3], rows, 50) == "≥ 17"  # its p = 0 run never reached it
+    assert catalogue.shown_speedup(rows[2], rows, 50) == "-"
