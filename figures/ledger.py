@@ -43,7 +43,7 @@ from figures.artefacts import SCALES, USED
 from figures.catalogue import ARTEFACTS, RERUN
 from figures.claims import ROWS, claims_table
 from figures.flruns import LEDGER_MARK, RUNS, STORE, run_key
-from figures.ledger_check import ENTRY, KEPT, MAX_FILE, MAX_TOTAL, SIMS, disagreements, json_rows, verify
+from figures.ledger_check import ENTRY, KEPT, MAX_FILE, MAX_TOTAL, SIMS, disagreements, json_rows, sealed, verify
 from figures.report import BEGIN, CLAIMS_BEGIN, CLAIMS_END, END, between, own_report, section, write_sections
 from fl.config import from_dict
 from fl.run import read_metrics
@@ -207,6 +207,7 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
     for f in files:
         shutil.copy2(f, staging / f.name)
         fsync_path(staging / f.name)
+    record = sealed(record, [staging / f.name for f in files])  # digests: an edit after the add shows (check)
     write_text_atomically(staging / ENTRY, json.dumps(record, indent=2) + "\n")  # fsyncs staging too
     old = dest.with_name(dest.name + ".replaced")
     if dest.exists():
@@ -341,13 +342,19 @@ def part(text: str, begin: str, end: str, names: Sequence[str]) -> str:
     return "\n".join(blocks).strip()
 
 
+def claims_rows(table: str, names: Sequence[str]) -> str:
+    """The claims-table rows of the artefacts ``names`` (each row's rebuild command names its artefact)."""
+    wanted = tuple(f"python -m figures {name} " for name in names)
+    return "\n".join(line for line in table.splitlines() if line.startswith("| ") and any(w in line for w in wanted))
+
+
 def check(ledger: Path, report: Path, names: Sequence[str] = ()) -> list[str]:
     """The differences (unified diff lines) between ``report``'s generated sections and what the ledger gives."""
     claims, artefacts = sections(ledger, names)
     text = report.read_text() if report.exists() else ""
     pairs = [(part(text, BEGIN, END, names), part(artefacts, BEGIN, END, names))]
-    if not names:
-        pairs.append((between(text, CLAIMS_BEGIN, CLAIMS_END) or "", claims))
+    old_claims = between(text, CLAIMS_BEGIN, CLAIMS_END) or ""
+    pairs.append((claims_rows(old_claims, names), claims_rows(claims, names)) if names else (old_claims, claims))
     diff = []
     for old, new in pairs:
         diff += difflib.unified_diff(old.splitlines(), new.splitlines(), str(report), "the ledger", lineterm="")
@@ -442,13 +449,15 @@ def check_main(argv: Sequence[str], write: bool = False) -> int:
     if damage:
         print("\n".join(damage))
         outcome = f"{args.report} left as it was" if write else f"{args.report} not compared"
-        print(f"figures {verb}: {len(damage)} problem(s) in the run ledger {args.ledger}; {outcome}")
+        print(f"figures {verb}: {len(damage)} problem(s) in the run ledger {args.ledger}; {outcome}; restore the "
+              f"ledger (git checkout -- {args.ledger}) or re-add the runs named (figures ledger add)")  # fmt: skip
         return 1
     seconds = time.perf_counter() - start
     if diff:
         print("\n".join(diff[:60] + ([f"... {len(diff) - 60} more lines"] if len(diff) > 60 else [])))
-        print(f"figures check: {args.report} differs from what {args.ledger} gives ({seconds:.0f} s); "
-              "rebuild it with python -m figures report")  # fmt: skip
+        print(f"figures check: {args.report} differs from what {args.ledger} gives ({seconds:.0f} s); if every "
+              f"change to {args.ledger} is one you made (git diff {args.ledger}), rebuild the report with python -m "
+              f"figures report; else restore the ledger (git checkout -- {args.ledger})")  # fmt: skip
         return 1
     print(f"figures check: {args.report} is what {args.ledger} gives ({seconds:.0f} s)")
     return 0

@@ -16,12 +16,20 @@ The layout (:mod:`figures.ledger` describes it): ``.ledger`` (the mark), ``_runs
 - a stray file (a name an entry does not keep) or folder (a run folder without a valid ``config.json``, a ``_runs``
   folder whose config does not hash to its name, a leftover of an interrupted ``ledger add``, anything under
   ``sims`` but ``<run>/<scale>``), a missing ``ledger.json``;
-- a run or simulator summary that REPORT.md's generated blocks rest on and the ledger no longer holds (deleted).
+- a run or simulator summary that REPORT.md's generated blocks rest on and the ledger no longer holds (deleted);
+- what ``ledger add`` recorded no longer holding: a file whose sha256 differs from the one recorded in the entry's
+  ``ledger.json`` (an edited config, provenance, metrics or summary), a recorded file missing (a deleted
+  summary.json), a ``ledger.json`` whose own digest does not match its fields (an edited device or git), an entry
+  without recorded digests (added by hand);
+- a named run (``runs/<name>``) whose config contradicts its name (its seed ``_seed<k>``, its arm: ``_hfmds``,
+  ``_fmds``, ``_fedcog``, ``_fedavg``), a run that reached its last round without a summary, and two entries of one
+  run (the same metrics rows under two names).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import math
@@ -56,6 +64,62 @@ QUALITY_KEYS = {  # what a quality report must hold, by type (fl.quality)
 ESTIMATES = ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_ratio")  # fl.run.summarise's means
 
 Flag = Callable[[Path, str], None]
+# a named run's arm, by the suffix its experiment script gives it -> the method its config must name
+ARM_METHODS = {"_fedavg_alpha01": "none", "_hfmds": "hfmds", "_fmds": "fmds", "_fedcog": "fedcog", "_fedavg": "none"}
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def entry_digest(record: dict) -> str:
+    """The digest of a ledger.json's fields (all but ``entry_sha256`` itself): an edit of one shows."""
+    fields = {k: v for k, v in record.items() if k != "entry_sha256"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def sealed(record: dict, files: list[Path]) -> dict:
+    """``record`` with the sha256 of each of ``files`` and its own digest: what ``ledger add`` writes."""
+    record = {k: v for k, v in record.items() if k not in ("files", "entry_sha256")}
+    record["files"] = {f.name: file_digest(f) for f in sorted(files)}
+    return record | {"entry_sha256": entry_digest(record)}
+
+
+def recorded(entry: Path, flag: Flag, kept: tuple[str, ...]) -> None:
+    """The entry's files against the digests its ledger.json recorded when it was added."""
+    try:
+        record = json.loads((entry / ENTRY).read_text())
+    except (OSError, ValueError):
+        return  # json_object flags it
+    if not isinstance(record, dict):
+        return
+    files = record.get("files")
+    if not isinstance(files, dict):
+        flag(entry / ENTRY, "records no digests of the entry's files (added by hand, not by figures ledger add?)")
+        return
+    if record.get("entry_sha256") != entry_digest(record):
+        flag(entry / ENTRY, "its fields differ from those recorded when the entry was added (edited?)")
+    here = {p.name for p in entry.iterdir() if p.is_file() and p.name in kept}
+    for name in sorted(set(files) - here):
+        flag(entry / name, "missing: the entry was added with it (deleted?)")
+    for name in sorted(here - set(files)):
+        flag(entry / name, "not among the files the entry was added with (put there by hand?)")
+    for name in sorted(here & set(files)):
+        if file_digest(entry / name) != files[name]:
+            flag(entry / name, "differs from the file the entry was added with (its sha256 changed: edited?)")
+
+
+def name_problem(name: str, config) -> str | None:
+    """How a named run's config contradicts its name (seed, arm), or None."""
+    found = re.search(r"_seed(\d+)(?:_|$)", name)
+    seed = int(found.group(1)) if found else 0
+    if config.train.seed != seed:
+        return f"its config's train.seed is {config.train.seed}, its name says seed {seed}"
+    arm = next((suffix for suffix in ARM_METHODS if name.endswith(suffix)), None)
+    method = config.method.get("name") if isinstance(config.method, dict) else getattr(config.method, "name", None)
+    if arm is not None and method != ARM_METHODS[arm]:
+        return f"its config's method is {method!r}, its name's arm ({arm[1:]}) runs {ARM_METHODS[arm]!r}"
+    return None
 
 
 def verify(ledger: Path, report: Path | None = None) -> list[str]:
@@ -86,6 +150,7 @@ def verify(ledger: Path, report: Path | None = None) -> list[str]:
                 run_entry(child, keyed=group == RUNS, flag=flag)
     simulator_entries(ledger / "sims", flag)
     quality_entries(ledger / QUALITY, flag)
+    duplicates(ledger, flag)
     if report is not None:
         for entry, where in expected(report).items():
             if not (ledger / entry).is_dir():
@@ -213,6 +278,11 @@ def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
         if key != entry.name:
             flag(entry / "config.json", f"hashes to {key}, not to its folder's name (edited, or a stray folder)")
     json_object(entry / ENTRY, flag)
+    recorded(entry, flag, KEPT)
+    if not keyed:
+        said = name_problem(entry.name, config)
+        if said:
+            flag(entry / "config.json", f"contradicts the run's name: {said}")
     if (entry / "provenance.json").exists():
         json_object(entry / "provenance.json", flag)
     if (entry / "init_from.txt").exists():
@@ -227,6 +297,8 @@ def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
     else:
         flag(metrics, "missing")
     summary = json_object(entry / "summary.json", flag) if (entry / "summary.json").exists() else None
+    if rows and summary is None and rows[-1].get("round") == config.train.rounds:
+        flag(entry / "summary.json", f"missing: the run reached its last round ({config.train.rounds})")
     if rows and summary is not None:
         disagree = [f"{key} {theirs!r} in summary.json, {ours!r} from the rows"
                     for key, ours, theirs in disagreements(rows, summary)]  # fmt: skip
@@ -236,6 +308,28 @@ def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
         if isinstance(rounds, int) and rounds < config.train.rounds and diverged is None:
             flag(entry / "summary.json", f"says the run finished at round {rounds} of its config's "
                  f"{config.train.rounds} without diverging")  # fmt: skip
+
+
+def duplicates(ledger: Path, flag: Flag) -> None:
+    """Two entries of one run: the same metrics rows (timings aside) under two names or keys."""
+    seen: dict[str, Path] = {}
+    for group in (RUNS, NAMED):
+        for entry in sorted((ledger / group).iterdir()) if (ledger / group).is_dir() else ():
+            path = entry / "metrics.jsonl"
+            if not path.is_file() or path.is_symlink():
+                continue
+            rows = []
+            for line in path.read_text(errors="replace").splitlines():
+                with contextlib.suppress(ValueError):
+                    row = json.loads(line)
+                    rows.append({k: v for k, v in row.items() if not k.startswith("seconds")} if isinstance(row, dict)
+                                else row)  # fmt: skip
+            if not rows:
+                continue
+            key = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+            if key in seen:
+                flag(entry, f"the same run as {seen[key].relative_to(ledger)} (identical metrics rows)")
+            seen.setdefault(key, entry)
 
 
 def archive(path: Path, flag: Flag) -> None:

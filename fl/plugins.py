@@ -170,13 +170,13 @@ def _import(module_name: str, key: str, spec: str):
                 "(a run, a sweep, the ledger, a lease or a run store); a plug-in runs only from where you put it: "
                 "refused, nothing imported"
             )
-    if spec in _EXPECTED and module_name not in sys.modules:
+    if spec in _EXPECTED:  # imported or not: a changed file would be (re)imported, so compare before
         files = located_files(module_name)
         now = digest(files) if files else None
         if now != _EXPECTED[spec]:
             raise InputError(
-                f"config {key}: plug-in {spec} is code {now} now, the run started with {_EXPECTED[spec]}; refused "
-                "before importing it: restore it, start the run over, or resume with --accept-code-change"
+                f"plug-in {spec} ({key}) is code {now} now, the run started with {_EXPECTED[spec]}; refused before "
+                "importing it: restore it, start the run over, or resume with --accept-code-change"
             )
     try:
         module = importlib.import_module(module_name)

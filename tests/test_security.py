@@ -89,11 +89,11 @@ def test_a_run_store_named_by_the_environment_counts_however_bare(user, monkeypa
 
 
 def test_a_changed_plugin_is_refused_before_its_module_runs(user):
-    (user / "mine.py").write_text(PAYLOAD.replace("parents[3]", "parents[0]"))
-    recorded = {"method.name": {"spec": "mine:M", "sha256": "0123456789ab"}}
+    (user / "mine_changed.py").write_text(PAYLOAD.replace("parents[3]", "parents[0]"))
+    recorded = {"method.name": {"spec": "mine_changed:M", "sha256": "0123456789ab"}}
     with plugins.expecting(recorded), pytest.raises(InputError, match="refused before importing it"):
-        plugins.resolve("mine:M", "method.name")
-    assert not (user / MARKER).exists() and "mine" not in sys.modules
+        plugins.resolve("mine_changed:M", "method.name")
+    assert not (user / MARKER).exists() and "mine_changed" not in sys.modules
 
 
 def lease_with(folder: Path, archive: str, members: dict[str, bytes]) -> Path:

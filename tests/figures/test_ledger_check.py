@@ -166,7 +166,8 @@ def test_each_damage_fails_the_check_with_one_line_naming_the_file(copies, how, 
     assert err == "" and "Traceback" not in out
     assert out.splitlines() == [
         found[0],
-        f"figures check: 1 problem(s) in the run ledger {ledger_copy}; {report} not compared",
+        f"figures check: 1 problem(s) in the run ledger {ledger_copy}; {report} not compared; restore the ledger "
+        f"(git checkout -- {ledger_copy}) or re-add the runs named (figures ledger add)",
     ]
 
 
@@ -241,5 +242,99 @@ def test_the_cli_names_the_file_with_no_traceback_and_no_warning(copies):
                str(report)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert done.returncode == 1 and done.stderr == "", done.stderr
-    assert done.stdout.splitlines()[0].startswith(f"{named}: line 20 of 20, its last, is torn")
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"{named}: ") and "line 20 of 20, its last, is torn" in first
     assert len(done.stdout.splitlines()) == 2
+
+
+NAMED_RUN = "runs/fedcog_fmnist_niid1_seed0"
+
+
+def summary_deleted(ledger_copy: Path) -> Path:
+    (ledger_copy / TABLE1_RUN / "summary.json").unlink()
+    return ledger_copy / TABLE1_RUN / "summary.json"
+
+
+def seed_changed_in_a_named_run(ledger_copy: Path) -> Path:
+    path = ledger_copy / NAMED_RUN / "config.json"
+    config = json.loads(path.read_text())
+    config["train"]["seed"] = 7
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def code_version_edited(ledger_copy: Path) -> Path:
+    path = ledger_copy / TABLE1_RUN / "provenance.json"
+    entry = json.loads(path.read_text())
+    entry["code_version"] = "0123456789ab"
+    path.write_text(json.dumps(entry, indent=2))
+    return path
+
+
+def device_edited(ledger_copy: Path) -> Path:
+    path = ledger_copy / TABLE1_RUN / "ledger.json"
+    entry = json.loads(path.read_text())
+    entry["device"] = "NVIDIA H100"
+    path.write_text(json.dumps(entry, indent=2))
+    return path
+
+
+def fake_run_added(ledger_copy: Path) -> Path:
+    """A self-consistent fake: seed 2's run copied as seed 3, its config's seed set to match, its ledger.json fresh."""
+    fake = ledger_copy / "runs" / "fedcog_fmnist_niid1_seed3"
+    shutil.copytree(ledger_copy / "runs" / "fedcog_fmnist_niid1_seed2", fake)
+    config = json.loads((fake / "config.json").read_text())
+    config["train"]["seed"] = 3
+    (fake / "config.json").write_text(json.dumps(config, indent=2))
+    (fake / "ledger.json").write_text(json.dumps({"source": "by hand", "device": "cpu"}))
+    return fake
+
+
+def duplicated_under_another_name(ledger_copy: Path) -> Path:
+    copy = ledger_copy / "runs" / "fedcog_fmnist_niid1_seed0_again"
+    shutil.copytree(ledger_copy / NAMED_RUN, copy)
+    return copy
+
+
+def fedcog_as_hfmds(ledger_copy: Path) -> Path:
+    shutil.copytree(ledger_copy / "runs" / "fedcog_fmnist_niid1_seed0_fedcog",
+                    ledger_copy / "runs" / "hfmds_fmnist_dir001_seed0_hfmds")  # fmt: skip
+    return ledger_copy / "runs" / "hfmds_fmnist_dir001_seed0_hfmds"
+
+
+MISSES: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "a finished run's summary.json deleted": (summary_deleted, "missing"),
+    "train.seed changed 0 -> 7 in a named run": (seed_changed_in_a_named_run, "its name says seed 0"),
+    "code_version edited in provenance.json": (code_version_edited, "differs from the file the entry was added with"),
+    "ledger.json's device edited": (device_edited, "differ from those recorded when the entry was added"),
+    "a self-consistent fake run added": (fake_run_added, "records no digests"),
+    "a run duplicated under another name": (duplicated_under_another_name, "the same run as runs/fedcog_fmnist"),
+    "a FedCOG run copied under an HFMDs name": (fedcog_as_hfmds, "its name's arm (hfmds) runs 'hfmds'"),
+}
+
+
+@pytest.mark.parametrize("how", MISSES)
+def test_what_the_ledger_recorded_is_checked(copies, how, capsys):
+    ledger_copy, report = copies
+    damage_it, said = MISSES[how]
+    named = damage_it(ledger_copy)
+    found = verify(ledger_copy, report)
+    assert found and all(line.startswith(str(named)) for line in found), found
+    assert any(said in line for line in found), found
+    capsys.readouterr()
+    assert main(["check", "--ledger", str(ledger_copy), "--report", str(report)]) == 1
+    out = capsys.readouterr().out
+    assert "figures report" not in out  # damage is never advised to be rebuilt over
+
+
+def test_check_with_a_name_compares_that_artefacts_claims_row(copies, capsys):
+    ledger_copy, report = copies
+    text = report.read_text()
+    row = next(
+        line for line in text.splitlines() if "python -m figures fedcog-table1 " in line and line.startswith("| ")
+    )
+    report.write_text(text.replace(row, row.replace("| not resolved |", "| held |", 1)))
+    assert main(["check", "fedcog-table1", "--ledger", str(ledger_copy), "--report", str(report)]) == 1
+    out = capsys.readouterr().out
+    assert "+| FedCOG Table 1" in out or "-| FedCOG Table 1" in out
+    assert "git checkout" in out.splitlines()[-1]
