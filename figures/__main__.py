@@ -25,6 +25,7 @@ run is named in its output.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -38,13 +39,28 @@ from theory.cli import ArgumentParser, format_table, guarded, positive_int
 from theory.errors import InputError
 
 SUBCOMMANDS = """\
-subcommands (check, report and ledger have their own --help):
-  status [NAME...]      one line per run of the artefacts at --scale: done, round r of R (ETA) or not started
-  check [NAME...]       verify the run ledger (files whole, summaries = metrics, no stray file), then fail if
-                        results/REPORT.md's generated sections differ from what the ledger gives
+subcommands (each has its own --help):
+  status [NAME...]      one line per run of the artefacts at --scale: done, round r of R (ETA) or not started;
+                        with --runs results/ledger, what the ledger holds and the hours of the runs that stopped short
+  check [NAME...]       verify the run ledger (files whole and as added, summaries = metrics, no stray file), then
+                        fail if results/REPORT.md's generated sections (and NAME's claims rows) differ from it
   report                rewrite results/REPORT.md's claims table and artefact blocks from the run ledger alone
   ledger add|list       copy runs' small records into the run ledger (results/ledger), or list its entries
+
+rebuild a row from the shipped ledger and check it (offline, no run):
+  python -m figures fedcog-table1 --scale paper --runs results/ledger   # the block, into results/figures
+  python -m figures check fedcog-table1                                  # its block and claims row against REPORT
+  python -m figures report && python -m figures check                    # every block, then verify them all
 """
+
+
+STATUS_HELP = """\
+usage: python -m figures status [NAME ...] [--scale {quick,cpu,paper}] [--runs STORE] [--root ROOT]
+
+One line per run the artefacts NAME (default: all) use at --scale: done, round r of R with its estimated time left,
+or not started, then the CPU-hours left. --runs names the run store ($SHUFFLEFL_RUNS, else under --root); pointed
+at the run ledger (--runs results/ledger) it reports what the ledger holds: a run there that stopped short of its
+last round counts the hours its remaining rounds would take at its measured speed."""
 
 
 def listing(root: Path) -> str:
@@ -52,6 +68,35 @@ def listing(root: Path) -> str:
         [a.name, *(a.state(s, root) if s in a.scales else "n/a" for s in SCALES), a.title] for a in ARTEFACTS.values()
     ]
     return format_table(["artefact", *SCALES, "reproduces"], rows)
+
+
+SCRIPT_RUNS = {"dynafed-table1": "dynafed_fmnist", "hfmds-fmnist": "hfmds_fmnist", "fedcog-table1": "fedcog_fmnist"}
+
+
+def scripted_runs(name: str, root: Path) -> list[tuple[str, float]]:
+    """The runs of an experiment script's artefact in the store's ``runs/`` (the ledger's, with --runs
+    results/ledger): (a line, hours left) for each that stopped short of its last round, its hours from its own
+    measured seconds per round; finished runs are counted in one line."""
+    folder = store(root) / "runs"
+    prefix = SCRIPT_RUNS.get(name)
+    if prefix is None or not folder.is_dir():
+        return []
+    out, done = [], 0
+    for run in sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith(prefix)):
+        if (run / "summary.json").is_file():
+            done += 1
+            continue
+        try:
+            rounds = json.loads((run / "config.json").read_text())["train"]["rounds"]
+            rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+            reached, seconds = rows[-1]["round"], rows[-1]["seconds"] / len(rows)
+        except (OSError, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError):
+            out.append((f"{run.name}: not started or unreadable", 0.0))
+            continue
+        hours = (rounds - reached) * seconds / 3600
+        out.append((f"{run.name}: stopped at round {reached} of {rounds} ({seconds:.1f} s per round where it ran, "
+                    f"{hours:.2f} h left)", hours))  # fmt: skip
+    return [(f"{done} run(s) finished", 0.0), *out] if done or out else []
 
 
 def status(names: list[str], scale: str, root: Path) -> str:
@@ -64,6 +109,9 @@ def status(names: list[str], scale: str, root: Path) -> str:
             continue
         if artefact.name in SCRIPTED:
             lines.append(f"{artefact.name}: {artefact.state(scale, root)} ({artefact.scales[scale]})")
+            for text, hours in scripted_runs(artefact.name, root):
+                lines.append(f"{artefact.name} | {text}")
+                left += 3600 * hours
             continue
         if artefact.name not in FL_ARTEFACTS:
             lines.append(f"{artefact.name}: {artefact.state(scale, root)} (a simulator: built in one go)")
@@ -95,7 +143,7 @@ def status(names: list[str], scale: str, root: Path) -> str:
                     unknown += 1
             lines.append(f"{text} [{folder}]")
         lines += [f"{name} | {label}: left out ({why})" for name, label, why in left_out]
-    estimate = f"{left / 3600:.1f} CPU-hours left (one thread per run)"
+    estimate = f"{left / 3600:.2f} hours left at the speeds measured where the runs ran (one thread per run)"
     if unknown:
         estimate += f", plus {unknown} not-started run(s) with no measured speed yet"
     return "\n".join([*lines, estimate])
@@ -108,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ledger_main(argv[1:])
     if argv[:1] in (["check"], ["report"]):
         return check_main(argv[1:], write=argv[0] == "report")
+    if argv[:1] == ["status"] and ("-h" in argv or "--help" in argv):
+        print(STATUS_HELP)
+        return 0
     parser = ArgumentParser(
         prog="python -m figures",
         description="Build the paper's figures and tables (NAME...), or list them and their state (no NAME).",

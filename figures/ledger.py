@@ -418,11 +418,13 @@ def ledger_main(argv: Sequence[str]) -> int:
 
 def check_main(argv: Sequence[str], write: bool = False) -> int:
     verb = "report" if write else "check"
-    what = "Rewrite REPORT.md's generated sections" if write else "Check REPORT.md's generated sections against"
+    what = "Rewrite REPORT.md's generated sections from" if write else "Check REPORT.md's generated sections against"
     parser = parser_for(f"python -m figures {verb}", f"{what} the artefacts rebuilt from the run ledger (offline).")
-    parser.add_argument("names", nargs="*", metavar="NAME", help="only these artefacts (default: all)")
+    if not write:
+        parser.add_argument("names", nargs="*", metavar="NAME", help="only these artefacts (default: all)")
     parser.add_argument("--report", type=Path, default=REPORT, help=f"the report (default {REPORT})")
     args = parser.parse_args(argv)
+    args.names = getattr(args, "names", [])
     unknown = [n for n in args.names if n not in ARTEFACTS]
     if unknown:
         raise InputError(f"unknown artefact {unknown[0]!r}; known: {', '.join(ARTEFACTS)}")

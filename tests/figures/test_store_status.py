@@ -52,7 +52,7 @@ def test_status_lists_done_partial_and_missing_runs(store, tmp_path, capsys):
     rounds = partial_config.train.rounds
     assert any(f"round 1 of {rounds} (" in line and "ETA" in line and str(partial) in line for line in lines)
     assert sum("not started" in line for line in lines) == len({f for *_, f in tasks}) - 2
-    assert lines[-1].endswith("CPU-hours left (one thread per run)")
+    assert lines[-1].endswith("hours left at the speeds measured where the runs ran (one thread per run)")
     assert main(["status", "fig2", "--scale", "quick", "--root", str(root)]) == 0
     assert "a simulator" in capsys.readouterr().out
     assert not (root / "methods" / "quick" / "result.json").exists()  # status builds nothing
