@@ -169,7 +169,7 @@ def accuracy(result: Result) -> list[float]:
 # --- Fig. 3 -------------------------------------------------------------------------------------------------------
 
 
-QUALITY = "quality"  # the store's (the ledger's) folder of python -m fl.quality reports (figures.ledger_check)
+QUALITY = "quality"  # the store's (the ledger's) folder of python -m fl.quality reports (fl.records.check)
 
 
 def ddpm_quality(folder: Path, seeds: Sequence[int]) -> list[dict]:

@@ -20,7 +20,6 @@ means differ by more than the combined standard deviation sqrt(sd_a² + sd_b²) 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -37,16 +36,15 @@ import matplotlib.pyplot as plt
 from figures.artefacts import used
 from figures.verdict import HELD, censored_mark, direction
 from fl.atomic import locked
-from fl.config import RunConfig, from_dict, load_config
+from fl.config import RunConfig, load_config
+from fl.records.keys import LEDGER_MARK, RUNS, SYNTHETIC, run_key
 from fl.run import missing_prepared, read_metrics
 from fl.sweep import mean_sd, run_one
 from fl.sweep import run_processes as sweep_processes
 from theory.errors import InputError
 
-RUNS, SYNTHETIC = "_runs", "_synthetic"
 JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
 STORE: dict[str, Path | None] = {"path": None}  # python -m figures --runs sets it (set_store)
-LEDGER_MARK = ".ledger"  # a store holding this file is a run ledger: read, never run in (figures.ledger)
 # python -m figures status lists the runs instead of running them, and the optional arms left out with the reason
 PLAN: dict[str, list | None] = {"tasks": None, "left_out": None}
 
@@ -129,23 +127,6 @@ def config_of(protocol: Protocol, arm: Arm, seed: int, root: Path) -> RunConfig:
     overrides = [*protocol.overrides, *arm.overrides, f"train.seed={seed}", cache]
     with contextlib.redirect_stderr(io.StringIO()):  # "method none has no key rho": expected for the baselines
         return load_config(protocol.config, overrides)
-
-
-def run_key(config: RunConfig) -> str:
-    """12 hex digits naming a run in a store or the ledger: the hash of what its config sets away from the defaults
-    (of its algorithm and method), without ``method.cache_dir``. Where generators are cached changes no number, so
-    the same run has one name in every store; and a key added to the code later with a default leaves the names
-    of earlier runs, those in the ledger included, as they were."""
-    tree = config.identity()
-    tree["method"].pop("cache_dir", None)
-    names = {"algorithm": {"name": config.algorithm["name"]}, "method": {"name": config.method["name"]}}
-    with contextlib.redirect_stderr(io.StringIO()):
-        defaults = from_dict(names).identity()
-    changed = {
-        section: {k: v for k, v in table.items() if k == "name" or defaults.get(section, {}).get(k, object()) != v}
-        for section, table in tree.items()
-    }
-    return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def run_folder(config: RunConfig, root: Path) -> Path:

@@ -1,6 +1,6 @@
 """The GPU lease's scheduler, behind ``bash scripts/gpu-campaign.sh``: the open experiments as tasks, launched in
 priority order as many at a time as the machine holds, each once the state it starts from exists; a report every
-minute; and what the device tool brings back packed into $OUT (the format: :mod:`figures.lease`).
+minute; and what the device tool brings back packed into $OUT (the format: :mod:`fl.records.lease`).
 
     python scripts/campaign.py start GROUP     # write the plan of GROUP (or all) and start the scheduler in its
                                                # own session (it outlives the call that started it)
@@ -53,7 +53,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from figures.lease import (  # noqa: E402
+from fl.atomic import write_atomically  # noqa: E402
+from fl.records.lease import (  # noqa: E402
     LEASE_FILE,
     RECORD_FILES,
     RECORDS,
@@ -66,7 +67,6 @@ from figures.lease import (  # noqa: E402
     read_archive,
     write_archives,
 )
-from fl.atomic import write_atomically  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 
 SEEDS = (0, 1, 2)

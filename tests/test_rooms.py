@@ -91,8 +91,23 @@ def test_floors_import_nothing_of_ours():
 
 def test_only_the_top_imports_the_entry_points():
     """fl.run, fl.sweep and the simulators' CLIs are imported only from above them: the artefact pipeline, the
-    benchmarks, fl's own CLIs (fl.sweep, fl.remeasure and the Flower app drive fl.run)."""
-    top = {"figures", "benchmarks", "fl/sweep", "fl/remeasure", "fl/flower"}
+    benchmarks, fl's own CLIs (fl.sweep, fl.remeasure and the Flower app drive fl.run) and the run records
+    (fl.records reads what fl.run writes with fl.run's own readers)."""
+    top = {"figures", "benchmarks", "fl/sweep", "fl/remeasure", "fl/flower", "fl/records"}
     for (src, dst), where in imports().items():
         entry = dst in ("fl/run", "fl/sweep") or any(".__main__" in w.split()[1] for w in where)
         assert not entry or src in top, f"{src} imports the entry point {dst}: {where}"
+
+
+def test_the_records_are_a_room_of_their_own_that_never_imports_figures():
+    """The run ledger, its check and the lease intake (fl/records): figures reads them, they never import figures,
+    and no module of them imports another in a circle (keys <- check <- ledger <- lease)."""
+    edges = imports()
+    assert ("figures", "fl/records") in edges
+    assert not [dst for src, dst in edges if src == "fl/records" and dst == "figures"]
+    order = {"keys": 0, "check": 1, "ledger": 2, "lease": 3}
+    for name, rank in order.items():
+        tree = ast.parse((ROOT / "fl" / "records" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fl.records."):
+                assert order[node.module.split(".")[-1]] < rank, f"fl.records.{name} imports {node.module}"

@@ -12,6 +12,7 @@ import pytest
 
 import figures.flruns as flruns
 import figures.ledger as ledger
+import fl.records.ledger as records
 from figures.__main__ import main
 from figures.report import BEGIN, END
 from fl.config import load_config
@@ -39,7 +40,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_a_run_enters_with_its_small_records_only(tmp_path):
     run = make_run(tmp_path / "store" / "runs" / "a_run")
-    message = ledger.add(run, tmp_path / "L", device="NVIDIA H200", note="n")
+    message = records.add(run, tmp_path / "L", device="NVIDIA H200", note="n")
     entry = tmp_path / "L" / "runs" / "a_run"
     assert "added" in message and (tmp_path / "L" / flruns.LEDGER_MARK).exists()
     assert sorted(f.name for f in entry.iterdir()) == [
@@ -47,12 +48,12 @@ def test_a_run_enters_with_its_small_records_only(tmp_path):
     ]  # fmt: skip
     meta = json.loads((entry / "ledger.json").read_text())
     assert meta["device"] == "NVIDIA H200" and meta["git"] == "g" and meta["source"] == str(run.resolve())
-    assert "unchanged" in ledger.add(run, tmp_path / "L")
+    assert "unchanged" in records.add(run, tmp_path / "L")
 
 
 def test_a_store_run_enters_under_its_key_whatever_store_it_ran_in(tmp_path):
     run = make_run(tmp_path / "elsewhere" / flruns.RUNS / "0123456789ab")
-    ledger.add(run, tmp_path / "L")
+    records.add(run, tmp_path / "L")
     config = load_config(REPO / "configs" / "fmnist_quick.toml", ["train.seed=0"])
     assert (tmp_path / "L" / flruns.RUNS / flruns.run_key(config) / "metrics.jsonl").exists()
     moved = load_config(REPO / "configs" / "fmnist_quick.toml", ["train.seed=0", 'method.cache_dir="/x"'])
@@ -63,8 +64,8 @@ def test_a_store_run_enters_under_its_key_whatever_store_it_ran_in(tmp_path):
 
 
 def test_a_run_further_along_replaces_its_entry(tmp_path):
-    ledger.add(make_run(tmp_path / "a" / "r", rounds=2), tmp_path / "L")
-    assert "added" in ledger.add(make_run(tmp_path / "b" / "r", rounds=4), tmp_path / "L")
+    records.add(make_run(tmp_path / "a" / "r", rounds=2), tmp_path / "L")
+    assert "added" in records.add(make_run(tmp_path / "b" / "r", rounds=4), tmp_path / "L")
     assert len((tmp_path / "L" / "runs" / "r" / "metrics.jsonl").read_text().splitlines()) == 4
 
 
@@ -77,22 +78,22 @@ def test_a_run_further_along_replaces_its_entry(tmp_path):
     ],
 )
 def test_a_conflicting_run_is_refused_and_nothing_is_overwritten(tmp_path, change, why):
-    ledger.add(make_run(tmp_path / "a" / "r"), tmp_path / "L")
+    records.add(make_run(tmp_path / "a" / "r"), tmp_path / "L")
     before = snapshot(tmp_path / "L")
     other = make_run(tmp_path / "b" / "r", seed=change.get("seed", 0), code=change.get("code", "abc"))
     if change.get("rows"):
         (other / "metrics.jsonl").write_text('{"round": 1, "test_accuracy": 0.9, "communication": 1}\n')
         (other / "summary.json").write_text(json.dumps({"rounds": 1}))  # the run agrees with itself
     with pytest.raises(ledger.InputError, match=why) as error:
-        ledger.add(other, tmp_path / "L")
+        records.add(other, tmp_path / "L")
     assert "\n" not in str(error.value) and "nothing was overwritten" in str(error.value)
     assert snapshot(tmp_path / "L") == before
 
 
 def test_a_file_over_the_limit_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(ledger, "MAX_FILE", 10)
+    monkeypatch.setattr(records, "MAX_FILE", 10)
     with pytest.raises(ledger.InputError, match="over the ledger's 2 MB per file"):
-        ledger.add(make_run(tmp_path / "a" / "r"), tmp_path / "L")
+        records.add(make_run(tmp_path / "a" / "r"), tmp_path / "L")
     assert not (tmp_path / "L" / "runs").exists()
 
 
@@ -114,7 +115,7 @@ def test_a_build_on_the_ledger_trains_nothing_and_names_what_is_missing(tmp_path
 
     monkeypatch.setattr(flruns, "run_one", refuse)
     monkeypatch.setattr(flruns, "run_processes", refuse)
-    ledger.ensure(tmp_path / "L")
+    records.ensure(tmp_path / "L")
     built = ledger.rebuild(tmp_path / "L", ["table1", "fig2"])
     assert built["table1", "cpu"] == "none of its 24 runs is in the ledger"
     assert built["fig2", "cpu"] == "The simulator's summary is not in the ledger."
@@ -128,7 +129,7 @@ DYNAFED = sorted(LEDGER.glob("runs/dynafed_fmnist_a001_*paper*")) + sorted(
 @pytest.mark.skipif(not DYNAFED, reason="no DynaFed paper-scale runs in results/ledger")
 def test_the_check_fails_when_one_metrics_row_changes(tmp_path, capsys):
     copy = tmp_path / "L"
-    ledger.ensure(copy)
+    records.ensure(copy)
     for run in DYNAFED:
         shutil.copytree(run, copy / "runs" / run.name)
     report = tmp_path / "REPORT.md"

@@ -1,4 +1,4 @@
-"""The check that the run ledger is whole (figures.ledger_check): on copies of results/ledger damaged one way each,
+"""The check that the run ledger is whole (fl.records.check): on copies of results/ledger damaged one way each,
 ``python -m figures check`` exits non-zero with one line naming the damaged file, no traceback and no warning, and
 builds nothing; the undamaged copy passes; ``report`` never writes over a damaged ledger nor falls back to typed
 "record lost" numbers for a row whose runs the ledger holds."""
@@ -18,7 +18,7 @@ import pytest
 
 import figures.ledger as ledger
 from figures.__main__ import main
-from figures.ledger_check import verify
+from figures.ledger import verify
 from figures.report import BEGIN, END
 
 REPO = Path(__file__).resolve().parents[2]

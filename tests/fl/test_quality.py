@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from figures.ledger_check import quality_entries
 from fl import provenance, quality
+from fl.records.check import quality_entries
 from fl.synthesis.fedssyn import KEY_FILE
 from theory.errors import InputError
 

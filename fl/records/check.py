@@ -40,11 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import SCALES
-from figures.flruns import LEDGER_MARK, RUNS, run_key
-from figures.lease import RECORD_FILES
-from figures.report import BEGIN, END, between
 from fl.config import RunConfig, from_dict
+from fl.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
 from fl.run import rounds_to_target
 from theory.errors import InputError
 from theory.output import to_json
@@ -122,10 +119,10 @@ def name_problem(name: str, config) -> str | None:
     return None
 
 
-def verify(ledger: Path, report: Path | None = None) -> list[str]:
+def verify(ledger: Path, rests_on: dict[str, str] | None = None) -> list[str]:
     """Every problem of the run ledger ``ledger``, one line per damaged file or folder ("PATH: what is wrong"),
-    sorted by path; none when it is whole. With ``report``, also each ledger entry that the report's generated
-    blocks rest on and the ledger no longer holds."""
+    sorted by path; none when it is whole. ``rests_on`` (entry, relative to the ledger -> what rests on it: a
+    report's block, ``figures.ledger.verify``): also each such entry the ledger no longer holds."""
     problems: dict[Path, list[str]] = {}
 
     def flag(path: Path, what: str) -> None:
@@ -151,10 +148,10 @@ def verify(ledger: Path, report: Path | None = None) -> list[str]:
     simulator_entries(ledger / "sims", flag)
     quality_entries(ledger / QUALITY, flag)
     duplicates(ledger, flag)
-    if report is not None:
-        for entry, where in expected(report).items():
+    if rests_on:
+        for entry, where in rests_on.items():
             if not (ledger / entry).is_dir():
-                flag(ledger / entry, f"missing: {report}'s {where} block rests on it (a deleted entry?)")
+                flag(ledger / entry, f"missing: {where} rests on it (a deleted entry?)")
     return [f"{path}: {'; '.join(whats)}" for path, whats in sorted(problems.items())]
 
 
@@ -441,27 +438,3 @@ def simulator_entries(sims: Path, flag: Flag) -> None:
                     flag(child, f"stray {kind(child)} (a simulator entry keeps only summary.json and {ENTRY})")
             json_object(entry / "summary.json", flag)
             json_object(entry / ENTRY, flag)
-
-
-BLOCK = re.compile(r"^### (\S+) \((\w+)\)", re.MULTILINE)
-NAMED_RUN = re.compile(rf"`((?:{RUNS}|{NAMED})/[^`/\s]+)`")
-
-
-def expected(report: Path) -> dict[str, str]:
-    """Ledger entry (relative to the ledger) -> the "name (scale)" of the first block of ``report``'s generated
-    artefact section that rests on it: the runs each block names, and the simulator summary of each simulator block
-    rebuilt from the ledger (one with a table)."""
-    text = report.read_text() if report.is_file() else ""
-    found: dict[str, str] = {}
-    section = between(text, BEGIN, END) or ""
-    starts = list(BLOCK.finditer(section))
-    for k, start in enumerate(starts):
-        block = section[start.end() : starts[k + 1].start() if k + 1 < len(starts) else len(section)]
-        name, scale = start.group(1), start.group(2)
-        where = f"{name} ({scale})"
-        for run in NAMED_RUN.findall(block):
-            found.setdefault(run, where)
-        rebuilt = any(line.startswith("| ") for line in block.splitlines())
-        if name in SIMS and scale in SCALES and rebuilt:
-            found.setdefault(f"sims/{SIMS[name]}/{scale}", where)
-    return found

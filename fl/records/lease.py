@@ -12,7 +12,7 @@ device tool to bring back (at most 8 files of under 16 MiB, 64 MiB together), an
 
 Older leases' ``metrics.tgz`` and ``dsyn.tgz`` read as records.
 
-    python -m figures ledger add --from-lease DIR [--runs STORE] [--cache-dir DIR]
+    python -m figures ledger add --from-lease DIR [DIR...] [--runs STORE] [--cache-dir DIR]
 
 adds every finished run to the ledger (the device its provenance names, else the lease's ``logs/device.txt``),
 unpacks the DDPM sets into the generator cache (``STORE/_synthetic`` unless ``--cache-dir``), and puts the unfinished
@@ -39,14 +39,12 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from fl.atomic import write_atomically
+from fl.records.keys import RECORD_FILES, SYNTHETIC
+from fl.records.ledger import add
+from fl.synthesis.pack import unpack
 from theory.errors import InputError
 from theory.output import read_object
 
-# a run's records, which come back for every run, finished or not (figures.ledger_check.KEPT: what the ledger keeps)
-RECORD_FILES = (
-    "config.json", "metrics.jsonl", "summary.json", "provenance.json", "init_from.txt", "estimates_posthoc.jsonl",
-    "dynafed_synthesis.pt",
-)  # fmt: skip
 RECORDS, STATE, SETS = "records", "state", "ddpm_sets"
 # the only files a lease's state brings per run (RECORD_FILES and checkpoints), and its records hold
 STATE_FILE = re.compile(
@@ -245,7 +243,7 @@ OURS = ".shufflefl-intake"  # a marker in every folder the intake makes for itse
 def own_folder(near: Path, label: str) -> Path:
     """A new folder beside ``near`` named ``NAME.LABEL-XXXX`` with the intake's marker in it: never a user's."""
     folder = Path(tempfile.mkdtemp(prefix=f"{near.name}.{label}-", dir=near.parent))
-    (folder / OURS).write_text("made by figures.lease; removed when the intake is done with it\n")
+    (folder / OURS).write_text("made by fl.records.lease; removed when the intake is done with it\n")
     return folder
 
 
@@ -481,12 +479,9 @@ def bring_home(
 ) -> tuple[list[str], int]:  # fmt: skip
     """Bring the lease in the folders ``leases`` (one, or several snapshots of one lease) home (see the module
     docstring): (one line per thing done and per run by outcome, how many finished runs the ledger refused)."""
-    from figures.ledger import add  # figures.ledger imports this module in its CLI
-    from fl.synthesis.pack import unpack
-
     folders = [Path(leases)] if isinstance(leases, (str, Path)) else [Path(p) for p in leases]
     store = Path(store or os.environ.get("SHUFFLEFL_RUNS") or "results").expanduser()
-    cache_dir = cache_dir or store / "_synthetic"
+    cache_dir = cache_dir or store / SYNTHETIC
     for top in (store, store / "leases", store / "runs", cache_dir):
         if top.is_symlink():
             raise InputError(f"{top}: a symbolic link; the intake never writes through one")

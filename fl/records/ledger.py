@@ -1,0 +1,232 @@
+"""The run ledger: the small records of every run behind a number in results/REPORT.md, committed under
+``results/ledger/`` so that every table of the report is rebuilt from what the repository ships, offline
+(``python -m figures ledger add RUN_DIR...``, ``ledger list``; ``figures check`` / ``report`` read it).
+
+Its layout is a run store's, so ``python -m figures NAME --runs results/ledger`` reads it:
+
+- ``_runs/<key>/``: the runs of the FL artefacts (table1, fig3-5, dp, theory-fl, methods), named by
+  :func:`fl.records.keys.run_key`, the hash of the run's config (a run comes in under its key, whatever store it
+  ran in);
+- ``runs/<name>/``: the experiment scripts' runs (FedCOG, DynaFed, HFMDs), named as the scripts name them;
+- ``sims/<artefact>/<scale>/summary.json``: the simulators' summaries (fig2, which lemma1 reads too; figB2);
+- ``quality/<generator>-<dataset>-seed<S>.json``: :mod:`fl.quality`'s reports of synthetic sets.
+
+Each run keeps only :data:`KEPT` (config, metrics, summary, provenance, init_from, post-hoc estimates, DynaFed's
+saved synthesis) and ``ledger.json`` (where it came from, when, on which device, the code's commit, and the sha256
+of every file it keeps and of itself, so that ``figures check`` sees any later edit); never checkpoints, synthetic
+sets or images. No file may exceed 2 MB and the ledger 50 MB. The ledger holds a ``.ledger`` mark: builds on it read
+and never train.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from fl.config import from_dict
+from fl.records.check import ENTRY, KEPT, MAX_FILE, MAX_TOTAL, SIMS, disagreements, json_rows, sealed
+from fl.records.keys import LEDGER_MARK, RUNS, SCALES, run_key
+from fl.run import read_metrics
+from theory.cli import format_table
+from theory.errors import InputError
+from theory.output import fsync_path, read_object, write_text_atomically
+
+
+def ensure(ledger: Path) -> None:
+    is_ledger(ledger, may_create=True)
+    ledger.mkdir(parents=True, exist_ok=True)
+    (ledger / LEDGER_MARK).touch()
+
+
+def is_ledger(ledger: Path, may_create: bool = False) -> None:
+    """InputError (one line) unless ``ledger`` is a run ledger (its ``.ledger`` mark), or, with ``may_create``, a
+    folder that does not exist yet or is empty: a folder of other files never becomes one."""
+    if (ledger / LEDGER_MARK).is_file():
+        return
+    if not ledger.exists():
+        if may_create:
+            return
+        raise InputError(f"{ledger}: no such ledger folder")
+    if not ledger.is_dir():
+        raise InputError(f"{ledger}: not a folder, so not a run ledger")
+    if any(ledger.iterdir()):
+        raise InputError(f"{ledger}: not a run ledger (no {LEDGER_MARK} mark) and not empty; name the ledger's folder")
+
+
+def identity(tree: dict, where: Path) -> dict:
+    """The config's identity as stores compare it: no speed-only keys, no ``method.cache_dir``."""
+    try:
+        config = from_dict(json.loads(json.dumps(tree)))
+    except InputError as error:
+        raise InputError(f"{where}: its config.json is not a valid run config ({error})") from None
+    found = config.identity()
+    found["method"].pop("cache_dir", None)
+    return found
+
+
+def is_simulator_run(run: Path) -> bool:
+    """A simulator's output (``.../fig2/SCALE/run`` of ``python -m figures``): a summary and no config.json."""
+    return (run / "summary.json").exists() and not (run / "config.json").exists() and run.parent.parent.name in SIMS
+
+
+def destination(run: Path, ledger: Path) -> Path:
+    """Where ``run`` goes in the ledger (see the module's layout)."""
+    if is_simulator_run(run):
+        scale = run.parent.name
+        if scale not in SCALES:
+            raise InputError(f"{run}: a simulator run's folder must be .../NAME/SCALE/run (SCALE one of {SCALES})")
+        return ledger / "sims" / run.parent.parent.name / scale
+    if not (run / "config.json").is_file():
+        raise InputError(f"{run}: not a run folder (no config.json)")
+    if run.parent.name == RUNS:  # a run of the FL artefacts: its key, whatever store it ran in
+        config = from_dict(read_object(run / "config.json", "config.json"))
+        return ledger / RUNS / run_key(config)
+    return ledger / "runs" / run.name
+
+
+def files_of(run: Path) -> list[Path]:
+    if is_simulator_run(run):
+        return [run / "summary.json"]
+    return [run / name for name in KEPT if (run / name).is_file()]
+
+
+def size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.exists() else 0
+
+
+def conflict(run: Path, entry: Path) -> str | None:
+    """Why ``run`` cannot replace the ledger's ``entry`` of the same name (None: it may, being the same run as far
+    or further). Configs, provenance (code version, synthetic sets) and the metrics rows the entry has must agree."""
+    if (entry / "config.json").exists():
+        ours, theirs = (read_object(f / "config.json", "config.json") for f in (run, entry))
+        if identity(ours, run) != identity(theirs, entry):
+            return f"its config differs from the ledger's {entry}"
+    if (entry / "provenance.json").exists() and (run / "provenance.json").exists():
+        ours, theirs = (read_object(f / "provenance.json", "provenance.json") for f in (run, entry))
+        for key in ("code_version", "synthetic_sha256"):
+            if ours.get(key) != theirs.get(key):
+                return f"its provenance {key} {ours.get(key)} differs from the ledger's {theirs.get(key)} ({entry})"
+    if (entry / "metrics.jsonl").exists():
+        old, new = read_metrics(entry / "metrics.jsonl"), read_metrics(run / "metrics.jsonl")
+        if new[: len(old)] != old:
+            return f"its metrics disagree with the ledger's {entry} within the {len(old)} rounds the ledger has"
+    if (entry / "summary.json").exists() and is_simulator_run(run):
+        if read_object(run / "summary.json", "summary") != read_object(entry / "summary.json", "summary"):
+            return f"its summary differs from the ledger's {entry}"
+    return None
+
+
+def altered(run: Path) -> str | None:
+    """Why ``run``'s records cannot be what the run wrote (None: nothing shows it): a config.json edited since the run
+    started (provenance's ``config_sha256``), a provenance.json altered since it finished (summary's
+    ``provenance_sha256``), a metrics.jsonl that does not parse, or a summary.json that disagrees with it
+    (:func:`fl.records.check.disagreements`). A run older than these records is checked as far as it has them."""
+    problems: list[str] = []
+    provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").is_file() else {}
+    summary = read_object(run / "summary.json", "summary") if (run / "summary.json").is_file() else {}
+    recorded = provenance.get("config_sha256")
+    if recorded and hashlib.sha256((run / "config.json").read_bytes()).hexdigest() != recorded:
+        return "its config.json was edited after the run started (it is not the config the run wrote)"
+    recorded = summary.get("provenance_sha256")
+    if recorded and hashlib.sha256((run / "provenance.json").read_bytes()).hexdigest() != recorded:
+        return "its provenance.json was altered after the run finished (its digest in summary.json differs)"
+    if not (run / "metrics.jsonl").is_file():
+        return None
+    rows = json_rows(run / "metrics.jsonl", lambda path, what: problems.append(f"{path.name}: {what}"), rounds=True)
+    if rows is None:
+        return f"its {problems[0]}" if problems else "its metrics.jsonl is damaged"
+    disagree = disagreements(rows, summary) if summary and "rounds" in summary else []
+    if disagree:
+        key, ours, theirs = disagree[0]
+        return f"its summary.json disagrees with its metrics.jsonl ({key} {theirs!r} in it, {ours!r} from the rows)"
+    return None
+
+
+def add(run: Path, ledger: Path, device: str | None = None, git: str | None = None, note: str | None = None) -> str:
+    """Copy ``run``'s small records into the ledger; an InputError (one line, nothing written) when the run's records
+    were altered (:func:`altered`), the ledger has a conflicting entry of the same name, a file is too large or the
+    ledger would pass its budget."""
+    run = run.expanduser()
+    if not run.is_dir():
+        raise InputError(f"{run}: no such run folder")
+    is_ledger(ledger, may_create=True)
+    dest = destination(run, ledger)
+    why = None if is_simulator_run(run) else altered(run)
+    if why:
+        raise InputError(f"{run}: refused, {why}; nothing was written")
+    if dest.exists():
+        why = conflict(run, dest)
+        if why:
+            raise InputError(f"{run}: refused, {why}; nothing was overwritten")
+    files = files_of(run)
+    for f in files:
+        if f.stat().st_size > MAX_FILE:
+            raise InputError(f"{f}: {f.stat().st_size / 2**20:.1f} MB is over the ledger's 2 MB per file")
+    grown = sum(f.stat().st_size for f in files) - size(dest)
+    if size(ledger) + grown > MAX_TOTAL:
+        raise InputError(f"{run}: refused, the ledger would pass its {MAX_TOTAL // 2**20} MB")
+    if dest.exists() and all((dest / f.name).exists() and (dest / f.name).read_bytes() == f.read_bytes()
+                             for f in files):  # fmt: skip
+        return f"{run}: already in the ledger as {dest} (unchanged)"
+    provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").exists() else {}
+    record = {
+        "source": str(run.resolve()),
+        "added": datetime.date.today().isoformat(),
+        "device": device or provenance.get("device"),
+        "git": git or provenance.get("git"),
+        "note": note,
+    }
+    ensure(ledger)
+    staging = dest.with_name(dest.name + ".adding")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for f in files:
+        shutil.copy2(f, staging / f.name)
+        fsync_path(staging / f.name)
+    record = sealed(record, [staging / f.name for f in files])  # digests: an edit after the add shows (check)
+    write_text_atomically(staging / ENTRY, json.dumps(record, indent=2) + "\n")  # fsyncs staging too
+    old = dest.with_name(dest.name + ".replaced")
+    if dest.exists():
+        dest.rename(old)
+    staging.rename(dest)
+    fsync_path(dest.parent, folder=True)  # the entry's name is on disk before the old one goes
+    shutil.rmtree(old, ignore_errors=True)
+    return f"{run}: added as {dest}"
+
+
+def entries(ledger: Path) -> list[Path]:
+    found = [*sorted((ledger / RUNS).glob("*")), *sorted((ledger / "runs").glob("*"))]
+    found += sorted((ledger / "sims").glob("*/*"))
+    return [f for f in found if f.is_dir() and not f.name.endswith((".adding", ".replaced"))]
+
+
+def describe(entry: Path) -> list[str]:
+    """(entry, what, rounds, code version, git, device) of one ledger entry."""
+    meta = read_object(entry / ENTRY, ENTRY) if (entry / ENTRY).exists() else {}
+    name = str(entry.relative_to(entry.parent.parent))
+    if not (entry / "config.json").exists():
+        return [name, "simulator summary", "-", "-", meta.get("git") or "-", meta.get("device") or "-"]
+    config = read_object(entry / "config.json", "config.json")
+    method, train = config.get("method", {}), config.get("train", {})
+    what = f"{config.get('algorithm', {}).get('name', '?')} + {method.get('name', 'none')}, seed {train.get('seed')}"
+    try:
+        rows = read_metrics(entry / "metrics.jsonl")
+        done = "done" if (entry / "summary.json").exists() else "partial"
+        if done == "done":
+            read_object(entry / "summary.json", "summary.json")
+        rounds = f"{rows[-1]['round'] if rows else 0} of {train.get('rounds')} ({done})"
+    except (ValueError, KeyError, TypeError, InputError):  # torn or foreign: the row says so, `figures check` names it
+        rounds = "damaged metrics.jsonl or summary.json (python -m figures check)"
+    provenance = read_object(entry / "provenance.json", "provenance") if (entry / "provenance.json").exists() else {}
+    return [name, what, rounds, provenance.get("code_version", "-"), meta.get("git") or "-", meta.get("device") or "-"]
+
+
+def listing(ledger: Path) -> str:
+    found = entries(ledger)
+    if not found:
+        return f"{ledger}: the ledger is empty"
+    table = format_table(["entry", "run", "rounds", "code version", "git", "device"], [describe(e) for e in found])
+    return f"{table}\n{len(found)} entries, {size(ledger) / 2**20:.1f} MB"
