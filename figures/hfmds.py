@@ -236,7 +236,11 @@ def claim(found_gains: dict) -> Claim:
     paper_gain = paper["hfmds"] - paper["fedavg"]
     size = "; ".join(
         f"{PARTS[part]} {100 * g['mean_last5']:+.2f} against {paper_gain:+.2f} (CIFAR-10): "
-        f"{size_word(100 * g['mean_last5'], 100 * mean_sd(g['last5'])[1], paper_gain)}"
+        + (
+            size_word(100 * g["mean_last5"], 100 * mean_sd(g["last5"])[1], paper_gain)
+            if len(g["last5"]) > 1
+            else "not resolved (one seed: no spread to judge a size by)"
+        )
         for part, g in found_gains.items()
     )
     return Claim(

@@ -137,6 +137,7 @@ def test_missing_arm_and_unfinished_run(runs, tmp_path):
     ]  # fmt: skip
     assert set(built.numbers["gains"]) == {"dir001"}
     assert built.numbers["gains"]["dir001"]["verdict"] == "one seed: no spread to judge by"
+    assert "not resolved (one seed: no spread to judge a size by)" in built.claim.size  # no size word from one seed
     assert not built.claim.held and "2 classes (shards): no paired runs" in built.claim.text
 
 
