@@ -422,3 +422,56 @@ def test_runs_finished_in_the_ledger_are_left_out(tmp_path):
     names = {t.name for t in kept}
     assert {"fedcog_fmnist_niid2_code_seed0", "fedcog_fmnist_niid2_code_seed0_fedcog"} <= names
     assert len(kept) == len(tasks) - 2
+
+
+def test_an_out_of_memory_task_goes_back_to_the_queue_with_fewer_at_a_time(tmp_path):
+    """A task whose log says CUDA ran out of memory is launched again (at most campaign.MAX_RETRIES times) and the
+    admission limit drops to what was running; a task failing otherwise stays failed."""
+    flag = tmp_path / "tried"
+    oom = f'if [ ! -f {flag} ]; then touch {flag}; echo "torch.OutOfMemoryError: CUDA out of memory"; exit 1; fi'
+    plan = [
+        {"name": "greedy", "priority": 1, "command": ["bash", "-c", oom]},
+        {"name": "broken", "priority": 1, "command": ["bash", "-c", "echo 'ValueError: no'; exit 3"]},
+        {"name": "slow", "priority": 1, "command": ["bash", "-c", "sleep 1"]},
+    ]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    bin_dir, _, _ = stand_ins(tmp_path)
+    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="3", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
+    campaign_call(env, "start", "all", "30")
+    status = ended(tmp_path / "store")
+    rows = {row["name"]: row for row in status["tasks"]}
+    assert rows["greedy"]["state"] == "done" and rows["greedy"]["retries"] == 1
+    assert rows["broken"]["state"] == "failed" and "retries" not in rows["broken"]
+    assert status["limit"] < 3
+
+
+def test_a_failed_part_of_the_bench_is_a_failed_task(tmp_path):
+    (command,) = [task.command for task in campaign.bench(tmp_path)]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python"
+    fake.write_text('#!/bin/sh\ncase "$*" in *synthesis_bench*) echo "CUDA out of memory"; exit 1 ;; esac\nexit 0\n')
+    fake.chmod(0o755)
+    done = subprocess.run(command, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(fake)}, capture_output=True)
+    assert done.returncode == 1  # the benchmark's failure, though the gpu tests after it passed
+
+
+def test_state_is_packed_by_value_sources_first_then_the_runs_nearest_to_finishing(tmp_path):
+    store = tmp_path / "store"
+
+    def run(name: str, rounds: int, done: int, finished: bool = False) -> dict:
+        folder = store / "runs" / name
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({"train": {"rounds": rounds}}))
+        (folder / "metrics.jsonl").write_text("".join(json.dumps({"round": t}) + "\n" for t in range(1, done + 1)))
+        (folder / ("summary.json" if finished else "checkpoint.pt")).write_text("{}")
+        if finished:
+            (folder / "checkpoint_round19.pt").write_text("x")
+        return {"name": name, "run": f"runs/{name}", "priority": 3, "needs": "", "after": "", "portable": True,
+                "state": "done" if finished else "running"}  # fmt: skip
+
+    rows = [run("far", 50, 10), run("near", 50, 49), run("source", 50, 50, finished=True), run("mid", 50, 30)]
+    rows.append({"name": "arm", "run": "runs/arm", "priority": 4, "needs": "runs/source/checkpoint_round19.pt",
+                 "after": "source", "portable": True, "state": "waiting"})  # fmt: skip
+    groups, _ = campaign.states({"tasks": rows}, store)
+    assert [name for name, _ in groups] == ["source", "near", "mid", "far"]
