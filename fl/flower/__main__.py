@@ -6,11 +6,14 @@
 The run folder is ``fl.run``'s (config.json, metrics.jsonl, checkpoint.pt, summary.json), so ``python -m fl.run
 --compare`` and the figures read it alike, and it is locked as ``fl.run`` locks it (:data:`fl.run.RUN_LOCK`): one
 writer at a time, whichever of the two entry points. Ctrl-C (or SIGTERM) stops the server at its next exchange with
-the clients, saves the checkpoint of the last whole round, shuts Ray down and exits.
+the clients, saves the checkpoint of the last whole round, shuts Ray down and exits; the run lives in a session of
+its own under a small supervisor (:func:`supervise`), so a SIGTERM to the whole process group (``timeout``, SLURM)
+reaches the run alone, never Ray's workers first: the last whole round is saved and the exit code is 143.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -159,5 +162,37 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+SUPERVISED = "SHUFFLEFL_FLOWER_SUPERVISED"  # set in the run's own process, which a supervisor started
+
+
+def supervise(argv: Sequence[str]) -> int:
+    """Run ``python -m fl.flower ARGV`` in a session of its own and pass it Ctrl-C and SIGTERM as one SIGINT to the
+    run alone. A SIGTERM to the whole process group (what ``timeout`` and SLURM send) would reach Ray's workers too,
+    and they would die before the run could save its last whole round (Ray's native dump, exit 134); and Ray's driver
+    answers a SIGTERM of its own with a native stack dump. Sent a SIGINT alone, the run stops at its next exchange
+    with the clients, saves the checkpoint and shuts Ray down. Exit: 143 after a SIGTERM (128 + 15), else the run's
+    own code."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-m", "fl.flower", *argv], env=os.environ | {SUPERVISED: "1"},
+                             start_new_session=True)  # fmt: skip
+    received: list[int] = []
+
+    def forward(signum, _frame) -> None:
+        received.append(signum)
+        with contextlib.suppress(ProcessLookupError):  # as Ctrl-C: Ray's own SIGTERM handler prints a native dump
+            child.send_signal(signal.SIGINT)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, forward)
+    while True:
+        try:
+            code = child.wait()
+            break
+        except InterruptedError:  # pragma: no cover - wait() retries on EINTR since Python 3.5
+            continue
+    return 128 + signal.SIGTERM if signal.SIGTERM in received else code
+
+
 if __name__ == "__main__":
-    exit_now(main())
+    exit_now(main() if os.environ.get(SUPERVISED) else supervise(sys.argv[1:]))
