@@ -28,13 +28,16 @@ the plug-in's hash, :func:`expecting` has it compared with the located files bef
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import importlib
 import importlib.metadata
 import os
 import re
+import site
 import sys
+import sysconfig
 from pathlib import Path
 
 from fl.provenance import syntax_digest
@@ -51,6 +54,14 @@ GROUPS = {  # config key -> the entry-point group an installed package registers
 }
 _IMPORTED: dict[str, str] = {}  # module name -> source hash when it was (last) imported here
 _EXPECTED: dict[str, str] = {}  # plug-in path -> the hash a resumed run recorded (expecting)
+OURS = (
+    "fl",
+    "theory",
+    "figures",
+    "sims",
+    "plots",
+    "benchmarks",
+)  # never a plug-in's own code  # plug-in path -> the hash a resumed run recorded (expecting)
 # A folder holding one of these is one the package wrote (a run, a sweep, the ledger, a lease's records, an entry):
 WRITTEN_MARKS = (
     "provenance.json", "metrics.jsonl", "summary.json", "checkpoint.pt", "sweep.json", "ledger.json", ".ledger",
@@ -77,13 +88,71 @@ def entry_point(key: str, name: object) -> str | None:
     return found[0] if found else None
 
 
-def module_files(module) -> list[Path]:
-    """The source files of an imported module: its file, or every ``.py`` file of a package's folder."""
-    file = getattr(module, "__file__", None)
-    if not file or not file.endswith(".py"):
+def installed_distribution(path: Path, module_name: str) -> str | None:
+    """``NAME==VERSION`` of the installed distribution whose file ``path`` is (a module in site-packages), else
+    None: such a plug-in is recorded by name and version, not by its files."""
+    roots = {Path(p).resolve() for key in ("purelib", "platlib") if (p := sysconfig.get_paths().get(key))}
+    roots |= {Path(p).resolve() for p in site.getsitepackages() if p} if hasattr(site, "getsitepackages") else set()
+    if not any(root in path.resolve().parents for root in roots):
+        return None
+    top = module_name.split(".")[0]
+    names = importlib.metadata.packages_distributions().get(top) or [top]
+    try:
+        return f"{names[0]}=={importlib.metadata.version(names[0])}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{names[0]}==unknown"
+
+
+def own_files(path: Path, module_name: str) -> list[Path]:
+    """The source files that are the plug-in's own code: every ``.py`` file of its top-level package (the helper
+    modules it imports from there included), or, for a module at the top level, its file and the modules beside it
+    that it imports (and they import); none for a compiled module or an installed distribution's (see
+    :func:`installed_distribution`)."""
+    if path.suffix != ".py" or installed_distribution(path, module_name):
         return []
-    path = Path(file)
-    return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+    parts = module_name.split(".")
+    up = len(parts) - 1 if path.name == "__init__.py" else len(parts) - 2
+    if up >= 0:  # inside a package: the whole top-level package is the plug-in's
+        return sorted(path.parents[up].rglob("*.py"))
+    found, todo = [], [path]
+    while todo:
+        file = todo.pop()
+        if file in found:
+            continue
+        found.append(file)
+        try:
+            tree = ast.parse(file.read_text(), str(file))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            )
+            for name in names:
+                top = name.split(".")[0]
+                if top in OURS:  # this package's code: its own code_version covers it
+                    continue
+                beside = file.parent / f"{top}.py"
+                if beside.is_file():
+                    todo.append(beside)
+                elif (file.parent / top).is_dir():
+                    found.extend(f for f in sorted((file.parent / top).rglob("*.py")) if f not in found)
+    return sorted(found)
+
+
+def module_files(module) -> list[Path]:
+    """The source files of an imported plug-in module that are its own code (:func:`own_files`)."""
+    file = getattr(module, "__file__", None)
+    return own_files(Path(file), module.__name__) if file else []
+
+
+def fingerprint(path: Path, module_name: str) -> str | None:
+    """What identifies a plug-in's code: the hash of its own files, or its installed distribution's name and
+    version."""
+    files = own_files(path, module_name)
+    return installed_distribution(path, module_name) or (digest(files) if files else None)
 
 
 def digest(files: list[Path]) -> str:
@@ -149,13 +218,13 @@ def expecting(recorded: dict):
         _EXPECTED.update(saved)
 
 
-def located_files(module_name: str) -> list[Path]:
-    """What :func:`module_files` will hash once ``module_name`` is imported, from :func:`locate`'s last file."""
+def located_fingerprint(module_name: str) -> str | None:
+    """:func:`fingerprint` of ``module_name`` before it is imported, from :func:`locate`'s last file (the module's)."""
     files = locate(module_name)
-    if not files or len(files) < len(module_name.split(".")) or files[-1].suffix != ".py":
-        return []
-    last = files[-1]
-    return sorted(last.parent.rglob("*.py")) if last.name == "__init__.py" else [last]
+    last = files[-1] if files else None
+    if last is None or (last.stem if last.name != "__init__.py" else last.parent.name) != module_name.split(".")[-1]:
+        return None
+    return fingerprint(last, module_name)
 
 
 def _import(module_name: str, key: str, spec: str):
@@ -171,8 +240,7 @@ def _import(module_name: str, key: str, spec: str):
                 "refused, nothing imported"
             )
     if spec in _EXPECTED:  # imported or not: a changed file would be (re)imported, so compare before
-        files = located_files(module_name)
-        now = digest(files) if files else None
+        now = located_fingerprint(module_name)
         if now != _EXPECTED[spec]:
             raise InputError(
                 f"plug-in {spec} ({key}) is code {now} now, the run started with {_EXPECTED[spec]}; refused before "
@@ -228,7 +296,8 @@ def source_hash(spec: str) -> dict:
     """What a run records of the plug-in ``spec`` (imported already): its module's files and their hash."""
     module_name = spec.split(":")[0]
     module = sys.modules.get(module_name) or _import(module_name, "plug-in", spec)
-    files = module_files(module)
-    if not files:
+    file = getattr(module, "__file__", None)
+    if not file:
         return {"spec": spec, "sha256": None, "files": []}
-    return {"spec": spec, "sha256": digest(files), "files": [str(f) for f in files]}
+    files = own_files(Path(file), module_name)
+    return {"spec": spec, "sha256": fingerprint(Path(file), module_name), "files": [str(f) for f in files]}

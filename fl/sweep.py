@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fl import provenance
 from fl.atomic import locked
 from fl.config import LogConfig, RunConfig, from_dict, load_config, parse_override
 from fl.run import RUN_LOCK, execute, read_metrics
@@ -104,6 +105,17 @@ def saved_config(out: Path) -> RunConfig:
         raise InputError(f"{out / 'config.json'}: not a valid run config ({type(error).__name__}: {error})") from None
 
 
+def plugin_change(config: RunConfig, out: Path) -> str | None:
+    """How a plug-in's code differs from the code a finished run in ``out`` recorded (its provenance), or None: a
+    finished run is reused only as the code that made it."""
+    recorded = provenance.recorded_plugins(out)
+    for key, now in config.plugins().items():
+        then = recorded.get(key, {}) if isinstance(recorded.get(key), dict) else {}
+        if then.get("sha256") != now.get("sha256"):
+            return f"plug-in {now['spec']} ({key}) is code {now.get('sha256')} now, the run used {then.get('sha256')}"
+    return None
+
+
 def run_state(config: RunConfig, out: Path, overwrite: bool = False) -> str:
     """What the run folder ``out`` holds for ``config``, read only: "done" (a readable summary.json), "resume" (a
     checkpoint), "restart" (a run of this config that stopped before its first checkpoint) or "start" (no folder,
@@ -114,6 +126,9 @@ def run_state(config: RunConfig, out: Path, overwrite: bool = False) -> str:
             raise InputError(f"{out} holds a run of another config; use another --out or remove it")
         if (out / "summary.json").exists():
             read_summary(out)
+            changed = plugin_change(config, out)
+            if changed:
+                raise InputError(f"{out}: {changed} since this run finished; restore it, or remove {out} to run again")
             return "done"
         return "resume" if (out / "checkpoint.pt").exists() else "restart"
     if out.is_dir() and any(out.iterdir()) and not overwrite:

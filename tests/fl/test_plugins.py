@@ -225,3 +225,66 @@ def test_an_installed_plugin_by_its_entry_point_name(plugins, tmp_path, monkeypa
     assert load_config(None, ["method.name=fedssyn"]).method["name"] == "fedssyn"  # the built-in wins
     register(site, "shufflefl_other", "shufflefl.methods", "noisy = myalgo:Damped")
     assert_one_line_config_error(["--set", "method.name='noisy'", "--quiet"], "several installed packages", capsys)
+
+
+HELPED = """
+from dataclasses import dataclass
+from typing import ClassVar
+
+from fl.methods import Method
+from HELPER import SCALE
+
+
+@dataclass(frozen=True)
+class Scaled(Method):
+    name: ClassVar[str] = "scaled"
+
+    def after_aggregate(self, s):
+        return s.x * SCALE
+"""
+
+
+@pytest.mark.parametrize("layout", ["package", "beside"])
+def test_a_change_in_a_helper_the_plugin_imports_stops_a_resume(cifar_root, tmp_path, monkeypatch, capsys, layout):
+    """The plug-in's hash covers its own package (myplugins/kd_helper.py beside myplugins/kd.py), or, for a module
+    at the top level, the modules beside it that it imports; an installed distribution would count by version."""
+    folder = tmp_path / "plug"
+    if layout == "package":
+        (folder / "myplugins").mkdir(parents=True)
+        (folder / "myplugins" / "__init__.py").write_text("")
+        (folder / "myplugins" / "kd.py").write_text(textwrap.dedent(HELPED.replace("HELPER", "myplugins.kd_helper")))
+        helper, spec, modules = folder / "myplugins" / "kd_helper.py", "myplugins.kd:Scaled", ["myplugins"]
+    else:
+        folder.mkdir()
+        (folder / "scaledmethod.py").write_text(textwrap.dedent(HELPED.replace("HELPER", "scalehelper")))
+        helper, spec, modules = folder / "scalehelper.py", "scaledmethod:Scaled", ["scaledmethod", "scalehelper"]
+    helper.write_text("SCALE = 1.0\n")
+    for name in [m for m in sys.modules if m.split(".")[0] in (*modules, "myplugins.kd_helper")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(folder)
+    out = tmp_path / "run"
+    resume = interrupt_at(monkeypatch, 3)
+    assert main(base_args(cifar_root, out, "--set", f"method.name='{spec}'")) == 2
+    resume()
+    recorded = json.loads((out / "provenance.json").read_text())["plugins"]["method.name"]
+    assert str(helper) in recorded["files"]
+    helper.write_text("SCALE = 0.5\n")  # a numeric change in the helper alone
+    capsys.readouterr()
+    assert main(["--resume", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"plug-in {spec} (method.name)" in err and "--accept-code-change" in err
+
+
+def test_a_sweep_never_reuses_a_finished_run_whose_plugin_changed(cifar_root, plugins, tmp_path, capsys):
+    from fl.sweep import main as sweep_main
+
+    out = tmp_path / "sweep"
+    args = base_args(cifar_root, out, "--set", "method.name='mymethod:Noisy'")  # fl.run's flags suit fl.sweep too
+    assert sweep_main([*args, "--seeds", "0"]) == 0
+    source = (plugins / "mymethod.py").read_text()
+    (plugins / "mymethod.py").write_text(source.replace("s.x + self.sigma", "s.x - self.sigma"))
+    capsys.readouterr()
+    assert sweep_main([*args, "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "plug-in mymethod:Noisy (method.name) is code" in err and "since this run" in err
