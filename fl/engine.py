@@ -162,6 +162,20 @@ def correct(flat: FlatModel, x: torch.Tensor, y: torch.Tensor, batch: int = 2000
     return torch.cat([flat.model(x[s : s + batch]).argmax(1) == y[s : s + batch] for s in range(0, len(y), batch)])
 
 
+@torch.no_grad()
+def per_sample(
+    flat: FlatModel, x: torch.Tensor, y: torch.Tensor, batch: int = 2000
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(whether each sample is predicted right, its cross-entropy) under the loaded parameters, in batches."""
+    flat.model.eval()
+    hits, losses = [], []
+    for s in range(0, len(y), batch):
+        logits = flat.model(x[s : s + batch])
+        hits.append(logits.argmax(1) == y[s : s + batch])
+        losses.append(torch.nn.functional.cross_entropy(logits, y[s : s + batch], reduction="none"))
+    return torch.cat(hits), torch.cat(losses)
+
+
 def combine_sums(sums: list[tuple[float, int]], n: int) -> tuple[float, float]:
     """Mean cross-entropy and accuracy from per-batch sums, added in batch order (the same floats everywhere)."""
     loss, correct = 0.0, 0

@@ -35,10 +35,10 @@ from fl.engine import (
     EngineState,
     apply_round,
     compute_round,
-    correct,
     evaluate,
     init_state,
     n_participants,
+    per_sample,
     place_clients,
     run_round,
 )
@@ -52,7 +52,7 @@ from fl.torchfiles import load_safely
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
-from theory.output import fsync_path, open_unlinked, read_object, to_json, write_text_atomically
+from theory.output import fsync_path, open_unlinked, read_object, to_json, write_csv, write_text_atomically
 
 CPU = torch.device("cpu")
 
@@ -201,17 +201,22 @@ class Experiment:
     def client_accuracy(self, x: torch.Tensor) -> dict:
         """The server model x on each client's own held-out split (``train.client_eval_every``; see
         :class:`fl.config.TrainConfig`): the mean accuracy over the clients, the mean of the worst tenth of them
-        (⌈N/10⌉ clients) and the standard deviation across them; clients without a held-out split are left out."""
-        splits = [v for v in self.data.val if len(v)]
-        if not splits:
+        (⌈N/10⌉ clients) and the standard deviation across them, and ``per_client``: each client's id, held-out
+        samples, accuracy and mean cross-entropy; clients without a held-out split are left out."""
+        ids = [k for k, v in enumerate(self.data.val) if len(v)]
+        if not ids:
             return {}
         self.flat.load(x)
-        every = np.concatenate(splits)  # all clients' held-out samples in one pass, then counted per client
-        hits = correct(self.flat, self.data.x[every], self.data.y[every]).cpu().numpy()
-        sizes = np.array([len(v) for v in splits])
-        scores = np.add.reduceat(hits.astype(np.int64), np.cumsum(sizes) - sizes) / sizes
+        every = np.concatenate([self.data.val[k] for k in ids])  # one pass over every client, then per client
+        hits, losses = (t.double().cpu().numpy() for t in per_sample(self.flat, self.data.x[every], self.data.y[every]))
+        sizes = np.array([len(self.data.val[k]) for k in ids])
+        starts = np.cumsum(sizes) - sizes
+        scores = np.add.reduceat(hits, starts) / sizes
+        loss = np.add.reduceat(losses, starts) / sizes
         worst = np.sort(scores)[: -(-len(scores) // 10)]
-        return {"mean": scores.mean(), "worst_decile": worst.mean(), "std": scores.std(), "clients": len(scores)}
+        per_client = {"client": ids, "samples": sizes.tolist(), "accuracy": scores.tolist(), "loss": loss.tolist()}
+        return {"mean": scores.mean(), "worst_decile": worst.mean(), "std": scores.std(), "clients": len(scores),
+                "per_client": per_client}  # fmt: skip
 
     def tune_lr(self) -> tuple[float, list[dict]]:
         """Pick the client step size from the grid by validation accuracy after ``tune_rounds`` rounds."""
@@ -409,8 +414,53 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
         "method": config.method["name"],
         **{key: float(sum(r.get(key, 0.0) for r in rows)) for key in ("seconds_local", "seconds_method")},
         **exp.method.report(exp.method_info, state.method),
+        **client_summary(rows),
         "seconds": seconds,
     }
+
+
+CLIENTS_CSV = "clients.csv"  # every per-client evaluation: round, client, held-out samples, accuracy, loss
+
+
+def client_rows(rows: list[dict]) -> list[list]:
+    """The per-client evaluations of a run's metrics rows, one CSV row per (round, client)."""
+    out = []
+    for row in rows:
+        every = (row.get("client_accuracy") or {}).get("per_client")
+        if every:
+            out += [[row["round"], *values] for values in zip(every["client"], every["samples"], every["accuracy"],
+                                                              every["loss"])]  # fmt: skip
+    return out
+
+
+def client_summary(rows: list[dict]) -> dict:
+    """The last per-client evaluation's worst client (id, accuracy, samples) and the spread across clients."""
+    last = next((r["client_accuracy"] for r in reversed(rows) if (r.get("client_accuracy") or {}).get("per_client")),
+                None)  # fmt: skip
+    if last is None:
+        return {}
+    every = last["per_client"]
+    k = int(np.argmin(every["accuracy"]))
+    worst = {"client": every["client"][k], "accuracy": every["accuracy"][k], "samples": every["samples"][k]}
+    return {"worst_client": worst, "client_accuracy_std": last["std"]}
+
+
+def write_clients(out: Path, rows: list[dict]) -> None:
+    """``clients.csv`` from the metrics rows (rewritten whole: a resumed run's file matches its rows) and, at the
+    end, ``clients.png``: the per-client accuracy at each evaluated round."""
+    table = client_rows(rows)
+    if table:
+        write_csv(out / CLIENTS_CSV, ["round", "client", "samples", "accuracy", "loss"], table)
+
+
+def draw_clients(out: Path, rows: list[dict]) -> None:
+    table = client_rows(rows)
+    if not table:
+        return
+    from plots.clients import plot_clients  # matplotlib only when a run draws
+
+    rounds = sorted({r[0] for r in table})
+    plot_clients(rounds, [[r[3] for r in table if r[0] == t] for t in rounds], out / "clients.png")
 
 
 # What a run started from another run's checkpoint must share with it: everything that shaped that state but the
@@ -670,6 +720,8 @@ def _execute(
                     log.flush()
                     if sink is not None:
                         sink.write(row)
+                    if "client_accuracy" in row:
+                        write_clients(out, rows)
                     t = row["round"]
                     if t % train.checkpoint_every == 0 or t == train.rounds:
                         os.fsync(log.fileno())  # the rows a checkpoint continues are on disk before it is
@@ -699,6 +751,7 @@ def _execute(
     summary = summarise(config, rows, state, exp, time.perf_counter() - start)
     for picture in exp.method.pictures(state.method):
         draw(picture, out)
+    draw_clients(out, rows)
     summary["provenance_sha256"] = provenance.digest(out)  # a provenance.json altered after the run shows
     write_text_atomically(out / "summary.json", json.dumps(to_json(summary), indent=2, allow_nan=False))
     return summary
@@ -714,10 +767,15 @@ def compare(a: Path, b: Path) -> str:
         summaries.append(summary)
     ra, rb = (s["rounds_to_target"] for s in summaries)
     speed = f"{ra / rb:.2f}x" if ra and rb else "n/a (a run never reached the target)"
-    return (
+    text = (
         f"target accuracy {summaries[0]['target_accuracy']:g}: {a} needs {ra} rounds, {b} needs {rb}; "
         f"speed-up of the second over the first: {speed}"
     )
+    worst = [s.get("worst_client") for s in summaries]
+    if any(worst):
+        said = [f"client {w['client']} at {w['accuracy']:.4f}" if w else "not evaluated" for w in worst]
+        text += f"\nworst client (last per-client evaluation): {a}: {said[0]}; {b}: {said[1]}"
+    return text
 
 
 def build_parser() -> ArgumentParser:

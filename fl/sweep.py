@@ -261,6 +261,7 @@ def aggregate(name: str, summaries: list[dict]) -> dict:
         row[key] = mean_sd([s["estimates_mean"].get(key) for s in summaries])[0]
     for key in ("communication_to_target", "seconds", "seconds_generator_training", "dp_epsilon"):
         row[key] = mean_sd([s.get(key) for s in summaries])[0]
+    row["worst_client_accuracy"] = mean_sd([(s.get("worst_client") or {}).get("accuracy") for s in summaries])[0]
     return row
 
 

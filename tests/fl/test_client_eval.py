@@ -43,3 +43,35 @@ def test_the_key_leaves_earlier_identities_as_they_were(tmp_path, capsys):
                                   str(tmp_path / "r")], "data.val_fraction > 0", capsys)  # fmt: skip
     assert_one_line_config_error(["--set", "train.client_eval_every=-1"], "train.client_eval_every", capsys)
     assert json.loads(json.dumps(load_config(None, []).to_dict()))["train"]["client_eval_every"] == 0
+
+
+def test_each_clients_results_are_kept_summarised_tabled_and_drawn(cifar_root, tmp_path, capsys):
+    """clients.csv holds every client's held-out samples, accuracy and loss at each evaluation (recomputed here
+    client by client), summary.json the worst client and the spread, the sweep's table a worst-client column,
+    --compare a worst-client line, and clients.png the distribution over rounds."""
+    import csv
+
+    from fl.run import compare
+    from fl.sweep import aggregate
+
+    out = tmp_path / "run"
+    extra = ("--set", "data.partition='shards'", "--set", "data.classes_per_client=2", "--set", "train.workers=1",
+             "--set", "train.client_eval_every=2")  # fmt: skip
+    assert main(base_args(cifar_root, out, *extra)) == 0
+    with open(out / "clients.csv") as handle:
+        table = list(csv.DictReader(handle))
+    assert [int(r["round"]) for r in table] == [2] * 4 + [4] * 4
+    exp = Experiment(read_run_config(out))
+    exp.flat.load(torch.load(out / "checkpoint.pt", weights_only=True)["x"])
+    for row in table[4:]:
+        split = exp.data.val[int(row["client"])]
+        loss, accuracy = evaluate(exp.flat, exp.data.x[split], exp.data.y[split])
+        assert float(row["accuracy"]) == pytest.approx(accuracy) and float(row["loss"]) == pytest.approx(loss)
+        assert int(row["samples"]) == len(split)
+    summary = json.loads((out / "summary.json").read_text())
+    worst = min(table[4:], key=lambda r: float(r["accuracy"]))
+    assert summary["worst_client"] == {"client": int(worst["client"]), "accuracy": pytest.approx(
+        float(worst["accuracy"])), "samples": int(worst["samples"])}  # fmt: skip
+    assert (out / "clients.png").stat().st_size > 0
+    assert aggregate("x", [summary])["worst_client_accuracy"] == pytest.approx(float(worst["accuracy"]))
+    assert f"worst client (last per-client evaluation): {out}: client {worst['client']}" in compare(out, out)
