@@ -484,7 +484,16 @@ def with_entry_points(tree: dict) -> dict:
             path = entry_point(key, value)
             if path is not None:
                 tree[section] = {**table, name: path}
+        elif isinstance(value, str) and not is_plugin(value):
+            shadowed = entry_point(key, value)
+            if shadowed is not None and (key, value) not in SHADOWED:  # said once per process
+                SHADOWED.add((key, value))
+                print(f"config {key}: {value!r} is a built-in; the installed plug-in {shadowed} registered under the "
+                      f"same name is not used (name it by its path to use it)", file=sys.stderr)  # fmt: skip
     return tree
+
+
+SHADOWED: set[tuple[str, str]] = set()  # (key, name) pairs already warned about
 
 
 def from_dict(tree: dict) -> RunConfig:

@@ -116,6 +116,21 @@ def plugin_change(config: RunConfig, out: Path) -> str | None:
     return None
 
 
+def cores_note(jobs: int) -> str:
+    """What ``--jobs`` meets: the cores seen, how busy they are (the 1-minute load average), and the choice; a hint
+    when the runs will share busy cores (then ``--jobs`` can be slower than one run at a time)."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not on every system
+        return f"fl.sweep: {jobs} runs at a time on {cores} cores"
+    note = f"fl.sweep: {jobs} runs at a time on {cores} cores (1-minute load average {load:.1f})"
+    if load + jobs > cores:
+        note += "; the runs will share busy cores, which can make --jobs slower than --jobs 1 (each run's clients "
+        note += "already use every core)"
+    return note
+
+
 def run_state(config: RunConfig, out: Path, overwrite: bool = False) -> str:
     """What the run folder ``out`` holds for ``config``, read only: "done" (a readable summary.json), "resume" (a
     checkpoint), "restart" (a run of this config that stopped before its first checkpoint) or "start" (no folder,
@@ -305,6 +320,7 @@ def sweep(
         curves = {(name, seed): tensorboard / run_dir_name(name) / f"seed{seed}" for name, _ in runs for seed in seeds}
         configs = {k: replace(c, log=LogConfig(str(curves[k]))) for k, c in configs.items() if k in curves}
     if jobs > 1:
+        print(cores_note(jobs), flush=True)
         pending = []
         for index, (name, _) in enumerate(runs):
             for seed in seeds:

@@ -222,7 +222,11 @@ def test_an_installed_plugin_by_its_entry_point_name(plugins, tmp_path, monkeypa
 
     from fl.config import load_config
 
+    capsys.readouterr()
     assert load_config(None, ["method.name=fedssyn"]).method["name"] == "fedssyn"  # the built-in wins
+    assert load_config(None, ["method.name=fedssyn"]).method["name"] == "fedssyn"
+    err = capsys.readouterr().err  # and says so, once
+    assert err.count("is a built-in; the installed plug-in mymethod:Noisy registered under the same name") == 1
     register(site, "shufflefl_other", "shufflefl.methods", "noisy = myalgo:Damped")
     assert_one_line_config_error(["--set", "method.name='noisy'", "--quiet"], "several installed packages", capsys)
 

@@ -239,3 +239,16 @@ def test_two_values_never_share_a_run_folder():
     names = ["data.data_root=/a/x", "data.data_root=/b/x", "data.data_root=_a_x", "data.data_root=/a_x"]
     assert len({run_dir_name(n) for n in names}) == 4
     assert run_dir_name("method.name=central-real") == "method.name=central-real"  # plain names unchanged
+
+
+def test_jobs_says_what_it_meets(monkeypatch):
+    from fl import sweep
+
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(sweep.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    assert sweep.cores_note(2) == (
+        "fl.sweep: 2 runs at a time on 2 cores (1-minute load average 1.5); the runs will share busy cores, which "
+        "can make --jobs slower than --jobs 1 (each run's clients already use every core)"
+    )
+    monkeypatch.setattr(sweep.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert sweep.cores_note(2) == "fl.sweep: 2 runs at a time on 2 cores (1-minute load average 0.0)"
