@@ -221,8 +221,22 @@ def status_file(store: Path) -> Path:
 
 
 def read_status(store: Path) -> dict | None:
+    """The campaign's status (None without one); a status that is not whole JSON of a campaign (cut, a list,
+    without its tasks or limit, a time that is no time) is an InputError naming the file."""
     path = status_file(store)
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        status = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError, OSError):
+        raise InputError(f"{path}: not JSON (cut short or damaged); start the campaign again") from None
+    ok = isinstance(status, dict) and isinstance(status.get("tasks"), list) and all(isinstance(t, dict) for t in
+                                                                                    status["tasks"])  # fmt: skip
+    ok = ok and isinstance(status.get("limit"), int) and not isinstance(status.get("limit"), bool)
+    ok = ok and all(isinstance(status.get(k), (int, float, type(None))) for k in ("started", "ended", "pid"))
+    if not ok:
+        raise InputError(f"{path}: not a campaign's status (its tasks, limit or times are missing or of another type)")
+    return status
 
 
 def write_status(store: Path, status: dict) -> None:
@@ -318,7 +332,15 @@ def open_tasks(tasks: list[Task], ledger: Path) -> tuple[list[Task], list[str]]:
 def finished_earlier(store: Path) -> set[str]:
     """The tasks that finished in earlier leases (``campaign/previous.json``, written by :func:`unpack`)."""
     path = store / "campaign" / "previous.json"
-    return set(json.loads(path.read_text())["done"]) if path.exists() else set()
+    if not path.exists():
+        return set()
+    try:
+        done = json.loads(path.read_text())["done"]
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+        raise InputError(f"{path}: not the record of earlier leases' tasks (cut or damaged); remove it") from None
+    if not isinstance(done, list) or not all(isinstance(name, str) for name in done):
+        raise InputError(f"{path}: its 'done' is not a list of task names; remove it")
+    return set(done)
 
 
 def schedule() -> int:
@@ -716,18 +738,23 @@ def unpack(files: list[Path]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    command = argv[0] if argv else ""
-    if command == "start" and len(argv) == 2 and argv[1] in GROUPS:
+    """The commands, each refusing bad input (a damaged status or record included) in one line, exit 2."""
+    try:
+        return command(argv)
+    except InputError as error:
+        print(f"campaign.py: error: {error}", file=sys.stderr)
+        return 2
+
+
+def command(argv: list[str]) -> int:
+    name = argv[0] if argv else ""
+    if name == "start" and len(argv) == 2 and argv[1] in GROUPS:
         return start(argv[1])
-    if command == "watch" and len(argv) == 2 and argv[1].isdigit():
+    if name == "watch" and len(argv) == 2 and argv[1].isdigit():
         return watch(float(argv[1]))
-    if command == "unpack" and len(argv) >= 2:
-        try:
-            return unpack([Path(a) for a in argv[1:]])
-        except InputError as error:
-            print(f"campaign.py: error: {error}", file=sys.stderr)
-            return 2
-    if command == "schedule" and len(argv) == 1:
+    if name == "unpack" and len(argv) >= 2:
+        return unpack([Path(a) for a in argv[1:]])
+    if name == "schedule" and len(argv) == 1:
         return schedule()
     print(f"usage: python scripts/campaign.py start {'|'.join(GROUPS)} | watch SECONDS | unpack FILE...",
           file=sys.stderr)  # fmt: skip

@@ -475,3 +475,27 @@ def test_state_is_packed_by_value_sources_first_then_the_runs_nearest_to_finishi
                  "after": "source", "portable": True, "state": "waiting"})  # fmt: skip
     groups, _ = campaign.states({"tasks": rows}, store)
     assert [name for name, _ in groups] == ["source", "near", "mid", "far"]
+
+
+@pytest.mark.parametrize(
+    "file, content, said",
+    [
+        ("status.json", '{"tasks": [], "started": 1.0', "not JSON"),
+        ("status.json", "[1, 2]", "not a campaign's status"),
+        ("status.json", '{"tasks": [], "started": 1.0}', "not a campaign's status"),  # no limit
+        ("status.json", '{"tasks": [], "limit": 3, "started": "yesterday"}', "not a campaign's status"),
+        ("previous.json", '{"done": ["a"', "not the record of earlier leases"),
+        ("previous.json", '{"done": 3}', "is not a list of task names"),
+    ],
+)  # fmt: skip
+def test_a_damaged_status_or_record_is_one_line(tmp_path, monkeypatch, capsys, file, content, said):
+    monkeypatch.setenv("SHUFFLEFL_RUNS", str(tmp_path / "store"))
+    (tmp_path / "store" / "campaign").mkdir(parents=True)
+    (tmp_path / "store" / "campaign" / file).write_text(content)
+    if file == "previous.json":
+        code = campaign.main(["unpack", str(tmp_path / "nothing.tar")])
+    else:
+        monkeypatch.setenv("CAMPAIGN_REPORT_SECONDS", "0")
+        code = campaign.main(["watch", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and said in err, err
