@@ -103,7 +103,9 @@ def overlap(intervals: list[tuple[float, float, int]]) -> int:
 
 
 def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_state(tmp_path):
-    bin_dir, _, times = stand_ins(tmp_path, sleep=0.3)  # long enough for a report to see arms waiting
+    bin_dir, _, times = stand_ins(
+        tmp_path, sleep=1.0
+    )  # long enough for a report to see arms waiting, even on a busy machine
     env = environment(tmp_path, bin_dir, str(bin_dir / "python"), CAMPAIGN_JOBS="3")
     done = campaign_call(env, "start", "all", "120")
     print(done.stdout)  # the per-minute report (here every second) and the end summary
