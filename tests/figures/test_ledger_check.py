@@ -298,8 +298,8 @@ def duplicated_under_another_name(ledger_copy: Path) -> Path:
 
 def fedcog_as_hfmds(ledger_copy: Path) -> Path:
     shutil.copytree(ledger_copy / "runs" / "fedcog_fmnist_niid1_seed0_fedcog",
-                    ledger_copy / "runs" / "hfmds_fmnist_dir001_seed0_hfmds")  # fmt: skip
-    return ledger_copy / "runs" / "hfmds_fmnist_dir001_seed0_hfmds"
+                    ledger_copy / "runs" / "hfmds_fmnist_copied_seed0_hfmds")  # fmt: skip
+    return ledger_copy / "runs" / "hfmds_fmnist_copied_seed0_hfmds"
 
 
 MISSES: dict[str, tuple[Callable[[Path], Path], str]] = {
