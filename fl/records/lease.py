@@ -435,7 +435,7 @@ def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
         for file, data in files.items():
             write_new(staging / "runs" / name / file, data)
     progress = max(marker.get("progress", -1), last.progress())
-    (staging / OURS).write_text(json.dumps({"progress": progress, "made by": "figures.lease"}))
+    (staging / OURS).write_text(json.dumps({"progress": progress, "made by": "fl.records.lease"}))
     old = own_folder(home, "replaced") if home.exists() else None
     if old is not None:
         os.replace(home, old / home.name)
