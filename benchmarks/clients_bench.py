@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import platform
 import resource
 import statistics
@@ -44,7 +43,13 @@ from fl.engine import init_state, run_round  # noqa: E402
 from fl.flat import FlatModel  # noqa: E402
 from fl.models import build_model  # noqa: E402
 from fl.run import device_argument  # noqa: E402
-from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
+from theory.cli import (  # noqa: E402
+    ArgumentParser,
+    non_negative_int,
+    output_file_problem,
+    positive_float,
+    positive_int,
+)
 
 SHAPES = {"fedcog-cnn": (1, 28, 28), "convnet3": (1, 28, 28), "vgg11": (3, 32, 32)}
 # what --quick sets, and what each of those options is without it (an option --quick sets is refused beside it)
@@ -140,17 +145,6 @@ def device_names(text: str) -> list[torch.device]:
     if text == "auto":
         return [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     return [device_argument(name.strip()) for name in text.split(",")]
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
 
 
 def main(argv=None) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import math
 import os
 import signal
 import sys
@@ -196,6 +197,17 @@ def seed_arg(text: str) -> int:
         return check_seed(int(text))
     except (ValueError, InputError):
         raise argparse.ArgumentTypeError(f"a seed must be a whole number from 0 to {SEED_MAX}, got {text!r}") from None
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
 
 
 def finite_float(text: str) -> float:

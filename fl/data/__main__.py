@@ -5,13 +5,12 @@ checksum verification (``fetch NAME``)."""
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 
 from fl.data.datasets import LAYOUTS, canonical_name, check_root, data_roots, load, survey
 from fl.data.fetch import fetch
-from theory.cli import ArgumentParser, guarded
+from theory.cli import ArgumentParser, guarded, positive_float
 
 
 def build_parser() -> ArgumentParser:
@@ -26,19 +25,8 @@ def build_parser() -> ArgumentParser:
     info.add_argument("name", help=", ".join(LAYOUTS))
     get = commands.add_parser("fetch", help="download, verify and unpack a dataset into the data root", parents=[root])
     get.add_argument("name", help=", ".join(LAYOUTS))
-    get.add_argument("--timeout", type=seconds, default=60.0, help="seconds per connection attempt (> 0)")
+    get.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per connection attempt (> 0)")
     return parser
-
-
-def seconds(text: str) -> float:
-    """argparse type: a finite number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
-    return value
 
 
 @guarded("fl.data")
