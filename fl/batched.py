@@ -25,6 +25,10 @@ partial participation); in float32 to rounding.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Protocol
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -68,89 +72,153 @@ def plan(
     return index, weight, counts
 
 
+@dataclass
+class Group:
+    """One run's participants in a batched call: its data (x, y), the clients' training sets and batch-order
+    generators, its algorithm, the clients' contexts (server model, states), step size and local settings. A fleet
+    (:mod:`fl.fleet`) trains the groups of several runs in one call."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    indices: list[torch.Tensor]
+    generators: list[torch.Generator]
+    algorithm: Algorithm
+    contexts: list[Context]
+    lr: float
+    local: object  # fl.clients.LocalConfig
+
+
 def train_clients(
-    flat: FlatModel,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    indices: list[torch.Tensor],
-    generators: list[torch.Generator],
-    algorithm: Algorithm,
-    contexts: list[Context],
-    lr: float,
-    local,
-    chunk: int = 0,
-    randomness: str = "error",
+    flat: FlatModel, group: Group, chunk: int = 0, randomness: str = "error"
 ) -> tuple[torch.Tensor, list[int]]:
-    """Local training of the clients with training sets ``indices`` from the server model (``contexts[i].x``):
-    their final models (m, P) and step counts K_i, in chunks of ``chunk`` clients (0: all at once)."""
-    size = chunk or len(indices) or 1
+    """Local training of the group's clients from the server model (``contexts[i].x``): their final models (m, P)
+    and step counts K_i, in chunks of ``chunk`` clients (0: all at once)."""
+    size = chunk or len(group.indices) or 1
     outs, steps = [], []
-    for start in range(0, len(indices), size):
+    for start in range(0, len(group.indices), size):
         part = slice(start, start + size)
-        w, k = _train_chunk(
-            flat, x, y, indices[part], generators[part], algorithm, contexts[part], lr, local, randomness
-        )
+        piece = replace(group, indices=group.indices[part], generators=group.generators[part],
+                        contexts=group.contexts[part])  # fmt: skip
+        [(w, k)] = train_groups(flat, [piece], randomness)
         outs.append(w)
         steps += k
     return torch.cat(outs), steps
 
 
-def _train_chunk(flat, x, y, indices, generators, algorithm, contexts, lr, local, randomness):
+class Fleet(Protocol):
+    """Trains the groups of several runs together (:class:`fl.fleet.Rendezvous`): ``train`` returns this group's
+    (models, step counts) and how many runs shared the computation; ``skip`` says this run trains its clients
+    sequentially this time."""
+
+    def train(self, flat: FlatModel, group: Group) -> tuple[tuple[torch.Tensor, list[int]], int]: ...
+
+    def skip(self) -> None: ...
+
+
+FLEET: ContextVar[Fleet | None] = ContextVar("FLEET", default=None)
+
+
+def train_groups(
+    flat: FlatModel, groups: list[Group], randomness: str = "error"
+) -> list[tuple[torch.Tensor, list[int]]]:
+    """The local training of every group's clients in one computation: one ``vmap(grad(loss))`` over all groups'
+    rows each step (``flat``'s module evaluates every row: the groups' models must have its architecture), then
+    each group's own correction, weight decay and optimiser step. Each group's (models (m, P), step counts K_i).
+    A row's numbers do not depend on the other rows (float64 on the CPU: bit for bit, tested), so a group trained
+    beside others equals the group trained alone."""
     model, named = flat.model, flat.named
     model.train()
-    index, weight, counts = plan(indices, local.batch_size, generators, local.epochs, local.steps)
-    m, dtype = len(indices), flat.params.dtype
-    weight = weight.to(dtype)
-    x0 = contexts[0].x
-    W = x0.detach().expand(m, -1).clone()
-    clients = {k: torch.stack([c.client[k] for c in contexts]) for k in algorithm.client_keys}
-    server, head_mask = contexts[0].server, contexts[0].head_mask
-    probe = algorithm.correction(x0, Context(x0, server, {k: v[0] for k, v in clients.items()}, head_mask))
+    plans = [plan(g.indices, g.local.batch_size, g.generators, g.local.epochs, g.local.steps) for g in groups]
+    n_steps = max((p[0].shape[0] for p in plans), default=0)
+    dtype = flat.params.dtype
 
     def loss(w, xb, yb, mb):
         logits = functional_call(model, named(w), (xb,))
         return (F.cross_entropy(logits, yb, reduction="none") * mb).sum() / mb.sum().clamp_min(1)
 
-    def correction(w, client):
-        return algorithm.correction(w, Context(x0, server, client, head_mask))
-
     gradients = vmap(grad(loss), randomness=randomness)
-    corrections = vmap(correction) if probe is not None else None
-    carried = carried_rows(local)  # kept optimiser state: start from each client's rows
-    velocity = torch.zeros_like(W) if local.momentum else None
-    if velocity is not None and carried:
-        velocity = torch.stack([c.client["momentum"] for c in contexts])
-    adam = local.optimizer == "adam"
-    if adam:
-        first, second = torch.zeros_like(W), torch.zeros_like(W)
-        done = torch.zeros(m, 1, dtype=W.dtype, device=W.device)  # steps taken before this round
-        if carried:
-            first = torch.stack([c.client["adam_m"] for c in contexts])
-            second = torch.stack([c.client["adam_v"] for c in contexts])
-            done = torch.stack([c.client[STEP_KEY] for c in contexts])
-    for s in range(index.shape[0]):
-        active = (counts > s).to(W.device)[:, None]
-        g = gradients(W, x[index[s]], y[index[s]], weight[s])
-        if corrections is not None:
-            g = g + corrections(W, clients)
+    steps = [_Steps(g, counts) for g, (_, _, counts) in zip(groups, plans)]
+    plans = [_padded(index, weight.to(dtype), n_steps) for index, weight, _ in plans]
+    for s in range(n_steps):
+        parts = [(g.x[index[s]], g.y[index[s]], weight[s]) for g, (index, weight) in zip(groups, plans)]
+        xb, yb, mb = (torch.cat(p) if len(p) > 1 else p[0] for p in zip(*parts))
+        W = torch.cat([state.W for state in steps]) if len(steps) > 1 else steps[0].W
+        g_all = gradients(W, xb, yb, mb)
+        start = 0
+        for state in steps:
+            state.step(g_all[start : start + state.m], s)
+            start += state.m
+    return [state.finish() for state in steps]
+
+
+def _padded(index: torch.Tensor, weight: torch.Tensor, n_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A group's (index, weight) made ``n_steps`` long with zero-weight batches of sample 0 (masked steps)."""
+    extra = n_steps - index.shape[0]
+    if extra:
+        index = torch.cat([index, index.new_zeros(extra, *index.shape[1:])])
+        weight = torch.cat([weight, weight.new_zeros(extra, *weight.shape[1:])])
+    return index, weight
+
+
+class _Steps:
+    """One group's clients through the steps: their models W (m, P), the algorithm's correction, weight decay and
+    the optimiser (plain SGD, heavy-ball momentum or torch.optim.Adam's formulas), masked past each K_i."""
+
+    def __init__(self, group: Group, counts: torch.Tensor) -> None:
+        self.group, self.counts, self.m = group, counts, len(group.indices)
+        contexts, algorithm, local = group.contexts, group.algorithm, group.local
+        x0 = contexts[0].x
+        self.W = x0.detach().expand(self.m, -1).clone()
+        self.clients = {k: torch.stack([c.client[k] for c in contexts]) for k in algorithm.client_keys}
+        server, head_mask = contexts[0].server, contexts[0].head_mask
+        probe = algorithm.correction(x0, Context(x0, server, {k: v[0] for k, v in self.clients.items()}, head_mask))
+
+        def correction(w, client):
+            return algorithm.correction(w, Context(x0, server, client, head_mask))
+
+        self.corrections = vmap(correction) if probe is not None else None
+        self.carried = carried_rows(local)  # kept optimiser state: start from each client's rows
+        W = self.W
+        self.velocity = torch.zeros_like(W) if local.momentum else None
+        if self.velocity is not None and self.carried:
+            self.velocity = torch.stack([c.client["momentum"] for c in contexts])
+        self.adam = local.optimizer == "adam"
+        if self.adam:
+            self.first, self.second = torch.zeros_like(W), torch.zeros_like(W)
+            self.done = torch.zeros(self.m, 1, dtype=W.dtype, device=W.device)  # steps taken before this round
+            if self.carried:
+                self.first = torch.stack([c.client["adam_m"] for c in contexts])
+                self.second = torch.stack([c.client["adam_v"] for c in contexts])
+                self.done = torch.stack([c.client[STEP_KEY] for c in contexts])
+
+    def step(self, g: torch.Tensor, s: int) -> None:
+        local, lr, W = self.group.local, self.group.lr, self.W
+        active = (self.counts > s).to(W.device)[:, None]
+        if self.corrections is not None:
+            g = g + self.corrections(W, self.clients)
         if local.weight_decay:
             g = g + local.weight_decay * W
-        if adam:  # torch.optim.Adam (β = 0.9, 0.999, ε = 1e-8), step t = (steps before) + s + 1 per active client
-            first = torch.where(active, first.lerp(g, 0.1), first)
-            second = torch.where(active, second.mul(0.999).addcmul(g, g, value=0.001), second)
-            t = done + (s + 1)
+        if self.adam:  # torch.optim.Adam (β = 0.9, 0.999, ε = 1e-8), step t = (steps before) + s + 1 per client
+            self.first = torch.where(active, self.first.lerp(g, 0.1), self.first)
+            self.second = torch.where(active, self.second.mul(0.999).addcmul(g, g, value=0.001), self.second)
+            t = self.done + (s + 1)
             step_size = lr / (1 - 0.9**t)
-            denom = second.sqrt() / (1 - 0.999**t).sqrt() + 1e-8
-            update = step_size * first / denom
-        elif velocity is not None:
-            velocity = torch.where(active, velocity * local.momentum + g, velocity)
-            update = lr * velocity
+            denom = self.second.sqrt() / (1 - 0.999**t).sqrt() + 1e-8
+            update = step_size * self.first / denom
+        elif self.velocity is not None:
+            self.velocity = torch.where(active, self.velocity * local.momentum + g, self.velocity)
+            update = lr * self.velocity
         else:
             update = lr * g
-        W = torch.where(active, W - update, W)
-    for j, c in enumerate(contexts):  # the new kept state, as the sequential backend leaves it
-        if adam and carried:
-            c.client.update(adam_m=first[j], adam_v=second[j], **{STEP_KEY: done[j] + counts[j].item()})
-        elif carried:
-            c.client.update(momentum=velocity[j])
-    return W, counts.tolist()
+        self.W = torch.where(active, W - update, W)
+
+    def finish(self) -> tuple[torch.Tensor, list[int]]:
+        """(W, K_i), the kept optimiser state written back into the contexts as the sequential backend leaves it."""
+        for j, c in enumerate(self.group.contexts):
+            if self.adam and self.carried:
+                c.client.update(
+                    adam_m=self.first[j], adam_v=self.second[j], **{STEP_KEY: self.done[j] + self.counts[j].item()}
+                )
+            elif self.carried:
+                c.client.update(momentum=self.velocity[j])
+        return self.W, self.counts.tolist()

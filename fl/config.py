@@ -175,7 +175,9 @@ class TrainConfig:
     held-out split (its ``data.val_fraction`` local validation set, drawn from D_i before any shuffle, so it follows
     that client's own distribution, label skew included, unlike the test set restricted to its classes, which
     drops the skew's proportions), written as ``client_accuracy`` (mean over clients, mean of the worst tenth,
-    standard deviation) in the round rows."""
+    standard deviation) in the round rows.
+    dtype: the floats the model, the data and every update compute in, "float32" (default) or "float64" (slower; a
+    fleet and the runs alone agree bit for bit in it on the CPU: ``fl.sweep --fleet``, fl/fleet.py)."""
 
     rounds: int = 20
     participation: float = 1.0
@@ -203,6 +205,7 @@ class TrainConfig:
     keep_round: int = 0
     workers: int = 0
     client_eval_every: int = 0
+    dtype: str = "float32"
 
     def check(self) -> None:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
@@ -221,6 +224,7 @@ class TrainConfig:
             "'keep' needs a stateful optimiser: optimizer = 'adam' or momentum > 0",
         )  # fmt: skip
         _require(self.augment in ("none", "crop-flip"), "train.augment", "must be 'none' or 'crop-flip'")
+        _require(self.dtype in DTYPES, "train.dtype", f"must be one of {', '.join(DTYPES)}")
         _require(self.backend in BACKENDS, "train.backend", f"must be one of {', '.join(BACKENDS)}")
         _require(self.client_state in ("device", "host"), "train.client_state", "must be device or host")
         _require(self.client_chunk >= 0, "train.client_chunk", "must be >= 0 (0: all participants at once)")
@@ -239,10 +243,11 @@ class TrainConfig:
         _require(self.client_eval_every >= 0, "train.client_eval_every", "must be >= 0 (0: no per-client evaluation)")
 
 
+DTYPES = ("float32", "float64")
 SPEED_ONLY = ("workers",)  # train keys that never change a run's numbers
 # train keys added after runs were recorded, left out of a run's identity at their default, so that the identity
 # (and the checkpoint's config key) of every earlier run stays what it was
-LATER_DEFAULTS = {"client_eval_every": 0}
+LATER_DEFAULTS = {"client_eval_every": 0, "dtype": "float32"}
 
 
 @dataclass(frozen=True)

@@ -265,15 +265,21 @@ def train_participants(
     t = state.round
     wanted = wants_batched(flat, local)
     note = batched.unbatchable(flat.model, tasks, local.backend == "batched", local.augment) if wanted else None
+    fleet = batched.FLEET.get()  # a fleet (fl.fleet) trains these rows with other runs' in one computation
     if wanted and note is None:
+        generators = [torch.Generator().manual_seed(client_seed(seed, t, i)) for i in participants]
+        group = batched.Group(
+            data.x, data.y, [data.train[i] for i in participants], generators, algorithm, contexts, state.lr, local
+        )
+        if fleet is not None:  # no dropout there (fl.fleet refuses it): no global draws to seed
+            (ys, steps), runs = fleet.train(flat, group)
+            return list(zip(ys.unbind(), steps)), {"backend": "batched", "fleet": runs}
         with torch.random.fork_rng(devices=[]):  # independent dropout draws (explicit "batched" only)
             torch.manual_seed(client_seed(seed, t, participants[0]) + 1)
-            generators = [torch.Generator().manual_seed(client_seed(seed, t, i)) for i in participants]
-            ys, steps = batched.train_clients(
-                flat, data.x, data.y, [data.train[i] for i in participants], generators, algorithm, contexts,
-                state.lr, local, local.chunk, "different",
-            )  # fmt: skip
+            ys, steps = batched.train_clients(flat, group, local.chunk, "different")
         return list(zip(ys.unbind(), steps)), {"backend": "batched"}
+    if fleet is not None:
+        fleet.skip()  # this round's clients train sequentially, apart from the fleet
     trained = [
         train_client(flat, algorithm, data, local, state.x, state.lr, seed, t, i, ctx, task)
         for i, ctx, task in zip(participants, contexts, tasks)

@@ -130,12 +130,15 @@ class Experiment:
         if empty:
             raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
         self.model_spec = ModelSpec(
-            config.model.name, tuple(dataset.shape), dataset.n_classes, width=config.model.width
+            config.model.name, tuple(dataset.shape), dataset.n_classes, config.train.dtype, width=config.model.width
         )
         with torch.random.fork_rng(devices=[]):  # the initial model depends on the seed only
             torch.manual_seed(seed)
             model = self.model_spec()
+        dtype = getattr(torch, config.train.dtype)
         self.flat = FlatModel(model.to(self.device))
+        if dtype != self.data.x.dtype:
+            self.data.x, self.data.test_x = self.data.x.to(dtype), self.data.test_x.to(dtype)
         self.algorithm = build_algorithm(config.algorithm)
         train = config.train
         self.local = LocalConfig(
@@ -564,7 +567,9 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
     row = {"round": t, "communication": communication + sent}
     row |= {"clients": len(record["clients"])}
     row |= {
-        k: record[k] for k in ("seconds_local", "seconds_method", "backend", "backend_note", "method") if k in record
+        k: record[k]
+        for k in ("seconds_local", "seconds_method", "backend", "backend_note", "fleet", "method")
+        if k in record
     }
     if t % train.eval_every == 0 or t == train.rounds:
         row["test_loss"], row["test_accuracy"] = exp.evaluate(state.x)

@@ -43,6 +43,7 @@ import numpy as np
 from fl import provenance
 from fl.atomic import locked
 from fl.config import LogConfig, RunConfig, from_dict, load_config, parse_override
+from fl.fleet import fleet_config, run_fleet
 from fl.run import RUN_LOCK, execute, read_metrics
 from fl.sinks import replay, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
@@ -235,6 +236,24 @@ def run_processes(
         raise
 
 
+def run_as_fleet(runs: Sequence[tuple[RunConfig, Path]], quiet: bool, overwrite: bool = False) -> None:
+    """The runs not yet finished, all in this process as one fleet (:func:`fl.fleet.run_fleet`), each holding its
+    folder's lock as ``fl.run`` does."""
+    with contextlib.ExitStack() as locks:
+        pending = []
+        for config, folder in runs:
+            ready = prepare_run(config, folder, overwrite)
+            if ready != "done":
+                locks.enter_context(locked(folder / RUN_LOCK, busy=f"run directory {folder}"))
+                ready = prepare_run(config, folder)  # again, under the lock
+            print(f"{folder} ({ready})", flush=True)
+            if ready != "done":
+                pending.append((config, folder, ready == "resume"))
+        if pending:
+            print(f"fleet: {len(pending)} runs in this process, their clients trained together", flush=True)
+            run_fleet(pending, quiet=True)
+
+
 def accuracy_curve(out: Path) -> list[tuple[int, float]]:
     """(round, test accuracy) of every row of a run's metrics.jsonl that has one; a row that is not a JSON object
     is a one-line InputError."""
@@ -292,10 +311,12 @@ def sweep(
     overwrite: bool = False,
     jobs: int = 1,
     tensorboard: Path | None = None,
+    fleet: bool = False,
 ) -> list[dict]:
     """Run (or reuse) every run of the sweep, ``jobs`` at a time (:func:`run_processes`; 1: one after another in
     this process); write table.csv, sweep.json and sweep.png into ``out``, a folder of fl.sweep's own
-    (``overwrite``: or any, see :func:`sweep_folder`); ``tensorboard``: a TensorBoard run per arm and seed there."""
+    (``overwrite``: or any, see :func:`sweep_folder`); ``tensorboard``: a TensorBoard run per arm and seed there;
+    ``fleet``: every run in this process, their clients' training one computation (:mod:`fl.fleet`)."""
     seeds = [check_seed(seed, "a sweep's seed") for seed in seeds]
     runs = plan(base, varies, product)
     configs = {
@@ -303,6 +324,8 @@ def sweep(
         for name, overrides in runs
         for seed in seeds
     }  # checked before anything runs
+    if fleet:  # the batched backend, written into each run's config: fl.run of it gives the fleet's numbers
+        configs = {key: fleet_config(config) for key, config in configs.items()}
     base_runs = [(name, o) for name, o in runs[1:] if all(configs[name, s] == configs["base", s] for s in seeds)]
     for name, _ in base_runs:  # a variation equal to the base config (e.g. its own value) is the base run
         print(f"{name} is the base config: reported as 'base'")
@@ -334,12 +357,15 @@ def sweep(
             return ["--tensorboard", str(tensorboard / folder.parent.name / folder.name)] if tensorboard else []
 
         run_processes(pending, jobs, flags=curve_flags, quiet_output=True, overwrite=overwrite)
+    if fleet:
+        run_as_fleet([(configs[name, seed], out / run_dir_name(name) / f"seed{seed}") for name, _ in runs
+                      for seed in seeds], quiet, overwrite)  # fmt: skip
     results, rows = {}, []
     for index, (name, _) in enumerate(runs):
         summaries = []
         for seed in seeds:
             folder = out / run_dir_name(name) / f"seed{seed}"
-            if jobs > 1:
+            if jobs > 1 or fleet:
                 summaries.append(read_summary(folder))
             else:
                 print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder}", flush=True)
@@ -435,6 +461,10 @@ def build_parser() -> ArgumentParser:
         help="runs at a time, each its own fl.run process with one torch thread (default 1: one after another)",
     )  # fmt: skip
     add(
+        "--fleet", action="store_true",
+        help="every run in this process, their clients' local training one batched computation (fl.fleet)",
+    )  # fmt: skip
+    add(
         "--tensorboard",
         type=Path,
         metavar="DIR",
@@ -454,11 +484,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError("fl.sweep sets train.seed of every run from --seeds (e.g. --seeds 0,1,2); drop train.seed")
     if args.jobs < 1:
         raise InputError(f"--jobs {args.jobs}: give a whole number >= 1")
+    if args.fleet and args.jobs > 1:
+        raise InputError("--fleet runs every run in this process: drop --jobs")
     out = args.out or Path("results/sweeps") / (args.config.stem if args.config else "default")
     seeds = parse_seeds(args.seeds)
     sweep(
         args.config, list(args.set), varies, seeds, out, args.product, args.quiet, not args.no_base, args.overwrite,
-        args.jobs, args.tensorboard,
+        args.jobs, args.tensorboard, args.fleet,
     )  # fmt: skip
     return 0
 

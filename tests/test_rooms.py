@@ -91,9 +91,9 @@ def test_floors_import_nothing_of_ours():
 
 def test_only_the_top_imports_the_entry_points():
     """fl.run, fl.sweep and the simulators' CLIs are imported only from above them: the artefact pipeline, the
-    benchmarks, fl's own CLIs (fl.sweep, fl.remeasure and the Flower app drive fl.run) and the run records
+    benchmarks, fl's own CLIs (fl.sweep, its fleet, fl.remeasure and the Flower app drive fl.run) and the run records
     (fl.records reads what fl.run writes with fl.run's own readers)."""
-    top = {"figures", "benchmarks", "fl/sweep", "fl/remeasure", "fl/flower", "fl/records"}
+    top = {"figures", "benchmarks", "fl/sweep", "fl/fleet", "fl/remeasure", "fl/flower", "fl/records"}
     for (src, dst), where in imports().items():
         entry = dst in ("fl/run", "fl/sweep") or any(".__main__" in w.split()[1] for w in where)
         assert not entry or src in top, f"{src} imports the entry point {dst}: {where}"

@@ -1,0 +1,245 @@
+"""A fleet: many runs in one process, their clients' local training one computation (``fl.sweep --fleet``).
+
+Each run is an ordinary ``fl.run`` (:func:`fl.run.execute`) in a thread of its own: it builds its data, model,
+algorithm and method, writes its folder (config, metrics, checkpoints, provenance, summary), resumes and stops as
+``fl.run`` does. Where its round would train its participants batched (:mod:`fl.batched`), it hands them to the
+fleet's :class:`Rendezvous` instead and waits; once every live run has arrived (or said that it trains this round
+sequentially), the arrived groups of the same shape (model, dtype, device, batch size) are trained in one call of
+:func:`fl.batched.train_groups`: one ``vmap(grad(loss))`` over runs × clients per step, each group with its own
+algorithm, step size, optimiser and batches. A row's numbers do not depend on the rows beside it (float64 on the
+CPU: bit for bit, tested; float32: to rounding), so every run equals ``fl.run`` of its config with
+``train.backend = "batched"``, which the fleet writes into each config whose backend is "auto".
+
+What cannot be batched (a method's :class:`~fl.methods.LocalTask`: FedCOG's distillation, HFMDs' mixed batches;
+batch norm; crop-flip augmentation) trains sequentially in its own thread, with the same numbers as alone and no
+gain. Models with dropout are refused: their draws in a fleet would not be those of the run alone.
+
+The fleet computes with one torch thread, as every ``fl.run`` on the CPU does. Ctrl-C or SIGTERM, or a run that
+fails, stops every run at its next round (each saves its checkpoint); running the same command again resumes them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from fl.batched import FLEET, Group, train_groups
+from fl.config import RunConfig
+from fl.flat import FlatModel
+from fl.run import Experiment, execute
+from theory.errors import InputError
+
+
+class Rendezvous:
+    """Where the fleet's ``n`` runs meet to train. Run k's :class:`Seat` says :meth:`Seat.train` (its group,
+    trained with the others') or :meth:`Seat.skip` (it trains sequentially this time); a computation starts once
+    every live run has arrived. ``rows``: at most this many client rows per call (whole groups; 0: no limit).
+    ``calls`` counts the computations, ``trained`` the groups trained."""
+
+    def __init__(self, n: int, rows: int = 0) -> None:
+        self.rows = rows
+        self.calls = self.trained = 0
+        self._cond = threading.Condition()
+        self._live = set(range(n))
+        self._pending: dict[int, tuple[FlatModel, Group] | None] = {}
+        self._results: dict[int, object] = {}
+        self._stopping = False
+        self._turn = threading.Lock()  # one run computes at a time outside the shared training (see take_turn)
+
+    def take_turn(self) -> None:
+        """Run in this thread now, the others waiting: only the shared training runs while no run holds its turn,
+        so a run's own work (its data, evaluation, method, global random draws) never interleaves another's."""
+        self._turn.acquire()
+
+    def give_turn(self) -> None:
+        self._turn.release()
+
+    def seat(self, k: int) -> Seat:
+        return Seat(self, k)
+
+    def leave(self, k: int) -> None:
+        """Run k has ended: the others no longer wait for it."""
+        with self._cond:
+            self._live.discard(k)
+            self._run_if_ready()
+
+    def stop(self) -> None:
+        """Every run stops at its next arrival (KeyboardInterrupt there: it saves its checkpoint)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+
+    def train(self, k: int, flat: FlatModel, group: Group) -> tuple[tuple[torch.Tensor, list[int]], int]:
+        self.give_turn()
+        try:
+            with self._cond:
+                self._arrive(k, (flat, group))
+                while k not in self._results and not self._stopping:
+                    self._cond.wait()
+                if k not in self._results:
+                    raise KeyboardInterrupt
+                result = self._results.pop(k)
+        finally:
+            self.take_turn()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def skip(self, k: int) -> None:
+        self.give_turn()
+        try:
+            with self._cond:
+                self._arrive(k, None)
+        finally:
+            self.take_turn()
+
+    def _arrive(self, k: int, request: tuple[FlatModel, Group] | None) -> None:
+        while k in self._pending and not self._stopping:  # its last arrival's computation has not run yet
+            self._cond.wait()
+        if self._stopping:
+            raise KeyboardInterrupt
+        self._pending[k] = request
+        self._run_if_ready()
+
+    def _run_if_ready(self) -> None:
+        if not self._pending or not self._live <= set(self._pending):
+            return
+        requests = {k: v for k, v in self._pending.items() if v is not None}
+        try:
+            self._results.update(self._compute(requests))
+        except BaseException as error:  # every waiting run raises it
+            self._results.update(dict.fromkeys(requests, error))
+        self._pending.clear()
+        self._cond.notify_all()
+
+    def _compute(self, requests: dict[int, tuple[FlatModel, Group]]) -> dict[int, object]:
+        shapes: dict[tuple, list[int]] = {}
+        for who, (flat, group) in requests.items():
+            shapes.setdefault(shape_key(flat, group), []).append(who)
+        results = {}
+        for members in shapes.values():
+            for call in self._calls(members, requests):
+                flat = requests[call[0]][0]
+                trained = train_groups(flat, [requests[who][1] for who in call], "different")
+                self.calls, self.trained = self.calls + 1, self.trained + len(call)
+                results |= {who: (out, len(call)) for who, out in zip(call, trained)}
+        return results
+
+    def _calls(self, members: list[int], requests: dict) -> list[list[int]]:
+        """The members packed into calls of at most ``rows`` client rows (whole groups, in arrival order)."""
+        calls, rows = [[]], 0
+        for who in members:
+            m = len(requests[who][1].indices)
+            if self.rows and calls[-1] and rows + m > self.rows:
+                calls, rows = [*calls, []], 0
+            calls[-1].append(who)
+            rows += m
+        return calls
+
+
+class Seat:
+    """Run k's place in a :class:`Rendezvous` (what :data:`fl.batched.FLEET` holds in its thread)."""
+
+    def __init__(self, rendezvous: Rendezvous, k: int) -> None:
+        self.rendezvous, self.k = rendezvous, k
+
+    def train(self, flat: FlatModel, group: Group) -> tuple[tuple[torch.Tensor, list[int]], int]:
+        return self.rendezvous.train(self.k, flat, group)
+
+    def skip(self) -> None:
+        self.rendezvous.skip(self.k)
+
+
+def shape_key(flat: FlatModel, group: Group) -> tuple:
+    """What must agree for groups to share one vmapped call: the model (its layers and parameter shapes), the
+    parameters' dtype and device, the batch size and the samples' shape and dtype."""
+    model = flat.model
+    shapes = tuple((name, tuple(p.shape)) for name, p in model.named_parameters())
+    x = group.x
+    return (type(model), repr(model), shapes, flat.params.dtype, flat.params.device, group.local.batch_size,
+            tuple(x.shape[1:]), x.dtype)  # fmt: skip
+
+
+def has_dropout(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
+
+
+def fleet_config(config: RunConfig) -> RunConfig:
+    """The config a fleet runs: ``train.backend = "batched"`` where it was "auto" (so ``fl.run`` of the saved
+    config gives the fleet's numbers); others as they are."""
+    if config.train.backend != "auto":
+        return config
+    return replace(config, train=replace(config.train, backend="batched"))
+
+
+def run_fleet(runs: Sequence[tuple[RunConfig, Path, bool]], quiet: bool = True, rows: int = 0) -> list[dict]:
+    """Every run (config, folder, resume) of ``runs`` to its end in one process (see the module's docstring);
+    their summaries, in order. The caller holds the folders' locks and made them ready (fl.sweep). ``rows``: at
+    most this many client rows per batched call (0: every arrived run's at once)."""
+    rendezvous = Rendezvous(len(runs), rows)
+    results: list[dict | BaseException | None] = [None] * len(runs)
+    start = time.perf_counter()
+
+    def one(k: int, config: RunConfig, out: Path, resume: bool) -> None:
+        FLEET.set(rendezvous.seat(k))
+        rendezvous.take_turn()
+        try:
+            config = replace(config, train=replace(config.train, workers=1))  # no worker processes: the fleet is one
+            exp = Experiment(config)
+            if has_dropout(exp.flat.model):
+                raise InputError(
+                    f"{out}: model {config.model.name!r} has dropout; its draws in a fleet would not be the run's "
+                    "alone: run it without --fleet"
+                )
+            results[k] = execute(config, out, resume=resume, quiet=quiet, exp=exp)
+            print(f"  finished {out} ({time.perf_counter() - start:.0f} s)", flush=True)
+        except BaseException as error:  # the main thread reports it
+            results[k] = error
+            rendezvous.stop()  # a run that fails (or is interrupted) stops the others at their next round
+        finally:
+            rendezvous.leave(k)
+            rendezvous.give_turn()
+
+    threads = [threading.Thread(target=one, args=(k, *run), daemon=True) for k, run in enumerate(runs)]
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as every fl.run on the CPU (fl.run.trainer_threads): numbers never depend on cores
+    interrupted = False
+    try:
+        for thread in threads:
+            thread.start()
+        try:
+            while any(thread.is_alive() for thread in threads):
+                for thread in threads:
+                    thread.join(0.2)
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM in this thread: every run saves its checkpoint
+            interrupted = True
+            rendezvous.stop()
+            for thread in threads:
+                thread.join()
+    finally:
+        torch.set_num_threads(threads_before)
+    return outcome(runs, results, interrupted)
+
+
+def outcome(runs: Sequence[tuple[RunConfig, Path, bool]], results: list, interrupted: bool) -> list[dict]:
+    """The summaries, or the fleet's failure in one line: the first run that failed (not merely stopped), else
+    the interruption with the command to continue."""
+    stopped = [runs[k][1] for k, r in enumerate(results) if isinstance(r, BaseException)]
+    for r in results:
+        if isinstance(r, BaseException) and not _is_stop(r):
+            raise r
+    if interrupted or stopped:
+        raise InputError(f"fleet interrupted; {len(stopped)} run(s) saved at their last round; run the same command "
+                         "again to continue them")  # fmt: skip
+    return results
+
+
+def _is_stop(error: BaseException) -> bool:
+    """A run's own ending on the fleet's stop: KeyboardInterrupt, or fl.run's "interrupted after round N"."""
+    return isinstance(error, KeyboardInterrupt) or (isinstance(error, InputError) and "interrupted" in str(error))

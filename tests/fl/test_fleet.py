@@ -1,0 +1,145 @@
+"""A fleet (fl/fleet.py, ``fl.sweep --fleet``): many runs in one process, their clients trained in one batched
+computation, each run's numbers those of ``fl.run`` of its config alone, bit for bit in float64 on the CPU;
+interrupted, it resumes to the same numbers; methods whose clients cannot be batched still equal their runs alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import fl.fleet as fleet_module
+from fl.config import load_config
+from fl.fleet import Rendezvous, fleet_config, run_fleet
+from fl.run import execute
+from fl.sweep import main as sweep_main
+from fl.sweep import prepare_run
+from tests.fl.methods.test_dynafed import dynafed_args
+from tests.fl.methods.test_fedcog import fedcog_args
+from tests.fl.methods.test_hfmds import hfmds_args
+from theory.errors import InputError
+
+
+def tiny(root, seed, algorithm="fedavg", *extra):
+    sets = [
+        "data.dataset='cifar10'", f"data.data_root='{root}'", "data.partition='dirichlet'", "data.alpha=0.5",
+        "data.clients=4", "model.name='mlp'", "train.rounds=4", "train.batch_size=16", "train.device='cpu'",
+        "train.dtype='float64'", "train.checkpoint_every=1", "train.participation=0.75", f"train.seed={seed}",
+        f"algorithm.name='{algorithm}'", *extra,
+    ]  # fmt: skip
+    return fleet_config(load_config(None, sets))
+
+
+def from_args(args: list[str], seed: int):
+    """The config of a methods test's ``fl.run`` arguments (its --set pairs), in float64 with this seed."""
+    sets = [args[k + 1] for k, a in enumerate(args) if a == "--set"]
+    return fleet_config(load_config(None, [*sets, "train.dtype='float64'", f"train.seed={seed}"]))
+
+
+def alone(config, out):
+    prepare_run(config, out)
+    execute(config, out, quiet=True)
+    return out
+
+
+def fleet(runs):
+    for config, out in runs:
+        prepare_run(config, out)
+    return run_fleet([(config, out, False) for config, out in runs])
+
+
+def numbers(out):
+    """Every number a run's rows hold but its timings and the fleet's own note, and its final server model."""
+    rows = [untimed(json.loads(line)) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    x = torch.load(out / "checkpoint.pt", weights_only=False)["x"]
+    return rows, x
+
+
+def untimed(tree):
+    """A row without its timings (any key starting "seconds", at any depth) and the fleet's size."""
+    if isinstance(tree, dict):
+        return {k: untimed(v) for k, v in tree.items() if not k.startswith("seconds") and k != "fleet"}
+    return [untimed(v) for v in tree] if isinstance(tree, list) else tree
+
+
+def assert_same(a, b):
+    rows_a, x_a = numbers(a)
+    rows_b, x_b = numbers(b)
+    assert rows_a == rows_b
+    assert torch.equal(x_a, x_b)
+
+
+def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_root, tmp_path):
+    configs = {(s, a): tiny(cifar_root, s, a) for s in (0, 1) for a in ("fedavg", "scaffold")}
+    assert all(c.train.backend == "batched" for c in configs.values())  # "auto" written as the batched backend
+    fleet([(c, tmp_path / f"fleet_{s}_{a}") for (s, a), c in configs.items()])
+    for (s, a), config in configs.items():
+        assert_same(tmp_path / f"fleet_{s}_{a}", alone(config, tmp_path / f"alone_{s}_{a}"))
+        rows = [json.loads(line) for line in (tmp_path / f"fleet_{s}_{a}" / "metrics.jsonl").read_text().splitlines()]
+        assert all(row["backend"] == "batched" and row["fleet"] == 4 for row in rows)
+        assert (tmp_path / f"fleet_{s}_{a}" / "summary.json").is_file()
+
+
+def test_a_fleet_stopped_midway_resumes_to_the_same_numbers(cifar_root, tmp_path, monkeypatch):
+    configs = [tiny(cifar_root, 0, "fedavg"), tiny(cifar_root, 1, "fedprox", "algorithm.mu=0.1")]
+    outs = [tmp_path / "run0", tmp_path / "run1"]
+    real, calls = fleet_module.train_groups, []
+
+    def stopping(*args, **kwargs):  # the third computation is cut by Ctrl-C
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fleet_module, "train_groups", stopping)
+    with pytest.raises(InputError, match="run the same command again"):
+        fleet(list(zip(configs, outs)))
+    assert all(not (out / "summary.json").exists() for out in outs)
+    monkeypatch.setattr(fleet_module, "train_groups", real)
+    run_fleet([(config, out, True) for config, out in zip(configs, outs)])
+    for k, (config, out) in enumerate(zip(configs, outs)):
+        assert_same(out, alone(config, tmp_path / f"alone{k}"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fedcog", "hfmds", "dynafed"])
+def test_a_fleet_with_a_method_equals_its_runs_alone(cifar_root, tmp_path, method):
+    make = {"fedcog": fedcog_args, "hfmds": hfmds_args, "dynafed": dynafed_args}[method]
+    configs = [from_args(make(cifar_root, tmp_path, "fedavg"), seed) for seed in (0, 1)]
+    fleet([(c, tmp_path / f"fleet{k}") for k, c in enumerate(configs)])
+    for k, config in enumerate(configs):
+        assert_same(tmp_path / f"fleet{k}", alone(config, tmp_path / f"alone{k}"))
+
+
+def test_a_model_with_dropout_is_refused_in_one_line(cifar_root, tmp_path):
+    config = tiny(cifar_root, 0, "fedavg", "model.name='vgg11'", "train.rounds=1", "train.dtype='float32'")
+    with pytest.raises(InputError, match="dropout"):
+        fleet([(config, tmp_path / "vgg")])
+
+
+def test_rendezvous_packs_whole_groups_up_to_the_row_limit():
+    class Group:
+        def __init__(self, m):
+            self.indices = [0] * m
+
+    requests = {k: (None, Group(m)) for k, m in enumerate([3, 2, 4, 1])}
+    assert Rendezvous(4, rows=5)._calls([0, 1, 2, 3], requests) == [[0, 1], [2, 3]]
+    assert Rendezvous(4)._calls([0, 1, 2, 3], requests) == [[0, 1, 2, 3]]
+
+
+def test_sweep_fleet_writes_the_table_and_refuses_jobs(cifar_root, tmp_path, capsys):
+    sets = [
+        "--set", "data.dataset='cifar10'", "--set", f"data.data_root='{cifar_root}'", "--set", "data.clients=2",
+        "--set", "model.name='mlp'", "--set", "train.rounds=2", "--set", "train.batch_size=32",
+        "--set", "train.device='cpu'",
+    ]  # fmt: skip
+    out = tmp_path / "sweep"
+    vary = ["--vary", "algorithm.name=fedavg,scaffold", "--no-base", "--seeds", "0,1", "--fleet", "--quiet"]
+    assert sweep_main([*sets, *vary, "--out", str(out)]) == 0
+    assert "fleet: 4 runs" in capsys.readouterr().out
+    assert (out / "table.csv").is_file()
+    config = json.loads((out / "algorithm.name=scaffold" / "seed1" / "config.json").read_text())
+    assert config["train"]["backend"] == "batched"
+    assert sweep_main([*sets, "--fleet", "--jobs", "2", "--out", str(tmp_path / "other")]) == 2
+    assert "drop --jobs" in capsys.readouterr().err
