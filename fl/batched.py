@@ -126,17 +126,26 @@ def train_groups(
     each group's own correction, weight decay and optimiser step. Each group's (models (m, P), step counts K_i).
     A row's numbers do not depend on the other rows (float64 on the CPU: bit for bit, tested), so a group trained
     beside others equals the group trained alone."""
-    model, named = flat.model, flat.named
+    model, layout = flat.model, flat.layout
     model.train()
     plans = [plan(g.indices, g.local.batch_size, g.generators, g.local.epochs, g.local.steps) for g in groups]
     n_steps = max((p[0].shape[0] for p in plans), default=0)
     dtype = flat.params.dtype
 
-    def loss(w, xb, yb, mb):
-        logits = functional_call(model, named(w), (xb,))
+    def loss(params, xb, yb, mb):
+        logits = functional_call(model, params, (xb,))
         return (F.cross_entropy(logits, yb, reduction="none") * mb).sum() / mb.sum().clamp_min(1)
 
-    gradients = vmap(grad(loss), randomness=randomness)
+    per_parameter = vmap(grad(loss), randomness=randomness)
+
+    def gradients(W, xb, yb, mb):  # by parameter, then one flat row per client (no zero-filled slice gradients)
+        params, offset = {}, 0
+        for name, shape in layout:
+            params[name] = W[:, offset : offset + shape.numel()].unflatten(1, shape)
+            offset += shape.numel()
+        out = per_parameter(params, xb, yb, mb)
+        return torch.cat([out[name].flatten(1) for name, _ in layout], 1)
+
     steps = [_Steps(g, counts) for g, (_, _, counts) in zip(groups, plans)]
     plans = [_padded(index, weight.to(dtype), n_steps) for index, weight, _ in plans]
     for s in range(n_steps):

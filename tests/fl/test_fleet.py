@@ -123,9 +123,15 @@ def test_rendezvous_packs_whole_groups_up_to_the_row_limit():
         def __init__(self, m):
             self.indices = [0] * m
 
-    requests = {k: (None, Group(m)) for k, m in enumerate([3, 2, 4, 1])}
-    assert Rendezvous(4, rows=5)._calls([0, 1, 2, 3], requests) == [[0, 1], [2, 3]]
-    assert Rendezvous(4)._calls([0, 1, 2, 3], requests) == [[0, 1, 2, 3]]
+    class Flat:
+        def __init__(self, n_params, cuda=False):
+            self.n_params, self.params = n_params, torch.empty(0, device="meta") if cuda else torch.empty(0)
+
+    small = {k: (Flat(10), Group(m)) for k, m in enumerate([3, 2, 4, 1])}
+    assert Rendezvous(4, rows=5)._calls([0, 1, 2, 3], small) == [[0, 1], [2, 3]]
+    assert Rendezvous(4)._calls([0, 1, 2, 3], small) == [[0, 1, 2, 3]]
+    big = {k: (Flat(fleet_module.CPU_NUMBERS // 4), Group(m)) for k, m in enumerate([3, 2, 4, 1])}
+    assert Rendezvous(4)._calls([0, 1, 2, 3], big) == [[0], [1], [2], [3]]  # at most 4 rows of these on the CPU
 
 
 def test_sweep_fleet_writes_the_table_and_refuses_jobs(cifar_root, tmp_path, capsys):
@@ -135,7 +141,7 @@ def test_sweep_fleet_writes_the_table_and_refuses_jobs(cifar_root, tmp_path, cap
         "--set", "train.device='cpu'",
     ]  # fmt: skip
     out = tmp_path / "sweep"
-    vary = ["--vary", "algorithm.name=fedavg,scaffold", "--no-base", "--seeds", "0,1", "--fleet", "--quiet"]
+    vary = ["--vary", "algorithm.name=scaffold", "--seeds", "0,1", "--fleet", "--quiet"]
     assert sweep_main([*sets, *vary, "--out", str(out)]) == 0
     assert "fleet: 4 runs" in capsys.readouterr().out
     assert (out / "table.csv").is_file()
