@@ -29,10 +29,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 GROUPS_KNOWN="all|ddpm-sets|fedcog|hfmds|seeds-dynafed|seeds|controls|n3000|bench"
 usage() {
-  echo "usage: bash scripts/gpu-campaign.sh start $GROUPS_KNOWN [SECONDS] | wait [SECONDS] | resume SECONDS FILE..." >&2
+  echo "usage: bash scripts/gpu-campaign.sh start $GROUPS_KNOWN [SECONDS] | wait [SECONDS] | resume SECONDS FILE..." \
+    "| plan [GROUP] [--rates FILE]" >&2
   exit 2
 }
 seconds() { [[ $1 =~ ^[0-9]+$ ]]; }
+case ${1:-} in
+  plan) shift; exec "${CAMPAIGN_PYTHON:-python3}" scripts/campaign.py plan "$@" ;;  # any machine: predicted minutes
+esac
 case ${1:-} in
   start) [ $# -ge 2 ] && [ $# -le 3 ] && [[ "|$GROUPS_KNOWN|" == *"|$2|"* ]] && seconds "${3:-540}" || usage ;;
   wait) [ $# -le 2 ] && seconds "${2:-540}" || usage ;;

@@ -1,0 +1,217 @@
+"""One short device benchmark (``bash scripts/gpu-bench.sh``, about 3 minutes of an H100): how much of the chip
+the fleet, DynaFed's synthesis and a DDPM use, as FLOP/s that ``scripts/campaign.py plan --rates`` reads.
+
+    bash scripts/gpu-bench.sh [--out FILE]      # on the device (CUDA): the sizes below
+    bash scripts/gpu-bench.sh --dry             # tiny, on the CPU (the tests run it): that the parts run
+
+Parts, each timed after a warm-up, its FLOPs counted by ``torch.utils.flop_counter.FlopCounterMode`` (matrix
+products and convolutions, forward and backward) and given as a share of a measured matrix-product peak of the
+same precision (an n × n product, n = 8192):
+- **peak**: FP32, TF32 and BF16 matrix products (CUDA), FP32 on the CPU.
+- **fleet**: R = 1, 4, 16, 64 FedAvg runs of the HFMDs CNN on Fashion-MNIST-shaped samples, 20 clients each,
+  batch 10, 10 local steps, in one :func:`fl.batched.train_groups` call (what ``fl.sweep --fleet`` does each
+  round), FP32 / TF32 / BF16 (autocast); run-rounds per second at 10 steps a round. A size that runs out of memory
+  is recorded as such and the larger ones skipped. A CUDA-graph path is not built yet: not measured.
+- **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast path;
+  3 seeds batched are not built yet: not measured).
+- **ddpm**: one client's DDPM (configs/fedssyn_fmnist_ddpm.toml's U-Net, batch 128) training steps (10 clients
+  batched are not built yet: one client measured).
+Writes JSON (``--out``, default results/bench/gpu.json): ``rates`` (FLOP/s by kind of work: the best fleet row,
+the synthesis, the DDPM) and every row; prints a table.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
+
+FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "batch": 10, "ddpm_batch": 128,
+        "ddpm_base": 32, "repeats": 3}  # fmt: skip
+DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 2, "batch": 4, "ddpm_batch": 2, "ddpm_base": 8,
+       "repeats": 1}  # fmt: skip
+
+
+def synchronise(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(work: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Best seconds of ``repeats`` calls of ``work`` after one untimed call."""
+    work()
+    synchronise(device)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        synchronise(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def counted(work: Callable[[], object]) -> float:
+    counter = FlopCounterMode(display=False)
+    with counter:
+        work()
+    return float(counter.get_total_flops())
+
+
+def precisions(device: torch.device) -> list[str]:
+    return ["fp32", "tf32", "bf16"] if device.type == "cuda" else ["fp32"]
+
+
+class Precision:
+    """TF32 matrix products (``allow_tf32``) or BF16 autocast for what runs inside; FP32 otherwise."""
+
+    def __init__(self, name: str, device: torch.device) -> None:
+        self.name, self.device = name, device
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            self.kept = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.name == "tf32"
+        self.autocast = torch.autocast(self.device.type, torch.bfloat16, enabled=self.name == "bf16")
+        self.autocast.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.autocast.__exit__(*exc)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.kept
+
+
+def peak(device: torch.device, sizes: dict) -> list[dict]:
+    n = sizes["peak_n"]
+    rows = []
+    for name in precisions(device):
+        dtype = torch.bfloat16 if name == "bf16" else torch.float32
+        a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+        with Precision(name if name != "bf16" else "fp32", device):
+            seconds = timed(lambda a=a, b=b: a @ b, device, sizes["repeats"])
+        rows.append({"part": "peak", "precision": name, "n": n, "tflops": 2 * n**3 / seconds / 1e12})
+    return rows
+
+
+def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
+    from fl.algorithms import Context
+    from fl.batched import Group, train_groups
+    from fl.clients import LocalConfig
+    from fl.config import build_algorithm
+    from fl.flat import FlatModel
+    from fl.models import build_model
+
+    torch.manual_seed(0)
+    flat = FlatModel(build_model("hfmds-cnn", (1, 28, 28), 10).to(device))
+    algorithm = build_algorithm({"name": "fedavg"})
+    clients, steps, batch = sizes["clients"], sizes["steps"], sizes["batch"]
+    local = LocalConfig(1, batch, steps=steps, backend="batched")
+    n = clients * steps * batch
+    x = torch.randn(n, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (n,), device=device)
+    owned = torch.arange(n, device=device).reshape(clients, -1)
+    server = flat.params.detach().clone()
+    rows = []
+    for name in precisions(device):
+        for runs in sizes["runs"]:
+
+            def groups(runs=runs):
+                contexts = [Context(server, {}, {}, flat.head_mask) for _ in range(clients)]
+                gens = [torch.Generator().manual_seed(i) for i in range(clients)]
+                return [Group(x, y, list(owned), gens, algorithm, contexts, 0.01, local) for _ in range(runs)]
+
+            row = {"part": "fleet", "precision": name, "runs": runs, "clients": clients, "steps": steps}
+            try:
+                with Precision(name, device):
+                    seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
+                    flop = counted(lambda: train_groups(flat, groups(), "different"))
+            except torch.cuda.OutOfMemoryError:
+                rows.append(row | {"outcome": "out of memory"})
+                torch.cuda.empty_cache()
+                break
+            tflops = flop / seconds / 1e12
+            rows.append(row | {"seconds": seconds, "run_rounds_per_s": runs / seconds, "tflops": tflops,
+                               "share_of_peak": tflops / peaks.get(name, float("nan"))})  # fmt: skip
+    rows.append({"part": "fleet", "outcome": "CUDA graphs: not built, not measured"})
+    return rows
+
+
+def dynafed(device: torch.device, dry: bool) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "synthesis.json"
+        flags = ["--quick"] if dry else ["--paper", "--iterations", "3", "--repeats", "1", "--paths", "auto"]
+        command = [sys.executable, "benchmarks/synthesis_bench.py", *flags, "--device", device.type, "--out", str(out)]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode:
+            return [{"part": "dynafed", "outcome": f"failed: {done.stderr.strip().splitlines()[-1:]}"}]
+        best = max(json.loads(out.read_text())["rows"], key=lambda r: r["tflops"])
+    return [{"part": "dynafed", "seeds": 1, "path": best["ran"], "iterations_per_s": best["iterations_per_second"],
+             "tflops": best["tflops"]},
+            {"part": "dynafed", "outcome": "3 seeds batched: not built, not measured"}]  # fmt: skip
+
+
+def ddpm(device: torch.device, sizes: dict) -> list[dict]:
+    from fl.synthesis.generators.ddpm import DDPMConfig, UNet
+
+    torch.manual_seed(0)
+    unet = UNet(1, 10, DDPMConfig(base_channels=sizes["ddpm_base"])).to(device)
+    optimiser = torch.optim.AdamW(unet.parameters(), lr=1e-4)
+    b = sizes["ddpm_batch"]
+    x = torch.randn(b, 1, 28, 28, device=device)
+    t = torch.randint(0, 1000, (b,), device=device)
+    y = torch.randint(0, 10, (b,), device=device)
+
+    def step():
+        optimiser.zero_grad()
+        torch.nn.functional.mse_loss(unet(x, t, y), x).backward()
+        optimiser.step()
+
+    seconds = timed(step, device, sizes["repeats"])
+    flop = counted(step)
+    return [{"part": "ddpm", "clients": 1, "batch": b, "steps_per_s": 1 / seconds, "tflops": flop / seconds / 1e12},
+            {"part": "ddpm", "outcome": "10 clients batched: not built, not measured"}]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="gpu-bench.sh", description=__doc__.splitlines()[0])
+    parser.add_argument("--dry", action="store_true", help="tiny sizes on the CPU (that every part runs)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "gpu.json")
+    args = parser.parse_args(argv)
+    if (problem := output_file_problem(args.out, "gpu.json")) is not None:
+        parser.error(problem)
+    device = torch.device("cpu" if args.dry or not torch.cuda.is_available() else "cuda")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    sizes = DRY if args.dry else FULL
+    rows = peak(device, sizes)
+    peaks = {r["precision"]: r["tflops"] for r in rows}
+    rows += fleet(device, sizes, peaks) + dynafed(device, args.dry) + ddpm(device, sizes)
+    best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r), default=0.0)
+            for part in ("fleet", "dynafed", "ddpm")}  # fmt: skip
+    name = torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU, 1 thread"
+    result = {"device": name, "dry": args.dry, "rates": {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12,
+              "ddpm": best["ddpm"] * 1e12}, "rows": rows}  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(f"device: {name}")
+    for row in rows:
+        print("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    print(f"rates (FLOP/s) for `bash scripts/gpu-campaign.sh plan --rates {args.out}`: "
+          + ", ".join(f"{k} {v:.3g}" for k, v in result["rates"].items()))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

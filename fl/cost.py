@@ -1,0 +1,131 @@
+"""What a run costs in arithmetic, from its config alone: floating-point operations by part, and the minutes they
+take at a given rate (the lease plan: ``python scripts/campaign.py plan``).
+
+- Forward FLOPs per sample: ``torch.utils.flop_counter.FlopCounterMode`` over one forward pass of the model (a
+  multiply-add counts 2; convolutions and matrix products only, as the counter counts them).
+- Local training: 3 × forward per sample seen (forward, and a backward of twice the forward), the samples a round
+  being the participants' training samples × local epochs, or participants × τ × B with ``train.local_steps``.
+- Evaluation: forward over the test set every ``train.eval_every`` rounds.
+- DynaFed's synthesis: per iteration, the FLOPs the lease's H100 counted at the paper's settings
+  (:data:`DYNAFED_ITERATION_FLOP`, ``benchmarks/synthesis_bench.py --paper``), scaled by the images synthesised ×
+  the unrolled steps against those settings' (15 a class × 10 classes, 20 steps); one synthesis a run, after
+  ``method.trajectory_rounds`` rounds.
+- A DDPM: 3 × the U-Net's forward per image per training step, ``steps`` × batch size images a client.
+
+The counts are exact for the layers counted; what they leave out (element-wise work, the optimiser, data movement)
+is what a measured rate absorbs: minutes = FLOPs / (a rate measured on the device for that kind of work).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from fl.config import RunConfig
+from fl.engine import n_participants
+from fl.models import build_model
+
+TRAIN_SIZES = {"fmnist": 60_000, "fashion-mnist": 60_000, "mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000}
+TEST_SIZES = {name: 10_000 for name in TRAIN_SIZES}
+SHAPES = {"fmnist": (1, 28, 28), "fashion-mnist": (1, 28, 28), "mnist": (1, 28, 28), "cifar10": (3, 32, 32),
+          "cifar100": (3, 32, 32)}  # fmt: skip
+CLASSES = {"cifar100": 100}
+DYNAFED_ITERATION_FLOP = 2.58e12  # the lease of 2026-11-27 (H100): per iteration at the paper's settings
+DYNAFED_PAPER_WORK = 15 * 10 * 20  # its images (15 a class, 10 classes) × unrolled steps (20)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs of one run by part (``train``: the clients' local training; ``eval``: the test evaluations;
+    ``method``: a method's own work, e.g. DynaFed's synthesis)."""
+
+    train: float
+    eval: float
+    method: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.train + self.eval + self.method
+
+
+def forward_flops(forward: Callable[[], object]) -> int:
+    """FLOPs of one call of ``forward`` (no gradients), as ``FlopCounterMode`` counts them."""
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        forward()
+    return int(counter.get_total_flops())
+
+
+@functools.lru_cache(maxsize=64)
+def model_flops(name: str, shape: tuple[int, ...], n_classes: int, width: int = 0) -> int:
+    """Forward FLOPs of one sample through the model ``name``."""
+    model = build_model(name, shape, n_classes, **({"width": width} if width else {}))
+    return forward_flops(lambda: model(torch.zeros(1, *shape)))
+
+
+def dataset_sizes(config: RunConfig) -> tuple[int, int, tuple[int, ...], int]:
+    """(training samples, test samples, sample shape, classes) of the config's dataset, subsampling included."""
+    name = config.data.dataset
+    if name not in TRAIN_SIZES:
+        raise ValueError(f"no sizes known for dataset {name!r}")
+    train = config.data.subsample or TRAIN_SIZES[name]
+    test = config.data.test_subsample or TEST_SIZES[name]
+    return train, test, SHAPES[name], CLASSES.get(name, 10)
+
+
+def run_cost(config: RunConfig) -> Cost:
+    """The FLOPs of the run ``config`` describes (see the module docstring)."""
+    n_train, n_test, shape, classes = dataset_sizes(config)
+    forward = model_flops(config.model.name, shape, classes, config.model.width)
+    train = config.train
+    participants = n_participants(config.data.clients, train.participation)
+    if train.local_steps:
+        per_round = participants * train.local_steps * train.batch_size
+    else:
+        per_round = n_train * participants / config.data.clients * train.local_epochs
+    evaluations = int(np.ceil(train.rounds / train.eval_every))
+    method = 0.0
+    if config.method.get("name") == "dynafed" and train.rounds > int(config.method.get("trajectory_rounds", 20)):
+        per_class, steps = int(config.method.get("per_class", 15)), int(config.method.get("inner_steps", 20))
+        work = per_class * classes * steps / DYNAFED_PAPER_WORK
+        method = int(config.method.get("iterations", 1000)) * DYNAFED_ITERATION_FLOP * work
+    return Cost(3.0 * forward * per_round * train.rounds, float(forward * n_test * evaluations), method)
+
+
+def ddpm_cost(unet: torch.nn.Module, shape: tuple[int, ...], steps: int, batch_size: int, clients: int) -> float:
+    """FLOPs of training ``clients`` DDPMs (U-Net ``unet``) for ``steps`` steps of ``batch_size`` images each."""
+    forward = forward_flops(lambda: unet(torch.zeros(1, *shape), torch.zeros(1, dtype=torch.long),
+                                         torch.zeros(1, dtype=torch.long)))  # fmt: skip
+    return 3.0 * forward * steps * batch_size * clients
+
+
+@dataclass(frozen=True)
+class Rate:
+    """FLOP/s for one kind of work on one H100, and where the number comes from."""
+
+    flop_s: float
+    source: str
+
+
+# What the lease of 2026-11-27 measured (one H100, 16 processes of one run each; the issue #49 table):
+MEASURED = {
+    "fl": Rate(1.0e12, "lease 2026-11-27: HFMDs rounds of 1.5 TFLOP in 21-26 s, 16 processes at once"),
+    "dynafed": Rate(1.2e12, "lease 2026-11-27: 0.47 synthesis iterations/s of 2.58 TFLOP"),
+    "ddpm": Rate(0.0, "lease 2026-11-27: 309-335 s a set of 10 clients' DDPMs at 20 epochs (rate from its FLOPs)"),
+}
+# What the plan assumes until scripts/gpu-bench.sh measures it (``--rates FILE`` replaces these):
+PLANNED = {
+    "fl": Rate(20e12, "assumed, not measured: a fleet at ~30 % of an H100's 67 TFLOP/s FP32"),
+    "dynafed": Rate(43e12, "#49's goal (2.6 PFLOP a synthesis in 60 s), not measured"),
+    "ddpm": Rate(20e12, "assumed, not measured: 10 clients' DDPMs batched at ~30 % of FP32 peak"),
+}
+
+
+def minutes(flop: float, rate: float) -> float:
+    """Minutes that ``flop`` FLOPs take at ``rate`` FLOP/s."""
+    return flop / rate / 60

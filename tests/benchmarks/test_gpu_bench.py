@@ -1,0 +1,37 @@
+"""``bash scripts/gpu-bench.sh --dry`` (every part at tiny sizes on the CPU) and ``gpu-campaign.sh plan`` (the
+lease's predicted minutes, on any machine), with the bench's rates in place of the planned ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path):
+    out = tmp_path / "gpu.json"
+    done = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry", "--out", str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["dry"] and set(result["rates"]) == {"fl", "dynafed", "ddpm"}
+    assert all(rate > 0 for rate in result["rates"].values())
+    parts = {row["part"] for row in result["rows"]}
+    assert parts == {"peak", "fleet", "dynafed", "ddpm"}
+    fleets = [row for row in result["rows"] if row["part"] == "fleet" and "runs" in row]
+    assert [row["runs"] for row in fleets] == [1, 2] and all(0 < row["share_of_peak"] for row in fleets)
+    assert any("not built" in row.get("outcome", "") for row in result["rows"])  # what is not measured says so
+    plan = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan", "hfmds", "--rates", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert "total (one H100, minutes)" in plan.stdout and f"from {out}" in plan.stdout
+
+
+def test_the_plan_refuses_a_file_that_is_no_rates_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    done = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan", "--rates", str(bad)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2 and "not a rates file" in done.stderr and done.stderr.count("\n") == 1
