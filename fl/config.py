@@ -309,6 +309,7 @@ class RunConfig:
             if tree["train"].get(key) == default:
                 tree["train"].pop(key)
         tree.pop("log", None)
+        tree.pop("algorithm_fields", None)  # a record of the defaults: the set keys are the identity
         plugins = self.plugins()
         if plugins:
             tree["plugins"] = {key: entry["sha256"] for key, entry in plugins.items()}
@@ -319,6 +320,7 @@ class RunConfig:
             "data": dataclasses.asdict(self.data),
             "model": dataclasses.asdict(self.model),
             "algorithm": dict(self.algorithm),
+            "algorithm_fields": algorithm_fields(self.algorithm),
             "train": {**dataclasses.asdict(self.train), "lr": list(self.train.lr)},
             "method": dict(self.method),
             "log": dataclasses.asdict(self.log),
@@ -349,6 +351,13 @@ def build_algorithm(spec: dict):
             raise InputError(f"config algorithm.{key}: must be a finite number{'' if is_plugin(name) else ' >= 0'}")
     algorithm.check()  # each algorithm's own range checks (InputError naming algorithm.KEY)
     return algorithm
+
+
+def algorithm_fields(spec: dict) -> dict:
+    """Every hyper-parameter of the ``[algorithm]`` table's algorithm with its value, defaults included (what
+    config.json records beside the keys that were set: ``algorithm_fields``)."""
+    algorithm = build_algorithm(spec)
+    return {"name": spec.get("name", "fedavg"), **{f.name: getattr(algorithm, f.name) for f in fields(algorithm)}}
 
 
 def algorithm_class(name) -> type[Algorithm]:
@@ -514,6 +523,8 @@ def from_dict(tree: dict) -> RunConfig:
             continue
         if section == "method":
             config = replace(config, method=resolve_method(table)[0])
+            continue
+        if section == "algorithm_fields":  # what to_dict records of every field; [algorithm] is what was set
             continue
         if section not in SECTIONS:
             known = ", ".join(["algorithm", "method", *SECTIONS])

@@ -365,12 +365,14 @@ def compute_round(
     method.before_round(ServerRound(t, state.x, flat, data, method_state, round_seed, log, tuple(selected.tolist())))
     clock["seconds_method"] += time.perf_counter() - tick
     participants = selected.tolist()
+    # what the clients see: the method's payload from the server, and their own entries (written through)
+    client_view = {"server": method.client_payload(method_state), "clients": method_state.setdefault("clients", {})}
     rows = {k: v[torch.as_tensor(participants, device=v.device)].to(state.x.device) for k, v in state.clients.items()}
     contexts = [Context(state.x, state.server, {k: v[j] for k, v in rows.items()}, flat.head_mask)
                 for j in range(len(participants))]  # fmt: skip
     if pool is not None and not wants_batched(flat, local):
         tick = time.perf_counter()
-        trained, logs, seconds_method = pool.train(t, state, method_state, participants, [c.client for c in contexts])
+        trained, logs, seconds_method = pool.train(t, state, client_view, participants, [c.client for c in contexts])
         for client_log in logs:
             merge_log(log, client_log)
         clock["seconds_method"] += seconds_method  # summed over the workers' clients
@@ -378,7 +380,7 @@ def compute_round(
         backend = {"backend": "workers", "workers": pool.size}
     else:
         tick = time.perf_counter()
-        hooks = [ClientRound(t, i, state.x, flat, data, local, method_state, client_seed(seed, t, i, 1), log)
+        hooks = [ClientRound(t, i, state.x, flat, data, local, client_view, client_seed(seed, t, i, 1), log)
                  for i in participants]  # fmt: skip
         tasks = [method.before_client(h) for h in hooks]
         clock["seconds_method"] += time.perf_counter() - tick

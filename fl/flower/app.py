@@ -255,8 +255,10 @@ class FlowerExperiment(Experiment):
             "server": pack({k: state.server[k] for k in broadcast_keys(self.algorithm)}, mask),
         }
         cfg = config_record(config, round=t, lr=float(state.lr))
+        payload = pack_entries(self.method.client_payload(method_state))  # what the clients' hooks read (the method's)
+        down_all = {**down, "payload_arrays": payload["arrays"], "payload_values": payload["values"], "cfg": cfg}
         tick = time.perf_counter()
-        replies = self.exchange({i: RecordDict({**down, "cfg": cfg}) for i in selected}, "train", f"round {t}")
+        replies = self.exchange({i: RecordDict(down_all) for i in selected}, "train", f"round {t}")
         clock["seconds_local"] += time.perf_counter() - tick
         for i in selected:  # the clients' method logs, in participant order (lists extend, other values replace)
             clock["seconds_method"] += float(replies[i]["metrics"]["seconds_method"])
@@ -323,12 +325,26 @@ def own_data(exp: Experiment, i: int, dealt: ArrayRecord | None) -> ClientSet:
     return ClientSet(x, y, train, empty, empty, empty, data.test_x[:0], data.test_y[:0], data.n_classes)
 
 
+def pack_entries(entries: dict) -> RecordDict:
+    """Method entries (tensors and JSON values) as a RecordDict: ``arrays`` and ``values``."""
+    tensors = {k: v for k, v in entries.items() if isinstance(v, torch.Tensor)}
+    others = {k: v for k, v in entries.items() if k not in tensors}
+    return RecordDict({
+        "arrays": ArrayRecord(torch_state_dict={k: v.detach().cpu() for k, v in tensors.items()}),
+        "values": ConfigRecord({"json": json.dumps(others)}),
+    })  # fmt: skip
+
+
+def unpack_entries(record: RecordDict, device: torch.device | str) -> dict:
+    """:func:`pack_entries`' entries back, their tensors on ``device`` in their own dtypes."""
+    values = json.loads(str(record["values"]["json"]))
+    return {k: v.to(device) for k, v in record["arrays"].to_torch_state_dict().items()} | values
+
+
 def save_entries(context: Context, entries: dict) -> None:
     """A method's per-client state (tensors and JSON values) into the node's ``Context.state``."""
-    tensors = {k: v for k, v in entries.items() if isinstance(v, torch.Tensor)}
-    context.state["method"] = ArrayRecord(torch_state_dict={k: v.detach().cpu() for k, v in tensors.items()})
-    others = {k: v for k, v in entries.items() if k not in tensors}
-    context.state["method_values"] = ConfigRecord({"json": json.dumps(others)})
+    packed = pack_entries(entries)
+    context.state["method"], context.state["method_values"] = packed["arrays"], packed["values"]
 
 
 def load_entries(context: Context, device: torch.device | str) -> dict | None:
@@ -336,9 +352,8 @@ def load_entries(context: Context, device: torch.device | str) -> dict | None:
     device, where a checkpoint would restore them: see :mod:`fl.methods.base`)."""
     if "method" not in context.state:
         return None
-    values = json.loads(str(context.state["method_values"]["json"]))
-    tensors = {k: v.to(device) for k, v in context.state["method"].to_torch_state_dict().items()}
-    return tensors | values
+    return unpack_entries(RecordDict({"arrays": context.state["method"], "values": context.state["method_values"]}),
+                          device)  # fmt: skip
 
 
 client_app = ClientApp()
@@ -386,7 +401,8 @@ def train(msg: Message, context: Context) -> Message:
     own = unpack(context.state["client"], x, None) if "client" in context.state else zeros
     ctx = AlgorithmContext(x, server, own, exp.flat.head_mask)
     entries = load_entries(context, x.device)
-    method_state = {"server": {}, "clients": {} if entries is None else {i: entries}}
+    sent = RecordDict({"arrays": msg.content["payload_arrays"], "values": msg.content["payload_values"]})
+    method_state = {"server": unpack_entries(sent, x.device), "clients": {} if entries is None else {i: entries}}
     log: dict = {}
     hook = ClientRound(t, i, x, exp.flat, data, exp.local, method_state, client_seed(seed, t, i, 1), log)
     y, steps, seconds_method = client_work(exp.flat, exp.algorithm, data, exp.local, exp.method, hook, ctx, lr, seed)

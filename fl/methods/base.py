@@ -8,6 +8,8 @@ names neither. The hooks, and who uses them:
   the generators and deals the shuffled synthetic pool; the centralised baselines merge the clients into one.
 - :meth:`Method.before_round`, at the start of every round, before any client trains (:class:`ServerRound` with
   the round's participants): FMDS/HFMDs clients invert their synthetic sets and the server pools them.
+- :meth:`Method.client_payload`, after ``before_round``: the server entries sent to every participant, which its
+  client hooks see as ``c.state["server"]`` (default: all of them; DynaFed sends none).
 - :meth:`Method.before_client`, per participating client before local training, returns a :class:`LocalTask`
   (or None: plain cross-entropy): FedCOG generates x̂ from the global and the client's previous local model.
 - :meth:`LocalTask.loss`, every local step: the objective on the real batch plus the method's extra term or extra
@@ -211,6 +213,15 @@ class Method:
 
     def before_round(self, s: ServerRound) -> None:
         """At the start of round s.t, before any client trains (s.x: the server model the clients receive)."""
+
+    def client_payload(self, state: dict) -> dict:
+        """What the server sends every participant of the round, after :meth:`before_round`: the server entries
+        its client hooks read, as ``c.state["server"]`` (tensors and numbers). Default: every server entry. Every
+        backend delivers exactly this and nothing else (``fl.run`` in one process or worker processes, the batched
+        backend, a Flower node), so a client hook never reads what a node would not have; a client hook writes only
+        its own ``c.state["clients"][c.i]``. The numbers a payload costs are the method's to count
+        (:meth:`communication`, or ``numbers_sent`` in the round's log)."""
+        return dict(state.get("server", {}))
 
     def before_client(self, c: ClientRound) -> LocalTask | None:
         """Per participating client, before local training: its objective for the round (None: cross-entropy)."""

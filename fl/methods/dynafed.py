@@ -653,6 +653,10 @@ class DynaFed(Method):
             and next_round <= self.trajectory_rounds
         )
 
+    def client_payload(self, state: dict) -> dict:
+        """Nothing: DynaFed's clients train plain FedAvg; its trajectory and D_syn stay on the server."""
+        return {}
+
     def before_round(self, s: ServerRound) -> None:
         if s.t == 1 and self.initial_checkpoint:  # the code's trajectory starts with the initial model w^0
             self.record(s)

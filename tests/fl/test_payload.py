@@ -1,0 +1,113 @@
+"""A method's payload (Method.client_payload): what its server hook sets before the round reaches every client's
+hooks the same way, in one process, in worker processes, under the batched backend and on Flower's nodes, and the
+numbers are equal across all of them. The method is a user's plug-in: a pool of noise images labelled at random
+each round on the server, distilled into every client's objective."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from fl.run import main as run_main
+
+POOLED = '''
+"""A pool of 4 noise images with random labels drawn on the server each round, added to every client's loss."""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from fl.methods import Method
+
+
+class PoolLoss:
+    def __init__(self, x, y, scale):
+        self.x, self.y, self.scale = x, y, scale
+
+    def loss(self, model, xb, yb):
+        return F.cross_entropy(model(xb), yb) + self.scale * F.cross_entropy(model(self.x), self.y)
+
+
+@dataclass(frozen=True)
+class Pooled(Method):
+    name: ClassVar[str] = "pooled"
+    scale: float = 0.5
+
+    def before_round(self, s):
+        shape = tuple(s.data.x.shape[1:])
+        s.state["server"] = {
+            "pool_x": torch.randn(4, *shape, generator=s.generator).to(s.x),
+            "pool_y": torch.randint(0, s.data.n_classes, (4,), generator=s.generator).to(s.x.device),
+            "scale": self.scale,
+        }
+
+    def before_client(self, c):
+        server = c.state["server"]
+        return PoolLoss(server["pool_x"], server["pool_y"], server["scale"])
+
+    def after_client(self, c, y):
+        c.log["pool_sum"] = [*c.log.get("pool_sum", []), round(float(c.state["server"]["pool_x"].sum()), 6)]
+        seen = c.state["clients"].get(c.i, {}).get("seen", 0)
+        c.state["clients"][c.i] = {"seen": seen + 1}
+'''
+
+
+@pytest.fixture()
+def pooled(tmp_path, monkeypatch):
+    folder = tmp_path / "plug"
+    folder.mkdir()
+    (folder / "pooled.py").write_text(textwrap.dedent(POOLED))
+    monkeypatch.delitem(sys.modules, "pooled", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def args(root, out, *extra):
+    return [
+        "--set", "data.dataset='cifar10'", "--set", f"data.data_root='{root}'", "--set", "data.partition='iid'",
+        "--set", "data.clients=3", "--set", "model.name='fedcog-cnn'", "--set", "train.rounds=3",
+        "--set", "train.batch_size=16", "--set", "train.device='cpu'", "--set", "train.participation=0.6",
+        "--set", "train.local_steps=3", "--set", "method.name='pooled:Pooled'", "--out", str(out), *extra,
+    ]  # fmt: skip
+
+
+def rows(out):
+    keep = ("round", "communication", "clients", "test_loss", "test_accuracy", "method")
+    return [{k: v for k, v in json.loads(line).items() if k in keep} for line in (out / "metrics.jsonl").open()]
+
+
+def server_model(out):
+    return torch.load(out / "checkpoint.pt", weights_only=True)["x"]
+
+
+def test_the_payload_reaches_the_clients_equally_in_one_process_in_workers_and_batched(cifar_root, pooled):
+    runs = {
+        "one": ["--set", "train.workers=1"],
+        "workers": ["--set", "train.workers=2"],
+        "batched": ["--set", "train.workers=1", "--set", "train.backend='batched'"],
+    }
+    for name, extra in runs.items():
+        assert run_main([*args(cifar_root, pooled / name, *extra), "--quiet"]) == 0
+    first = rows(pooled / "one")
+    assert all(len(row["method"]["pool_sum"]) == 2 for row in first)  # every participant saw the round's pool
+    for name in ("workers", "batched"):
+        assert rows(pooled / name) == first
+        assert torch.equal(server_model(pooled / name), server_model(pooled / "one"))
+
+
+@pytest.mark.slow
+def test_the_payload_reaches_flower_nodes_with_the_same_numbers(cifar_root, pooled):
+    pytest.importorskip("flwr.simulation")
+    pytest.importorskip("ray")
+    from fl.flower.__main__ import main as flower_main
+
+    assert run_main([*args(cifar_root, pooled / "local", "--set", "train.workers=1"), "--quiet"]) == 0
+    assert flower_main(args(cifar_root, pooled / "flower")) == 0
+    assert rows(pooled / "flower") == rows(pooled / "local")
+    assert torch.equal(server_model(pooled / "flower"), server_model(pooled / "local"))
