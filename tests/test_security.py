@@ -1,7 +1,7 @@
-"""The package's security promise (README, "Security"): no code runs from a data file (a config read from a run
-folder, the ledger or a lease imports a plug-in only from where its user put it, and a changed one is refused before
-it is imported), nothing is written through a symbolic link planted in a folder the package writes, and every
-archive it takes is read with bounds (a property test feeds the reader random tars)."""
+"""The package's security promise (docs/guides/artefacts.md, "Security"): no code runs from a data file (a
+config read from a run folder, the ledger or a lease imports a plug-in only from where its user put it, and a
+changed one is refused before it is imported), nothing is written through a symbolic link planted in a folder the
+package writes, and every archive it takes is read with bounds (a property test feeds the reader random tars)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Our algorithms as a Flower app (Flower's Message API: ``flwr.app``, ``flwr.serverapp``, ``flwr.clientapp``).
 
 One config, three ways to run it: ``python -m fl.run`` (one process), ``python -m fl.flower`` (Flower's simulation
-engine), or a real Flower deployment (SuperLink + SuperNodes, ``flwr run``; see the README). Nothing of an
+engine), or a real Flower deployment (SuperLink + SuperNodes, ``flwr run``; see docs/guides/runs.md). Nothing of an
 algorithm's math is written here:
 
 - the server (:class:`FlowerExperiment`) is :class:`fl.run.Experiment` with its round replaced: it selects the

@@ -1,15 +1,12 @@
 """examples/: the template method (noisy copies) and algorithm (damped prox) run through fl.run, the batched
 backend and a Flower loopback deployment; the algorithm's update equations are checked written out by hand; and
-every command of README's section "Your own method, algorithm, model or data" runs."""
+the commands of docs/guides/extending.md run in tests/test_docs.py."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -100,29 +97,3 @@ def test_the_templates_run_through_a_flower_loopback_as_fl_run(toy_npz, tmp_path
     assert rows(deployed) == rows(local) and len(rows(local)) == 2
     a, b = (torch.load(d / "checkpoint.pt", weights_only=True) for d in (local, deployed))
     assert torch.equal(a["x"], b["x"])
-
-
-def readme_section() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("## Your own method, algorithm, model or data")
-    end = text.index("\n## ", start + 3)
-    return text[start:end].rstrip().splitlines()
-
-
-@pytest.mark.slow
-def test_the_readme_section_is_short_and_every_command_in_it_runs(tmp_path):
-    pytest.importorskip("tensorboard")
-    section = readme_section()
-    assert len(section) <= 40
-    block = "\n".join(section)
-    commands = re.search(r"```bash\n(.*?)```", block, re.S).group(1).replace("\\\n", " ").strip().splitlines()
-    assert len(commands) >= 4
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    for command in commands:
-        done = subprocess.run(shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
-        assert done.returncode == 0, f"{command}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
-    assert (tmp_path / "runs" / "noisy" / "summary.json").exists() and (tmp_path / "runs" / "prox").is_dir()
-    assert (tmp_path / "runs" / "sweep" / "table.csv").exists()
-    assert list((tmp_path / "runs" / "tb").rglob("events.out.tfevents.*"))
