@@ -72,6 +72,16 @@ def device_argument(text: str) -> torch.device:
     return device
 
 
+def cap_gpu_memory(device: torch.device) -> None:
+    """On CUDA, at most ``$SHUFFLEFL_GPU_GIB`` GiB for this process (``torch.cuda.set_per_process_memory_fraction``):
+    what a lease's scheduler admitted it with (scripts/campaign.py), so one task cannot starve the others."""
+    gib = os.environ.get("SHUFFLEFL_GPU_GIB")
+    if device.type != "cuda" or not gib:
+        return
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, float(gib) * 2**30 / total), device)
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -109,6 +119,7 @@ class Experiment:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.device = resolve_device(config.train.device)
+        cap_gpu_memory(self.device)
         seed = config.train.seed
         dataset, split, rng = federation(config)
         self.data_used = dataset.record()  # name, folder, sample counts, files and digests: what a resume compares

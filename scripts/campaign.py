@@ -15,7 +15,14 @@ starts from (FedCOG's arm: its FedAvg run's checkpoint_round49.pt; HFMDs' FedAvg
 run's checkpoint_round19.pt; DynaFed's FedAvg and control arms: the DynaFed arm's round-19 or round-23 state),
 written by the task ``after``; ``slots``: the processes it runs (the DDPM trainer: DDPM_WORKERS). The limit on
 slots at once is CAMPAIGN_JOBS, else the smaller of the CPU cores and the free GPU memory over
-CAMPAIGN_GIB_PER_RUN (4) GiB; every process runs one torch thread (OMP_NUM_THREADS = 1).
+CAMPAIGN_GIB_PER_RUN (4) GiB; every process runs one torch thread (OMP_NUM_THREADS = 1). On top of the slots,
+each task is admitted by its peak GPU memory (``gib``, else its kind's: :data:`KIND_GIB`), checked again before
+every launch: the running tasks' memory plus its own stays within MARGIN of the device, and the free memory now
+holds it; the task then runs capped at it (``$SHUFFLEFL_GPU_GIB``: fl.run sets
+``torch.cuda.set_per_process_memory_fraction``). An out-of-memory task goes back to the queue with 1.5 times its
+memory. A task whose state cannot come back (``portable`` false: DynaFed's arms) starts only when its predicted
+minutes (``minutes``, else fl/cost.py's FLOPs at the planned rates or CAMPAIGN_RATES', :func:`predict`) fit in
+what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why.
 
 The store (SHUFFLEFL_RUNS) holds ``runs/NAME/`` and ``synthetic/`` as the experiment scripts lay them out,
 ``logs/NAME.log`` per task and ``campaign/status.json`` (the scheduler's state, which ``watch`` reads). What comes
@@ -70,7 +77,7 @@ from fl.records.lease import (  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 
 SEEDS = (0, 1, 2)
-FINAL = ("done", "failed", "blocked")
+FINAL = ("done", "failed", "blocked", "skipped")
 GROUPS = ("all", "ddpm-sets", "fedcog", "hfmds", "seeds-dynafed", "seeds", "controls", "n3000", "bench")
 
 
@@ -87,6 +94,15 @@ class Task:
     after: str = ""  # the task that writes ``needs``
     slots: int = 1
     portable: bool = True  # False: its state holds clients' optimiser moments, too large to come back
+    gib: float = 0.0  # GPU memory it needs at its peak (0: its kind's, KIND_GIB)
+    minutes: float = 0.0  # predicted minutes on the device (0: from its FLOPs at start, fl/cost.py; unknown: 0)
+
+
+# Peak GPU memory by kind of task (GiB), from the lease of 2026-11-27 (one H100, 80 GiB): a DynaFed arm holds ~23
+# during its synthesis (19 of it CUDA-graph pools); 16 fl.run processes held 70 (~4.4 each); a DDPM-sets trainer
+# was not measured alone: 4 a worker assumed. The benchmark runs fleets up to 64 runs: 30 assumed.
+KIND_GIB = {"dynafed": 24.0, "fl": 4.5, "ddpm": 4.0, "bench": 30.0}
+MARGIN = 0.9  # the share of the device's memory the scheduler commits
 
 
 def fl_run(store: Path, name: str, *args: str) -> tuple[str, ...]:
@@ -300,9 +316,12 @@ def start(group: str) -> int:
     if skipped:
         print(f"{len(skipped)} task(s) already finished in the run ledger, left out: {', '.join(skipped)}")
     limit, why = job_limit()
-    rows = [asdict(t) | {"state": "waiting"} for t in tasks]
+    rows = [asdict(t) | {"state": "waiting", "gib": needs_gib(t), "minutes": predicted_minutes(t)} for t in tasks]
+    seconds = float(os.environ.get("CAMPAIGN_SECONDS") or 0)
+    now = time.time()
     write_status(store, {"group": group, "limit": limit, "limit_why": why, "store": str(store), "pid": None,
-                         "started": time.time(), "ended": None, "tasks": rows})  # fmt: skip
+                         "started": now, "deadline": now + seconds if seconds else None, "ended": None,
+                         "tasks": rows})  # fmt: skip
     (store / "logs").mkdir(parents=True, exist_ok=True)
     with open(store / "logs" / "campaign.log", "ab") as log:
         daemon = subprocess.Popen(
@@ -317,6 +336,53 @@ def start(group: str) -> int:
         time.sleep(0.05)
     print(f"campaign {group}: {len(tasks)} tasks, {limit} slots at a time ({why}); scheduler pid {daemon.pid}")
     return 0
+
+
+def needs_gib(task: Task) -> float:
+    """The GPU memory a task is admitted with: its own ``gib``, else its kind's (KIND_GIB) for each of its slots."""
+    if task.gib:
+        return task.gib
+    kind = "bench" if task.name == "bench" else task_kind(task)
+    return KIND_GIB[kind] * (task.slots if kind == "ddpm" else 1)
+
+
+def task_kind(task: Task) -> str:
+    return "ddpm" if "scripts/ddpm_sets.py" in task.command else "dynafed" if "dynafed" in task.name else "fl"
+
+
+def predicted_minutes(task: Task) -> float:
+    """The task's own ``minutes``, else its predicted minutes on one H100 (:func:`predict` at the planned rates or
+    CAMPAIGN_RATES'), else 0 (unknown: a command that is no fl.run nor DDPM training)."""
+    if task.minutes or "--config" not in task.command:
+        return task.minutes
+    return predict(task, rates_from(Path(os.environ["CAMPAIGN_RATES"]) if os.environ.get("CAMPAIGN_RATES") else None))[
+        1
+    ]
+
+
+def gpu_memory() -> tuple[float, float] | None:
+    """(free, total) GiB of the first GPU, or None without one (or unreadable)."""
+    free, total = gpu_query("memory.free"), gpu_query("memory.total")
+    try:
+        return float(free[0]) / 1024, float(total[0]) / 1024
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def admitted(row: dict, running: dict, tasks: dict) -> str | None:
+    """Why the task cannot start now for want of GPU memory (None: it can): the memory committed to the running
+    tasks plus its own must stay within MARGIN of the device, and the memory free now must hold it (checked again
+    before every launch)."""
+    memory = gpu_memory()
+    if memory is None:
+        return None
+    free, total = memory
+    committed = sum(tasks[name]["gib"] for name in running)
+    if committed + row["gib"] > MARGIN * total:
+        return f"{committed:.0f} of {total:.0f} GiB committed, it needs {row['gib']:.0f}"
+    if row["gib"] > free:
+        return f"{free:.1f} GiB free now, it needs {row['gib']:.0f}"
+    return None
 
 
 def open_tasks(tasks: list[Task], ledger: Path) -> tuple[list[Task], list[str]]:
@@ -373,6 +439,7 @@ def schedule() -> int:
                     # back to the queue, and fewer tasks at a time from now on (the memory measured at the start
                     # was not what the running tasks need)
                     tasks[name].update(state="waiting", retries=tasks[name].get("retries", 0) + 1,
+                                       gib=1.5 * tasks[name].get("gib", 0),
                                        note=f"out of memory (exit {rc}): back in the queue")  # fmt: skip
                     status["limit"] = limit = max(1, min(limit, len(running)))
         if stop:
@@ -392,13 +459,19 @@ def schedule() -> int:
                 if source is None or source["state"] in FINAL:
                     row.update(state="blocked", note=f"{row['needs']} is not there")
                 continue
+            left = (status["deadline"] - time.time()) / 60 if status.get("deadline") else None
+            if not row["portable"] and row.get("minutes") and left is not None and row["minutes"] > left:
+                row.update(state="skipped", note=f"predicted {row['minutes']:.1f} min, {left:.1f} min left, and its "
+                           "state cannot come back: not started")  # fmt: skip
+                continue
             slots = min(row["slots"], limit)
-            if slots > free:
+            if slots > free or admitted(row, running, tasks) is not None:
                 break  # strict priority: nothing of lower priority jumps ahead of a ready task
+            cap = {"SHUFFLEFL_GPU_GIB": f"{row['gib']:g}"} if row.get("gib") else {}  # fl.run caps its process
             with open(store / "logs" / f"{row['name']}.log", "ab") as log:
                 process = subprocess.Popen(
                     row["command"], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, env=env,
+                    start_new_session=True, env=env | cap,
                 )  # fmt: skip
             running[row["name"]] = process
             row.update(state="running", pid=process.pid, start=time.time())
@@ -785,11 +858,10 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     return cost.total, spent, said
 
 
-def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "results" / "ledger") -> int:
-    """Each open task of ``group`` (those finished in the run ledger left out, as ``start`` leaves them): its
-    predicted minutes on one H100 at the planned rates (``rates_file``: a JSON ``{"rates": {kind: FLOP/s}}``, e.g.
-    gpu-bench's, replaces them) and at the last lease's measured ones; the totals."""
-    from fl.cost import MEASURED, PLANNED
+def rates_from(rates_file: Path | None) -> dict[str, float]:
+    """FLOP/s by kind of work: the planned rates (fl/cost.py), those of ``rates_file`` (``{"rates": {kind: FLOP/s}}``,
+    e.g. gpu-bench's JSON) in their place where given."""
+    from fl.cost import PLANNED
 
     planned = {kind: rate.flop_s for kind, rate in PLANNED.items()}
     if rates_file is not None:
@@ -798,6 +870,16 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
             planned |= {k: float(given[k]) for k in planned if k in given}
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise InputError(f"{rates_file}: not a rates file ({{'rates': {{kind: FLOP/s}}}}): {error}") from None
+    return planned
+
+
+def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "results" / "ledger") -> int:
+    """Each open task of ``group`` (those finished in the run ledger left out, as ``start`` leaves them): its
+    predicted minutes on one H100 at the planned rates (``rates_file``: a JSON ``{"rates": {kind: FLOP/s}}``, e.g.
+    gpu-bench's, replaces them) and at the last lease's measured ones; the totals."""
+    from fl.cost import MEASURED, PLANNED
+
+    planned = rates_from(rates_file)
     tasks, skipped = open_tasks([t for t in plan(Path("STORE")) if group in t.groups], ledger)
     measured = {k: r.flop_s for k, r in MEASURED.items()} | {"ddpm": measured_ddpm_rate()}
     print(f"{len(tasks)} open tasks of group {group} ({len(skipped)} finished in the ledger left out)")

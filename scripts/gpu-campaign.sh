@@ -58,10 +58,10 @@ device() {  # what the runs ran on, for the records
 }
 
 case $1 in
-  start) device; "${CAMPAIGN[@]}" start "$2" && exec "${CAMPAIGN[@]}" watch "${3:-540}" ;;
+  start) device; CAMPAIGN_SECONDS=${3:-540} "${CAMPAIGN[@]}" start "$2" && exec "${CAMPAIGN[@]}" watch "${3:-540}" ;;
   wait) exec "${CAMPAIGN[@]}" watch "${2:-540}" ;;
   resume)
     seconds=$2
     shift 2
-    "${CAMPAIGN[@]}" unpack "$@" && { device; } && "${CAMPAIGN[@]}" start all && exec "${CAMPAIGN[@]}" watch "$seconds" ;;
+    "${CAMPAIGN[@]}" unpack "$@" && { device; } && CAMPAIGN_SECONDS=$seconds "${CAMPAIGN[@]}" start all && exec "${CAMPAIGN[@]}" watch "$seconds" ;;
 esac

@@ -107,7 +107,7 @@ def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_st
         tmp_path, sleep=1.0
     )  # long enough for a report to see arms waiting, even on a busy machine
     env = environment(tmp_path, bin_dir, str(bin_dir / "python"), CAMPAIGN_JOBS="3")
-    done = campaign_call(env, "start", "all", "120")
+    done = campaign_call(env, "start", "all", "3600")  # an hour: every DynaFed arm's predicted minutes fit
     print(done.stdout)  # the per-minute report (here every second) and the end summary
     assert done.returncode == 0, done.stderr
     status = ended(tmp_path / "store")
@@ -501,3 +501,46 @@ def test_a_damaged_status_or_record_is_one_line(tmp_path, monkeypatch, capsys, f
         code = campaign.main(["watch", "1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and said in err, err
+
+
+def memory_stand_in(bin_dir: Path, free_mib: int, total_mib: int) -> None:
+    """Replace the stand-in nvidia-smi by one that reports ``free_mib`` of ``total_mib`` MiB."""
+    (bin_dir / "nvidia-smi").write_text(
+        f'#!/bin/sh\ncase "$*" in\n  *memory.free*) echo {free_mib} ;;\n  *memory.total*) echo {total_mib} ;;\n'
+        '  *utilization.gpu*) echo "50, 1000, 24576" ;;\n  *) echo "NVIDIA Stand-in, 24576 MiB, 580.00" ;;\nesac\n'
+    )
+
+
+def test_admission_by_each_tasks_memory_never_commits_more_than_the_device_holds(tmp_path):
+    """Three tasks of 10 GiB on a 24 GiB device (the scheduler commits 90 %): never more than two at once, even
+    with three slots; each runs capped at its own memory ($SHUFFLEFL_GPU_GIB, which fl.run applies)."""
+    record = tmp_path / "gib.txt"
+    work = f'echo "$SHUFFLEFL_GPU_GIB" >> {record}; sleep 0.6'
+    plan = [{"name": f"t{k}", "priority": 1, "gib": 10, "command": ["bash", "-c", work]} for k in range(3)]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    bin_dir, _, _ = stand_ins(tmp_path)
+    memory_stand_in(bin_dir, 24000, 24576)
+    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="3", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
+    campaign_call(env, "start", "all", "60")
+    status = ended(tmp_path / "store")
+    rows = status["tasks"]
+    assert all(row["state"] == "done" for row in rows)
+    assert overlap([(row["start"], row["end"], 1) for row in rows]) == 2
+    assert record.read_text().split() == ["10", "10", "10"]
+
+
+def test_a_task_whose_state_cannot_come_back_starts_only_when_its_predicted_time_fits(tmp_path):
+    """With 30 s of lease: a non-portable task predicted at 10 minutes is not started (it says why), one predicted
+    to fit runs, and a portable one runs whatever its prediction (its state comes home)."""
+    plan = [
+        {"name": "long", "priority": 1, "portable": False, "minutes": 10, "command": ["true"]},
+        {"name": "short", "priority": 2, "portable": False, "minutes": 0.01, "command": ["true"]},
+        {"name": "portable", "priority": 3, "minutes": 10, "command": ["true"]},
+    ]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    bin_dir, _, _ = stand_ins(tmp_path)
+    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="1", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
+    campaign_call(env, "start", "all", "30")
+    rows = {row["name"]: row for row in ended(tmp_path / "store")["tasks"]}
+    assert rows["long"]["state"] == "skipped" and "cannot come back" in rows["long"]["note"]
+    assert rows["short"]["state"] == "done" and rows["portable"]["state"] == "done"
