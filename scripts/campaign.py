@@ -103,6 +103,7 @@ class Task:
 # was not measured alone: 4 a worker assumed. The benchmark runs fleets up to 64 runs: 30 assumed.
 KIND_GIB = {"dynafed": 24.0, "fl": 4.5, "ddpm": 4.0, "bench": 30.0}
 MARGIN = 0.9  # the share of the device's memory the scheduler commits
+DDPM_STEPS = 2000  # #49's goal: each client's DDPM at least this many steps (method.min_steps of the DDPM sets)
 
 
 def fl_run(store: Path, name: str, *args: str) -> tuple[str, ...]:
@@ -115,11 +116,14 @@ def run_task(store: Path, name: str, priority: int, groups: tuple[str, ...], *ar
 
 
 def ddpm_sets(store: Path, python: str, workers: int) -> list[Task]:
-    """(1) Each client's DDPM of configs/fedssyn_fmnist_ddpm.toml for seeds 0 and 1, ``workers`` clients at once."""
+    """(1) Each client's DDPM of configs/fedssyn_fmnist_ddpm.toml for seeds 0 and 1, ``workers`` clients at once,
+    each for at least DDPM_STEPS steps (``method.min_steps``: the smallest clients' 80-100 steps at 20 epochs
+    sampled noise on the last lease). An arm that uses these sets sets ``method.min_steps`` alike."""
     tasks = []
     for seed in (0, 1):
         command = (python, "scripts/ddpm_sets.py", "--config", "configs/fedssyn_fmnist_ddpm.toml", "--set")
-        command += (f"train.seed={seed}", "--set", f'method.cache_dir="{store}/synthetic"', "--workers", str(workers))
+        command += (f"train.seed={seed}", "--set", f'method.cache_dir="{store}/synthetic"', "--set")
+        command += (f"method.min_steps={DDPM_STEPS}", "--workers", str(workers))
         tasks.append(Task(f"ddpm_sets_seed{seed}", 1, command, ("ddpm-sets", "all"), slots=workers))
     return tasks
 
@@ -810,9 +814,6 @@ def unpack(files: list[Path]) -> int:
     return 0
 
 
-DDPM_STEPS = 2000  # #49's goal: each client's DDPM for this many steps (scripts/ddpm_sets.py still counts epochs)
-
-
 def task_config(task: Task):
     """The RunConfig of an fl.run or DDPM-sets task (its --config and --set arguments), and the round it starts
     from (an --init-from checkpoint_roundR.pt: R)."""
@@ -845,7 +846,7 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
         ddpm = DDPMConfig(**{k: v for k, v in options.items() if k in DDPMConfig.__dataclass_fields__})
         shape = (1, 28, 28) if config.data.dataset in ("fmnist", "fashion-mnist", "mnist") else (3, 32, 32)
         flop = ddpm_cost(UNet(shape[0], 10, ddpm), shape, DDPM_STEPS, ddpm.batch_size, config.data.clients)
-        said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {ddpm.batch_size} (DDPM_STEPS, planned)"
+        said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {ddpm.batch_size} (at least; method.min_steps)"
         return flop, minutes(flop, rates["ddpm"]), said
     cost = run_cost(change(config, train=change(config.train, rounds=config.train.rounds - start)))
     if start >= int(config.method.get("trajectory_rounds", 20)):

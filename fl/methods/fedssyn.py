@@ -42,6 +42,12 @@ def centralise(split: Split, keep_real: bool) -> Split:
     return Split([real], [np.concatenate(split.val)], [everything], synthetic, "own")
 
 
+def sampled_loss(info: dict, epoch: int) -> dict:
+    """A generator's training losses at the epoch its set was sampled from (empty where not kept)."""
+    losses = info.get("losses") or [{}] * epoch
+    return losses[epoch - 1]
+
+
 @dataclass(frozen=True)
 class Fedssyn(FedssynConfig, Method):
     """The keys of :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho ρ, n_tilde ñ, epochs,
@@ -104,7 +110,13 @@ class Fedssyn(FedssynConfig, Method):
             "synthetic_numbers_per_client": info["numbers_per_client"],
             "synthetic": [
                 {k: v for k, v in i.items() if k not in ("losses", "epsilon")}
-                | {"loss_at_sample_epoch": (i.get("losses") or [{}] * epoch)[epoch - 1]}
+                | {
+                    "loss_at_sample_epoch": (i.get("losses") or [{}] * i.get("epochs", epoch))[
+                        i.get("epochs", epoch) - 1
+                    ]
+                    if self.min_steps
+                    else (i.get("losses") or [{}] * epoch)[epoch - 1]
+                }
                 for i in infos
             ],
         }

@@ -47,7 +47,10 @@ class FedssynConfig:
     """generator: ddpm, gan, vae. rho: ρ, the fraction of a client's data its generator trains on (paper: 0.75).
     n_tilde: ñ, images each client generates (paper: 50000/N). epochs: generator training epochs (a checkpoint
     is kept after each). sample_epoch: the checkpoint the images are drawn from (0: the last, ``epochs``), so
-    "generator epochs" (Fig. 4b) is swept without retraining. sample_steps: DDPM sampling steps (0: the full chain
+    "generator epochs" (Fig. 4b) is swept without retraining. min_steps: each client's generator trains at least
+    this many optimiser steps: client i trains max(epochs, ⌈min_steps / ⌈ρ·n_i / B⌉⌉) epochs (0: ``epochs`` for
+    every client; at 20 epochs the smallest clients' DDPMs took 80-100 steps and sampled noise, issue #49); it
+    samples from its own last epoch. sample_steps: DDPM sampling steps (0: the full chain
     of T steps; fewer: strided DDIM). generator_config: overrides of the generator's own config dataclass (e.g.
     {"timesteps": 200}). dp: train the generators with DP-SGD (revised paper Sec. 6) with dp_noise_multiplier,
     dp_max_grad_norm, reporting ε for dp_delta (see :mod:`fl.synthesis.generators.dp`). dp_accountant: how ε is
@@ -70,6 +73,7 @@ class FedssynConfig:
     rho: float = 0.75
     n_tilde: int = 500
     epochs: int = 5
+    min_steps: int = 0
     sample_epoch: int = 0
     sample_steps: int = 50
     generator_config: dict = dataclasses.field(default_factory=dict)
@@ -90,6 +94,13 @@ class FedssynConfig:
             raise InputError("config method.epochs: must be >= 1")
         if not 0 <= self.sample_epoch <= self.epochs:
             raise InputError("config method.sample_epoch: must lie in [0, epochs] (0: the last epoch)")
+        if self.min_steps < 0:
+            raise InputError("config method.min_steps: must be >= 0 (0: every client trains `epochs` epochs)")
+        if self.min_steps and (self.sample_epoch or self.dp):
+            raise InputError(
+                "config method.min_steps: each client then trains its own number of epochs, so it samples from its "
+                "last (sample_epoch = 0) and takes no dp (ε counts `epochs`)"
+            )
         if self.sample_steps < 0:
             raise InputError("config method.sample_steps: must be >= 0")
         if self.dp_accountant not in ACCOUNTANTS:
@@ -113,7 +124,7 @@ class FedssynConfig:
         trained before they stopped following the private batch's labels are not reused."""
         keys = ("generator", "rho", "epochs", "generator_config")
         dp_keys = ("dp", "dp_noise_multiplier", "dp_max_grad_norm") if self.dp else ()
-        key = {k: getattr(self, k) for k in keys + dp_keys}
+        key = {k: getattr(self, k) for k in keys + dp_keys} | ({"min_steps": self.min_steps} if self.min_steps else {})
         return key | ({"gan_fake_labels": "uniform"} if self.dp and self.generator == "gan" else {})
 
     def sampling_key(self) -> dict:
@@ -124,6 +135,13 @@ class FedssynConfig:
 
     def last_epoch(self) -> int:
         return self.sample_epoch or self.epochs
+
+    def client_epochs(self, subset: int, batch_size: int) -> int:
+        """The epochs a client's generator trains on a ρ-subset of ``subset`` images in batches of ``batch_size``:
+        ``epochs``, or more until it has taken ``min_steps`` steps."""
+        if not self.min_steps:
+            return self.epochs
+        return max(self.epochs, math.ceil(self.min_steps / math.ceil(subset / batch_size)))
 
 
 def build_generator(name: str, in_shape: tuple[int, ...], n_classes: int, overrides: dict, device: str = "cpu"):
@@ -281,8 +299,9 @@ def train_generator(
             load_weights(model, saved, config.generator, device)
             log(f"  generator {folder.name}: resuming after epoch {progress['epochs']}")
         generator = torch.Generator().manual_seed(torch_seed + progress["epochs"])
+        epochs = config.client_epochs(len(subset), model.config.batch_size)
         losses = model.fit(
-            xs, ys, config.epochs - progress["epochs"], generator, on_epoch=checkpoint, privacy=config.privacy()
+            xs, ys, epochs - progress["epochs"], generator, on_epoch=checkpoint, privacy=config.privacy()
         )
     info = {
         "seconds_train": time.perf_counter() - start,
@@ -291,6 +310,7 @@ def train_generator(
         "class_counts_subset": np.bincount(ys, minlength=n_classes).tolist(),
         "parameters": sum(v.numel() for v in _tensors(model.state_dict())),
         "batch_size": model.config.batch_size,
+        "epochs": epochs,
     }
     _write_json(done, info)
     log(f"  generator {folder.name}: {len(subset)} images, {info['seconds_train']:.1f} s training")
@@ -335,6 +355,8 @@ def sample_generator(
             raise InputError(f"{meta}: damaged synthetic set info (not a JSON object); delete it and {path.name}")
         return x, y, {**info, "cached": True}
     epoch = config.last_epoch()
+    if config.min_steps:  # this client's own last epoch (fl.synthesis.fedssyn.FedssynConfig.client_epochs)
+        epoch = int(json.loads((folder / "generator.json").read_text())["epochs"])
     weights = folder / f"generator_epoch{epoch}.pt"
     if not weights.exists() and (folder / PACKED_FILE).exists():
         held = json.loads((folder / KEY_FILE).read_text())["sets"] if (folder / KEY_FILE).exists() else {}

@@ -307,3 +307,30 @@ def test_fedssyn_methods_give_the_runs_of_before_the_move(fake_generator, tmp_pa
     for _ in range(2):
         old, _ = run_round(old, flat, algorithm, clients, LocalConfig(1, 64), seed)
     assert torch.equal(state.x, old.x)
+
+
+def test_min_steps_trains_each_client_at_least_that_many_steps_and_samples_its_last_epoch(
+    fake_generator, tmp_path, tiny_dataset
+):
+    """min_steps = 12 with batches of 4: a client with a ρ-subset of s images trains max(2, ⌈12 / ⌈s/4⌉⌉) epochs
+    and samples from its own last one; the generators are others than those of the plain 2 epochs."""
+    data = tiny_dataset()
+    _, _, original = split_clients(
+        data, "dirichlet", 2, np.random.default_rng(0), val_fraction=0.0, partition_params={"alpha": 0.3}
+    )
+    config = FedssynConfig(n_tilde=6, epochs=2, min_steps=12)
+    sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    subsets = [max(1, round(0.75 * len(index))) for index in original]
+    expected = [max(2, -(-12 // -(-s // 4))) for s in subsets]
+    assert fake_generator.epochs_asked == expected and [info["epochs"] for info in infos] == expected
+    assert [len(s[1]) for s in sets] == [6, 6]
+    synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=6, epochs=2), 0, tmp_path, print)
+    assert fake_generator.fits == 4  # min_steps is part of the generator's key
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"min_steps": -1}, {"min_steps": 10, "sample_epoch": 1}, {"min_steps": 10, "dp": True}]
+)
+def test_min_steps_refuses_what_it_cannot_mean(kwargs):
+    with pytest.raises(InputError, match="min_steps"):
+        FedssynConfig(epochs=2, **kwargs).check()
