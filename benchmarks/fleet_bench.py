@@ -11,10 +11,13 @@ counts): ``--config`` (default configs/fmnist_quick.toml with ``--set`` override
 - ``one after another, batched``: the same with ``train.backend = "batched"``: each run's clients in one vmapped
   computation (what a fleet does for all runs at once), so its table must equal the fleet's;
 - ``--jobs 2``: two fl.run processes of one thread each;
-- ``--fleet``: every run in one process, all runs' clients one computation per local step (fl/fleet.py).
+- ``--fleet``: every run in one process (fl/fleet.py), each run's clients one after another, the runs side by side
+  on the cores; its table must equal ``one after another``'s;
+- ``--fleet, batched``: every run in one process, all runs' clients one vmapped computation per local step; its
+  table must equal ``one after another, batched``'s.
 It prints the wall times and the fleet's speed-up against the faster of ``--jobs 2`` and ``one after another``,
-checks that the fleet's table equals the batched one's (less timings), and records the machine's load before it
-started (a speed-up means something only on idle cores). Writes JSON (``--out``, default results/bench/fleet.json).
+checks the tables (less timings), and records the machine's load before it started (a speed-up means something only
+on idle cores). Writes JSON (``--out``, default results/bench/fleet.json).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ SETTINGS = (
     ("one after another", ["--jobs", "1"], ["train.workers=1", "train.backend='sequential'"]),
     ("one after another, batched", ["--jobs", "1"], ["train.workers=1", "train.backend='batched'"]),
     ("--jobs 2", ["--jobs", "2"], ["train.backend='sequential'"]),
-    ("--fleet", ["--fleet"], []),
+    ("--fleet", ["--fleet"], ["train.backend='sequential'"]),
+    ("--fleet, batched", ["--fleet"], ["train.backend='batched'"]),
 )
 SMALL = ["model.name='mlp'", "data.clients=10", "train.batch_size=32", "data.test_subsample=2000"]
 
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--subsample", type=non_negative_int, default=3000, help="training images (data.subsample)")
     parser.add_argument("--set", action="append", default=[], help="more overrides of the base config")
-    parser.add_argument("--only", default="", help="settings to time, by number (1-4, e.g. 1,4; default all)")
+    parser.add_argument("--only", default="", help="settings to time, by number (1-5, e.g. 1,4; default all)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "fleet.json")
     args = parser.parse_args(argv)
     from fl.config import load_config, parse_override
@@ -67,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         if "train.seed" in [".".join(parse_override(text)[0]) for text in args.set]:
             raise InputError("the sweeps set train.seed of every run from --seeds; drop --set train.seed")
         load_config(ROOT / args.config, sets)
-        chosen = [int(k) for k in args.only.split(",") if k.strip()] or [1, 2, 3, 4]
-        if not set(chosen) <= {1, 2, 3, 4}:
-            raise InputError(f"--only {args.only!r}: numbers from 1 to 4")
+        chosen = [int(k) for k in args.only.split(",") if k.strip()] or list(range(1, len(SETTINGS) + 1))
+        if not set(chosen) <= set(range(1, len(SETTINGS) + 1)):
+            raise InputError(f"--only {args.only!r}: numbers from 1 to {len(SETTINGS)}")
     except (InputError, ValueError) as error:
         parser.error(str(error))
     if (problem := output_file_problem(args.out, "fleet.json")) is not None:
@@ -95,9 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     times = {row["setting"]: row["seconds"] for row in rows}
     result = {"cpu_count": os.cpu_count(), "load_average_before": load, "rows": rows,
               "runs": len(args.seeds.split(",")), "args": {k: str(v) for k, v in vars(args).items()}}  # fmt: skip
-    if "--fleet" in times and "one after another, batched" in tables:
-        result["fleet_equals_batched"] = tables["--fleet"] == tables["one after another, batched"]
-        print(f"the fleet's table equals the batched runs': {result['fleet_equals_batched']}")
+    same = {}
+    for fleet, alone in (("--fleet", "one after another"), ("--fleet, batched", "one after another, batched")):
+        if fleet in tables and alone in tables:
+            same[fleet] = tables[fleet] == tables[alone]
+            print(f"{fleet}: the same table as {alone}: {same[fleet]}")
+    result["same_tables"] = same
     others = [times[k] for k in ("--jobs 2", "one after another") if k in times]
     if "--fleet" in times and others:
         result["fleet_speedup"] = min(others) / times["--fleet"]
@@ -107,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores, load average before {load[0]:.2f}")
     if load[0] > 0.5:
         print("note: the cores were busy: redo the measurement on idle cores before quoting the speed-up")
-    return 0 if result.get("fleet_equals_batched", True) else 1
+    return 0 if all(same.values()) else 1
 
 
 if __name__ == "__main__":

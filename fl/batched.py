@@ -25,6 +25,7 @@ partial participation); in float32 to rounding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -106,13 +107,13 @@ def train_clients(
 
 
 class Fleet(Protocol):
-    """Trains the groups of several runs together (:class:`fl.fleet.Rendezvous`): ``train`` returns this group's
-    (models, step counts) and how many runs shared the computation; ``skip`` says this run trains its clients
-    sequentially this time."""
+    """Trains several runs' clients together (:class:`fl.fleet.Rendezvous`): ``train`` returns this group's
+    (models, step counts) and how many runs shared the computation; ``work`` computes this run's own training (its
+    clients one after another) beside the other runs' and returns its result."""
 
     def train(self, flat: FlatModel, group: Group) -> tuple[tuple[torch.Tensor, list[int]], int]: ...
 
-    def skip(self) -> None: ...
+    def work(self, fn: Callable[[], object]) -> object: ...
 
 
 FLEET: ContextVar[Fleet | None] = ContextVar("FLEET", default=None)

@@ -278,13 +278,16 @@ def train_participants(
             torch.manual_seed(client_seed(seed, t, participants[0]) + 1)
             ys, steps = batched.train_clients(flat, group, local.chunk, "different")
         return list(zip(ys.unbind(), steps)), {"backend": "batched"}
-    if fleet is not None:
-        fleet.skip()  # this round's clients train sequentially, apart from the fleet
-    trained = [
-        train_client(flat, algorithm, data, local, state.x, state.lr, seed, t, i, ctx, task)
-        for i, ctx, task in zip(participants, contexts, tasks)
-    ]
-    return trained, {"backend": "sequential"} | ({"backend_note": note} if note and local.backend == "batched" else {})
+
+    def one_after_another() -> list[tuple[torch.Tensor, int]]:
+        return [
+            train_client(flat, algorithm, data, local, state.x, state.lr, seed, t, i, ctx, task)
+            for i, ctx, task in zip(participants, contexts, tasks)
+        ]
+
+    trained = one_after_another() if fleet is None else fleet.work(one_after_another)  # a fleet: beside the others
+    said = {"backend_note": note} if note and local.backend == "batched" else {}
+    return trained, {"backend": "sequential"} | said | ({"fleet": True} if fleet is not None else {})
 
 
 def train_client(

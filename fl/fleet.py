@@ -1,21 +1,27 @@
-"""A fleet: many runs in one process, their clients' local training one computation (``fl.sweep --fleet``).
+"""A fleet: many runs in one process, their clients' local training computed together (``fl.sweep --fleet``).
 
 Each run is an ordinary ``fl.run`` (:func:`fl.run.execute`) in a thread of its own: it builds its data, model,
 algorithm and method, writes its folder (config, metrics, checkpoints, provenance, summary), resumes and stops as
-``fl.run`` does. Where its round would train its participants batched (:mod:`fl.batched`), it hands them to the
-fleet's :class:`Rendezvous` instead and waits; once every live run has arrived (or said that it trains this round
-sequentially), the arrived groups of the same shape (model, dtype, device, batch size) are trained in one call of
-:func:`fl.batched.train_groups`: one ``vmap(grad(loss))`` over runs × clients per step, each group with its own
-algorithm, step size, optimiser and batches. A row's numbers do not depend on the rows beside it (float64 on the
-CPU: bit for bit, tested; float32: to rounding), so every run equals ``fl.run`` of its config with
-``train.backend = "batched"``, which the fleet writes into each config whose backend is "auto".
+``fl.run`` does. Where its round trains its participants, it hands the work to the fleet's :class:`Rendezvous`
+and waits; once every live run has arrived, the fleet computes all of it, each job on one core, as many side by
+side as there are cores:
 
-What cannot be batched (a method's :class:`~fl.methods.LocalTask`: FedCOG's distillation, HFMDs' mixed batches;
-batch norm; crop-flip augmentation) trains sequentially in its own thread, with the same numbers as alone and no
-gain. Models with dropout are refused: their draws in a fleet would not be those of the run alone.
+- runs whose clients train batched (``train.backend = "batched"``, or "auto" on CUDA; :mod:`fl.batched`) are
+  trained in one call of :func:`fl.batched.train_groups` per shape (model, dtype, device, batch size): one
+  ``vmap(grad(loss))`` over runs × clients per step, each group with its own algorithm, step size, optimiser and
+  batches. A row's numbers do not depend on the rows beside it (float64 on the CPU: bit for bit, tested; float32:
+  to rounding, a convolution's kernels may differ with the number of rows).
+- the others (the CPU's default backend, a method's per-client objective: FedCOG, HFMDs) train their clients one
+  after another as ``fl.run`` does, in a job of their own beside the other runs' jobs.
 
-The fleet computes with one torch thread, as every ``fl.run`` on the CPU does. Ctrl-C or SIGTERM, or a run that
-fails, stops every run at its next round (each saves its checkpoint); running the same command again resumes them.
+Everything else of a run (its data, evaluation, the method's server hooks) runs in its thread with the fleet's
+turn: one run at a time, so no run's work interleaves another's. Every run therefore equals ``fl.run`` of its
+config alone. Models with dropout are refused (their draws would not be the run's alone); the jobs that run side by
+side draw from no global random generator (every draw of training comes from generators seeded by (seed, round,
+client)).
+
+Ctrl-C or SIGTERM, or a run that fails, stops every run at its next round (each saves its checkpoint); running the
+same command again resumes them.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -53,7 +59,7 @@ class Rendezvous:
         self.calls = self.trained = 0
         self._cond = threading.Condition()
         self._live = set(range(n))
-        self._pending: dict[int, tuple[FlatModel, Group] | None] = {}
+        self._pending: dict[int, object] = {}  # (flat, group) to batch, or a run's own work (a callable)
         self._results: dict[int, object] = {}
         self._stopping = False
         self._turn = threading.Lock()  # one run computes at a time outside the shared training (see take_turn)
@@ -82,10 +88,22 @@ class Rendezvous:
             self._cond.notify_all()
 
     def train(self, k: int, flat: FlatModel, group: Group) -> tuple[tuple[torch.Tensor, list[int]], int]:
+        return self._submit(k, (flat, group))
+
+    def work(self, k: int, fn: Callable[[], object]) -> object:
+        return self._submit(k, fn)
+
+    def _submit(self, k: int, request: object) -> object:
+        """Run k's request, computed with every live run's, once all have arrived; its result."""
         self.give_turn()
         try:
             with self._cond:
-                self._arrive(k, (flat, group))
+                while k in self._pending and not self._stopping:  # its last request has not been computed yet
+                    self._cond.wait()
+                if self._stopping:
+                    raise KeyboardInterrupt
+                self._pending[k] = request
+                self._run_if_ready()
                 while k not in self._results and not self._stopping:
                     self._cond.wait()
                 if k not in self._results:
@@ -97,26 +115,10 @@ class Rendezvous:
             raise result
         return result
 
-    def skip(self, k: int) -> None:
-        self.give_turn()
-        try:
-            with self._cond:
-                self._arrive(k, None)
-        finally:
-            self.take_turn()
-
-    def _arrive(self, k: int, request: tuple[FlatModel, Group] | None) -> None:
-        while k in self._pending and not self._stopping:  # its last arrival's computation has not run yet
-            self._cond.wait()
-        if self._stopping:
-            raise KeyboardInterrupt
-        self._pending[k] = request
-        self._run_if_ready()
-
     def _run_if_ready(self) -> None:
         if not self._pending or not self._live <= set(self._pending):
             return
-        requests = {k: v for k, v in self._pending.items() if v is not None}
+        requests = dict(self._pending)
         try:
             self._results.update(self._compute(requests))
         except BaseException as error:  # every waiting run raises it
@@ -124,23 +126,35 @@ class Rendezvous:
         self._pending.clear()
         self._cond.notify_all()
 
-    def _compute(self, requests: dict[int, tuple[FlatModel, Group]]) -> dict[int, object]:
+    def _compute(self, requests: dict[int, object]) -> dict[int, object]:
+        """The batched requests of one shape in calls of :meth:`_calls`, and every run's own work, side by side on
+        ``threads`` cores; {run: result}."""
+        batched = {k: r for k, r in requests.items() if isinstance(r, tuple)}
         shapes: dict[tuple, list[int]] = {}
-        for who, (flat, group) in requests.items():
+        for who, (flat, group) in batched.items():
             shapes.setdefault(shape_key(flat, group), []).append(who)
-        calls = [call for members in shapes.values() for call in self._calls(members, requests)]
+        calls = [call for members in shapes.values() for call in self._calls(members, batched)]
 
-        def one(call: list[int]) -> dict[int, object]:
-            torch.set_num_threads(1)  # each call on one core: its numbers never depend on the threads
-            trained = train_groups(requests[call[0]][0], [requests[who][1] for who in call], "different")
+        def call_of(call: list[int]) -> dict[int, object]:
+            trained = train_groups(batched[call[0]][0], [batched[who][1] for who in call], "different")
             return {who: (out, len(call)) for who, out in zip(call, trained)}
 
-        self.calls, self.trained = self.calls + len(calls), self.trained + len(requests)
-        if self.threads > 1 and len(calls) > 1:  # independent calls side by side (torch releases the GIL)
-            with ThreadPoolExecutor(min(self.threads, len(calls))) as pool:
-                parts = list(pool.map(one, calls))
+        def work_of(who: int) -> dict[int, object]:
+            return {who: requests[who]()}
+
+        jobs = [(call_of, call) for call in calls] + [(work_of, k) for k in requests if k not in batched]
+        self.calls, self.trained = self.calls + len(calls), self.trained + len(batched)
+
+        def one(job) -> dict[int, object]:
+            torch.set_num_threads(1)  # each job on one core: its numbers never depend on the threads
+            fn, arg = job
+            return fn(arg)
+
+        if self.threads > 1 and len(jobs) > 1:  # independent jobs side by side (torch releases the GIL)
+            with ThreadPoolExecutor(min(self.threads, len(jobs))) as pool:
+                parts = list(pool.map(one, jobs))
         else:
-            parts = [one(call) for call in calls]
+            parts = [one(job) for job in jobs]
         return {who: result for part in parts for who, result in part.items()}
 
     def _calls(self, members: list[int], requests: dict) -> list[list[int]]:
@@ -167,8 +181,8 @@ class Seat:
     def train(self, flat: FlatModel, group: Group) -> tuple[tuple[torch.Tensor, list[int]], int]:
         return self.rendezvous.train(self.k, flat, group)
 
-    def skip(self) -> None:
-        self.rendezvous.skip(self.k)
+    def work(self, fn: Callable[[], object]) -> object:
+        return self.rendezvous.work(self.k, fn)
 
 
 def shape_key(flat: FlatModel, group: Group) -> tuple:
@@ -183,14 +197,6 @@ def shape_key(flat: FlatModel, group: Group) -> tuple:
 
 def has_dropout(model: nn.Module) -> bool:
     return any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
-
-
-def fleet_config(config: RunConfig) -> RunConfig:
-    """The config a fleet runs: ``train.backend = "batched"`` where it was "auto" (so ``fl.run`` of the saved
-    config gives the fleet's numbers); others as they are."""
-    if config.train.backend != "auto":
-        return config
-    return replace(config, train=replace(config.train, backend="batched"))
 
 
 def run_fleet(

@@ -43,7 +43,7 @@ import numpy as np
 from fl import provenance
 from fl.atomic import locked
 from fl.config import LogConfig, RunConfig, from_dict, load_config, parse_override
-from fl.fleet import fleet_config, run_fleet
+from fl.fleet import run_fleet
 from fl.run import RUN_LOCK, execute, read_metrics
 from fl.sinks import replay, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
@@ -324,8 +324,6 @@ def sweep(
         for name, overrides in runs
         for seed in seeds
     }  # checked before anything runs
-    if fleet:  # the batched backend, written into each run's config: fl.run of it gives the fleet's numbers
-        configs = {key: fleet_config(config) for key, config in configs.items()}
     base_runs = [(name, o) for name, o in runs[1:] if all(configs[name, s] == configs["base", s] for s in seeds)]
     for name, _ in base_runs:  # a variation equal to the base config (e.g. its own value) is the base run
         print(f"{name} is the base config: reported as 'base'")

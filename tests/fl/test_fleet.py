@@ -1,6 +1,7 @@
-"""A fleet (fl/fleet.py, ``fl.sweep --fleet``): many runs in one process, their clients trained in one batched
-computation, each run's numbers those of ``fl.run`` of its config alone, bit for bit in float64 on the CPU;
-interrupted, it resumes to the same numbers; methods whose clients cannot be batched still equal their runs alone."""
+"""A fleet (fl/fleet.py, ``fl.sweep --fleet``): many runs in one process, their clients trained together (batched
+runs in one vmapped computation, the others side by side), each run's numbers those of ``fl.run`` of its config
+alone, bit for bit in float64 on the CPU; interrupted, it resumes to the same numbers; methods with a per-client
+objective (FedCOG, HFMDs) and DynaFed's server work equal their runs alone."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 import fl.fleet as fleet_module
 from fl.config import load_config
-from fl.fleet import Rendezvous, fleet_config, run_fleet
+from fl.fleet import Rendezvous, run_fleet
 from fl.run import execute
 from fl.sweep import main as sweep_main
 from fl.sweep import prepare_run
@@ -26,15 +27,15 @@ def tiny(root, seed, algorithm="fedavg", *extra):
         "data.dataset='cifar10'", f"data.data_root='{root}'", "data.partition='dirichlet'", "data.alpha=0.5",
         "data.clients=4", "model.name='mlp'", "train.rounds=4", "train.batch_size=16", "train.device='cpu'",
         "train.dtype='float64'", "train.checkpoint_every=1", "train.participation=0.75", f"train.seed={seed}",
-        f"algorithm.name='{algorithm}'", *extra,
+        "train.workers=1", f"algorithm.name='{algorithm}'", *extra,
     ]  # fmt: skip
-    return fleet_config(load_config(None, sets))
+    return load_config(None, sets)
 
 
 def from_args(args: list[str], seed: int):
     """The config of a methods test's ``fl.run`` arguments (its --set pairs), in float64 with this seed."""
     sets = [args[k + 1] for k, a in enumerate(args) if a == "--set"]
-    return fleet_config(load_config(None, [*sets, "train.dtype='float64'", f"train.seed={seed}"]))
+    return load_config(None, [*sets, "train.dtype='float64'", f"train.seed={seed}", "train.workers=1"])
 
 
 def alone(config, out):
@@ -70,33 +71,37 @@ def assert_same(a, b):
     assert torch.equal(x_a, x_b)
 
 
-def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_root, tmp_path):
-    configs = {(s, a): tiny(cifar_root, s, a) for s in (0, 1) for a in ("fedavg", "scaffold")}
-    assert all(c.train.backend == "batched" for c in configs.values())  # "auto" written as the batched backend
+@pytest.mark.parametrize("backend", ["batched", "sequential"])
+def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_root, tmp_path, backend):
+    """Batched: the four runs' clients in one vmapped computation a step; sequential (the CPU's default): each
+    run's clients one after another, the runs side by side on the cores."""
+    configs = {
+        (s, a): tiny(cifar_root, s, a, f"train.backend='{backend}'") for s in (0, 1) for a in ("fedavg", "scaffold")
+    }
     fleet([(c, tmp_path / f"fleet_{s}_{a}") for (s, a), c in configs.items()])
     for (s, a), config in configs.items():
         assert_same(tmp_path / f"fleet_{s}_{a}", alone(config, tmp_path / f"alone_{s}_{a}"))
         rows = [json.loads(line) for line in (tmp_path / f"fleet_{s}_{a}" / "metrics.jsonl").read_text().splitlines()]
-        assert all(row["backend"] == "batched" and row["fleet"] == 4 for row in rows)
+        assert all(row["backend"] == backend and row["fleet"] == (4 if backend == "batched" else True) for row in rows)
         assert (tmp_path / f"fleet_{s}_{a}" / "summary.json").is_file()
 
 
 def test_a_fleet_stopped_midway_resumes_to_the_same_numbers(cifar_root, tmp_path, monkeypatch):
     configs = [tiny(cifar_root, 0, "fedavg"), tiny(cifar_root, 1, "fedprox", "algorithm.mu=0.1")]
     outs = [tmp_path / "run0", tmp_path / "run1"]
-    real, calls = fleet_module.train_groups, []
+    real, calls = fleet_module.Rendezvous._compute, []
 
-    def stopping(*args, **kwargs):  # the third computation is cut by Ctrl-C
+    def stopping(self, requests):  # the third computation is cut by Ctrl-C
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        return real(self, requests)
 
-    monkeypatch.setattr(fleet_module, "train_groups", stopping)
+    monkeypatch.setattr(fleet_module.Rendezvous, "_compute", stopping)
     with pytest.raises(InputError, match="run the same command again"):
         fleet(list(zip(configs, outs)))
     assert all(not (out / "summary.json").exists() for out in outs)
-    monkeypatch.setattr(fleet_module, "train_groups", real)
+    monkeypatch.setattr(fleet_module.Rendezvous, "_compute", real)
     run_fleet([(config, out, True) for config, out in zip(configs, outs)])
     for k, (config, out) in enumerate(zip(configs, outs)):
         assert_same(out, alone(config, tmp_path / f"alone{k}"))
@@ -146,6 +151,6 @@ def test_sweep_fleet_writes_the_table_and_refuses_jobs(cifar_root, tmp_path, cap
     assert "fleet: 4 runs" in capsys.readouterr().out
     assert (out / "table.csv").is_file()
     config = json.loads((out / "algorithm.name=scaffold" / "seed1" / "config.json").read_text())
-    assert config["train"]["backend"] == "batched"
+    assert config["train"]["backend"] == "auto"  # the runs' configs as given: a fleet changes no number
     assert sweep_main([*sets, "--fleet", "--jobs", "2", "--out", str(tmp_path / "other")]) == 2
     assert "drop --jobs" in capsys.readouterr().err
