@@ -74,7 +74,7 @@ def device_argument(text: str) -> torch.device:
 
 def cap_gpu_memory(device: torch.device) -> None:
     """On CUDA, at most ``$SHUFFLEFL_GPU_GIB`` GiB for this process (``torch.cuda.set_per_process_memory_fraction``):
-    what a lease's scheduler admitted it with (scripts/campaign.py), so one task cannot starve the others."""
+    what a lease's scheduler admitted it with (fl/campaign), so one task cannot starve the others."""
     gib = os.environ.get("SHUFFLEFL_GPU_GIB")
     if device.type != "cuda" or not gib:
         return

@@ -1,4 +1,4 @@
-"""A GPU lease's files: the archives ``bash scripts/gpu-campaign.sh`` (scripts/campaign.py) leaves in ``$OUT`` for the
+"""A GPU lease's files: the archives ``bash scripts/gpu-campaign.sh`` (fl/campaign) leaves in ``$OUT`` for the
 device tool to bring back (at most 8 files of under 16 MiB, 64 MiB together), and bringing them home.
 
 - ``records-1.tgz`` (``records-2.tgz``, ... past 15 MiB): every run's small records (:data:`RECORD_FILES`, what

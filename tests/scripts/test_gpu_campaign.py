@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fl.campaign import pack, schedule, tasks
+from fl.campaign import status as store_status
+from fl.campaign.__main__ import main as campaign_main
 from fl.data.formats import write_pickle_batch
 from fl.run import main as run_main
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
-from scripts import campaign
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-campaign.sh"
@@ -85,11 +87,11 @@ def ended(store: Path, timeout: float = 60) -> dict:
     """The status once the scheduler has ended (so that no test leaves it running)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = campaign.read_status(store)
+        status = store_status.read_status(store)
         if status and status.get("ended"):
             return status
         time.sleep(0.1)
-    raise AssertionError(f"the scheduler did not end: {campaign.read_status(store)}")
+    raise AssertionError(f"the scheduler did not end: {store_status.read_status(store)}")
 
 
 def overlap(intervals: list[tuple[float, float, int]]) -> int:
@@ -112,7 +114,7 @@ def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_st
     assert done.returncode == 0, done.stderr
     status = ended(tmp_path / "store")
     rows = status["tasks"]
-    planned = [t for t in campaign.plan(tmp_path / "store") if "all" in t.groups]
+    planned = [t for t in tasks.plan(tmp_path / "store") if "all" in t.groups]
     assert [r["name"] for r in rows] == [t.name for t in planned] and len(rows) >= 6
     assert all(r["state"] == "done" for r in rows), [r for r in rows if r["state"] != "done"]
     # three at a time, as the scheduler saw it and as the processes ran (the DDPM trainer holds all 3 slots)
@@ -152,15 +154,15 @@ def test_the_limit_comes_from_cores_and_free_gpu_memory(tmp_path, monkeypatch):
     bin_dir, _, _ = stand_ins(tmp_path)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.delenv("CAMPAIGN_JOBS", raising=False)
-    monkeypatch.setattr(campaign.os, "cpu_count", lambda: 16)
-    assert campaign.job_limit() == (3, "16 CPU cores, 12288 MiB GPU memory free at 4 GiB a run")
+    monkeypatch.setattr(schedule.os, "cpu_count", lambda: 16)
+    assert schedule.job_limit() == (3, "16 CPU cores, 12288 MiB GPU memory free at 4 GiB a run")
     monkeypatch.setenv("CAMPAIGN_GIB_PER_RUN", "0.5")
-    assert campaign.job_limit()[0] == 16
+    assert schedule.job_limit()[0] == 16
     monkeypatch.setenv("CAMPAIGN_JOBS", "5")
-    assert campaign.job_limit() == (5, "CAMPAIGN_JOBS")
+    assert schedule.job_limit() == (5, "CAMPAIGN_JOBS")
     monkeypatch.delenv("CAMPAIGN_JOBS")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no nvidia-smi at all
-    assert campaign.job_limit() == (16, "16 CPU cores, no GPU")
+    assert schedule.job_limit() == (16, "16 CPU cores, no GPU")
 
 
 def tiny_cifar(root: Path) -> Path:
@@ -216,7 +218,7 @@ def test_a_lease_cut_off_mid_way_continues_from_its_files_as_if_never_stopped(tm
     cut = set()
     deadline = time.monotonic() + 120
     while len(cut) < len(arms) and time.monotonic() < deadline:  # each arm killed past its first FedCOG round
-        status = campaign.read_status(store)
+        status = store_status.read_status(store)
         assert not status or status["ended"] is None, "the lease ended before its arms could be cut off"
         for row in status["tasks"] if status else []:
             run = store / row["run"]
@@ -225,7 +227,7 @@ def test_a_lease_cut_off_mid_way_continues_from_its_files_as_if_never_stopped(tm
                     os.killpg(row["pid"], signal.SIGKILL)  # mid-round, as when the machine goes
                     cut.add(row["name"])
         time.sleep(0.02)
-    os.kill(campaign.read_status(store)["pid"], signal.SIGKILL)  # and the scheduler
+    os.kill(store_status.read_status(store)["pid"], signal.SIGKILL)  # and the scheduler
     first, _ = lease.communicate(timeout=60)
     print(first)
     assert lease.returncode == 0
@@ -413,21 +415,21 @@ def test_a_bad_call_is_one_usage_line_and_touches_nothing(tmp_path, args):
 def test_runs_finished_in_the_ledger_are_left_out(tmp_path):
     """A run the ledger holds finished (made on the CPU, say) is not run again, unless an open task starts from its
     state: the ledger keeps no checkpoint, so a FedAvg base whose FedCOG arm is still open runs again."""
-    tasks = [t for t in campaign.plan(tmp_path / "store") if "fedcog" in t.groups]
+    planned = [t for t in tasks.plan(tmp_path / "store") if "fedcog" in t.groups]
     ledger = tmp_path / "ledger"
     for name in ("fedcog_fmnist_niid1_code_seed0", "fedcog_fmnist_niid1_code_seed0_fedcog",
                  "fedcog_fmnist_niid2_code_seed0"):  # fmt: skip
         (ledger / "runs" / name).mkdir(parents=True)
         (ledger / "runs" / name / "summary.json").write_text("{}")
-    kept, skipped = campaign.open_tasks(tasks, ledger)
+    kept, skipped = tasks.open_tasks(planned, ledger)
     assert skipped == ["fedcog_fmnist_niid1_code_seed0", "fedcog_fmnist_niid1_code_seed0_fedcog"]
     names = {t.name for t in kept}
     assert {"fedcog_fmnist_niid2_code_seed0", "fedcog_fmnist_niid2_code_seed0_fedcog"} <= names
-    assert len(kept) == len(tasks) - 2
+    assert len(kept) == len(planned) - 2
 
 
 def test_an_out_of_memory_task_goes_back_to_the_queue_with_fewer_at_a_time(tmp_path):
-    """A task whose log says CUDA ran out of memory is launched again (at most campaign.MAX_RETRIES times) and the
+    """A task whose log says CUDA ran out of memory is launched again (at most schedule.MAX_RETRIES times) and the
     admission limit drops to what was running; a task failing otherwise stays failed."""
     flag = tmp_path / "tried"
     oom = f'if [ ! -f {flag} ]; then touch {flag}; echo "torch.OutOfMemoryError: CUDA out of memory"; exit 1; fi'
@@ -448,7 +450,7 @@ def test_an_out_of_memory_task_goes_back_to_the_queue_with_fewer_at_a_time(tmp_p
 
 
 def test_a_failed_part_of_the_bench_is_a_failed_task(tmp_path):
-    (command,) = [task.command for task in campaign.bench(tmp_path)]
+    (command,) = [task.command for task in tasks.bench(tmp_path)]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "python"
@@ -475,7 +477,7 @@ def test_state_is_packed_by_value_sources_first_then_the_runs_nearest_to_finishi
     rows = [run("far", 50, 10), run("near", 50, 49), run("source", 50, 50, finished=True), run("mid", 50, 30)]
     rows.append({"name": "arm", "run": "runs/arm", "priority": 4, "needs": "runs/source/checkpoint_round19.pt",
                  "after": "source", "portable": True, "state": "waiting"})  # fmt: skip
-    groups, _ = campaign.states({"tasks": rows}, store)
+    groups, _ = pack.states({"tasks": rows}, store)
     assert [name for name, _ in groups] == ["source", "near", "mid", "far"]
 
 
@@ -495,10 +497,10 @@ def test_a_damaged_status_or_record_is_one_line(tmp_path, monkeypatch, capsys, f
     (tmp_path / "store" / "campaign").mkdir(parents=True)
     (tmp_path / "store" / "campaign" / file).write_text(content)
     if file == "previous.json":
-        code = campaign.main(["unpack", str(tmp_path / "nothing.tar")])
+        code = campaign_main(["unpack", str(tmp_path / "nothing.tar")])
     else:
         monkeypatch.setenv("CAMPAIGN_REPORT_SECONDS", "0")
-        code = campaign.main(["watch", "1"])
+        code = campaign_main(["watch", "1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and said in err, err
 

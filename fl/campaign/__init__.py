@@ -1,0 +1,48 @@
+"""The GPU lease's scheduler, behind ``bash scripts/gpu-campaign.sh``: the open experiments as tasks, launched in
+priority order as many at a time as the machine holds, each once the state it starts from exists; a report every
+minute; and what the device tool brings back packed into $OUT (the format: :mod:`fl.records.lease`).
+
+    python -m fl.campaign start GROUP     # write the plan of GROUP (or all) and start the scheduler in its
+                                               # own session (it outlives the call that started it)
+    python -m fl.campaign watch SECONDS   # report and pack every CAMPAIGN_REPORT_SECONDS until SECONDS have
+                                               # passed or every task has ended; then a one-screen summary
+    python -m fl.campaign unpack FILE...  # a previous lease's files into the store, before start
+    python -m fl.campaign schedule        # the scheduler's loop (start runs it)
+
+A task is one command: an ``fl.run`` through scripts/resumable.sh's ``run`` (skipped when finished, resumed when
+started), the DDPM sets' trainer, or the benchmark. Its priority orders the launches; ``needs`` is the file it
+starts from (FedCOG's arm: its FedAvg run's checkpoint_round49.pt; HFMDs' FedAvg, FMDS and lr/10 arms: the HFMDs
+run's checkpoint_round19.pt; DynaFed's FedAvg and control arms: the DynaFed arm's round-19 or round-23 state),
+written by the task ``after``; ``slots``: the processes it runs (the DDPM trainer: DDPM_WORKERS). The limit on
+slots at once is CAMPAIGN_JOBS, else the smaller of the CPU cores and the free GPU memory over
+CAMPAIGN_GIB_PER_RUN (4) GiB; every process runs one torch thread (OMP_NUM_THREADS = 1). On top of the slots,
+each task is admitted by its peak GPU memory (``gib``, else its kind's: :data:`KIND_GIB`), checked again before
+every launch: the running tasks' memory plus its own stays within MARGIN of the device, and the free memory now
+holds it; the task then runs capped at it (``$SHUFFLEFL_GPU_GIB``: fl.run sets
+``torch.cuda.set_per_process_memory_fraction``). An out-of-memory task goes back to the queue with 1.5 times its
+memory. A task whose state cannot come back (``portable`` false: DynaFed's arms) starts only when its predicted
+minutes (``minutes``, else fl/cost.py's FLOPs at the planned rates or CAMPAIGN_RATES', :func:`predict`) fit in
+what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why.
+
+The store (SHUFFLEFL_RUNS) holds ``runs/NAME/`` and ``synthetic/`` as the experiment scripts lay them out,
+``logs/NAME.log`` per task and ``campaign/status.json`` (the scheduler's state, which ``watch`` reads). What comes
+back (:func:`pack`): the records of every run, the DDPM sets, then each unfinished run's state by priority, within
+the device tool's limits (CAMPAIGN_MAX_FILES 8 files of CAMPAIGN_MAX_FILE_MIB 15, CAMPAIGN_MAX_TOTAL_MIB 60
+together; CAMPAIGN_STATE_MIB caps the state alone). The state archives fill in priority order, so ``state-1.tar``
+holds the first priorities: the one to carry to the next lease, where the code (~13 MB) and Fashion-MNIST (30 MB)
+leave about 20 MiB of the tool's 64 MiB; the others continue at home. Measured checkpoints: a FedCOG arm 1.96 MB
+(the server model and 10 clients' local models, which FedCOG needs), its FedAvg run 0.18 MB, an HFMDs run after a
+synthesis 9.0 MB (its pool of 2,000 images), an HFMDs-protocol FedAvg 2.3 MB; no algorithm here keeps client
+state, and every random draw derives from (seed, round, client), so nothing else is needed. DynaFed's runs keep
+every client's Adam moments (206 MB measured at width 128), which cannot come back: an unfinished DynaFed arm
+restarts from round 1.
+
+CAMPAIGN_PLAN names a JSON list of tasks ({"name", "priority", "args" of fl.run, "run", "needs", "after",
+"portable"}) that replaces the built-in plan (the tests' tiny runs).
+
+The package's modules, each with one job: :mod:`~fl.campaign.tasks` (the experiments as tasks),
+:mod:`~fl.campaign.status` (the store: status, logs, run folders; nvidia-smi), :mod:`~fl.campaign.predict` (each
+task's FLOPs and minutes: ``plan``), :mod:`~fl.campaign.pack` (what comes back, and a previous lease's files in),
+:mod:`~fl.campaign.schedule` (admission and launches), :mod:`~fl.campaign.report` (the reports and the summary);
+``python -m fl.campaign`` (:mod:`fl.campaign.__main__`) and ``scripts/campaign.py`` are its entry points.
+"""

@@ -1,0 +1,47 @@
+"""``python -m fl.campaign``: a lease's scheduler (see :mod:`fl.campaign`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fl.campaign.pack import unpack
+from fl.campaign.predict import plan_table
+from fl.campaign.report import watch
+from fl.campaign.schedule import schedule, start
+from fl.campaign.tasks import GROUPS
+from theory.errors import InputError
+
+
+def main(argv: list[str]) -> int:
+    """The commands, each refusing bad input (a damaged status or record included) in one line, exit 2."""
+    try:
+        return command(argv)
+    except InputError as error:
+        print(f"python -m fl.campaign: error: {error}", file=sys.stderr)
+        return 2
+
+
+def command(argv: list[str]) -> int:
+    name = argv[0] if argv else ""
+    if name == "start" and len(argv) == 2 and argv[1] in GROUPS:
+        return start(argv[1])
+    if name == "watch" and len(argv) == 2 and argv[1].isdigit():
+        return watch(float(argv[1]))
+    if name == "unpack" and len(argv) >= 2:
+        return unpack([Path(a) for a in argv[1:]])
+    if name == "schedule" and len(argv) == 1:
+        return schedule()
+    if name == "plan":
+        rest = argv[1:]
+        group = rest.pop(0) if rest and rest[0] in GROUPS else "all"
+        if not rest or (len(rest) == 2 and rest[0] == "--rates"):
+            return plan_table(group, Path(rest[1]) if rest else None)
+    print(f"usage: python -m fl.campaign start {'|'.join(GROUPS)} | watch SECONDS | unpack FILE... | "
+          "plan [GROUP] [--rates FILE]",
+          file=sys.stderr)  # fmt: skip
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

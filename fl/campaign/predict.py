@@ -1,0 +1,124 @@
+"""Each task's FLOPs and minutes on one H100 (fl/cost.py) at planned, measured or given rates: ``plan``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from fl.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
+from theory.errors import InputError
+
+
+def task_config(task: Task):
+    """The RunConfig of an fl.run or DDPM-sets task (its --config and --set arguments), and the round it starts
+    from (an --init-from checkpoint_roundR.pt: R)."""
+    from fl.config import load_config
+
+    args = list(task.command)
+    config = Path(args[args.index("--config") + 1])
+    sets = [args[k + 1] for k, a in enumerate(args) if a == "--set"]
+    start = 0
+    if "--init-from" in args:
+        found = re.search(r"checkpoint_round(\d+)\.pt$", args[args.index("--init-from") + 1])
+        start = int(found.group(1)) if found else 0
+    return load_config(ROOT / config, sets), start
+
+
+def predict(task: Task, rates: dict) -> tuple[float, float, str]:
+    """(FLOPs, minutes on one H100 at ``rates``, what is counted) of a task: its clients' training and evaluation
+    at the rate of "fl", DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (fl/cost.py); a task that
+    is no fl.run nor DDPM training (the benchmark): (0, its cap, ...)."""
+    from dataclasses import replace as change
+
+    from fl.cost import ddpm_cost, minutes, run_cost
+    from fl.synthesis.generators.ddpm import DDPMConfig, UNet
+
+    if "--config" not in task.command:
+        return 0.0, 3.0, "the benchmark: at most 3 minutes (scripts/gpu-bench.sh)"
+    config, start = task_config(task)
+    if "scripts/ddpm_sets.py" in task.command:
+        options = dict(config.method.get("generator_config", {}))
+        ddpm = DDPMConfig(**{k: v for k, v in options.items() if k in DDPMConfig.__dataclass_fields__})
+        shape = (1, 28, 28) if config.data.dataset in ("fmnist", "fashion-mnist", "mnist") else (3, 32, 32)
+        flop = ddpm_cost(UNet(shape[0], 10, ddpm), shape, DDPM_STEPS, ddpm.batch_size, config.data.clients)
+        said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {ddpm.batch_size} (at least; method.min_steps)"
+        return flop, minutes(flop, rates["ddpm"]), said
+    cost = run_cost(change(config, train=change(config.train, rounds=config.train.rounds - start)))
+    if start >= int(config.method.get("trajectory_rounds", 20)):
+        cost = change(cost, method=0.0)  # a DynaFed arm started past its synthesis (its source made D_syn)
+    said = f"rounds {start + 1}-{config.train.rounds}" + (", DynaFed's synthesis" if cost.method else "")
+    said += ", HFMDs' syntheses not counted" if config.method.get("name") in ("hfmds", "fmds") else ""
+    spent = minutes(cost.train + cost.eval, rates["fl"]) + (
+        minutes(cost.method, rates["dynafed"]) if cost.method else 0
+    )
+    return cost.total, spent, said
+
+
+def rates_from(rates_file: Path | None) -> dict[str, float]:
+    """FLOP/s by kind of work: the planned rates (fl/cost.py), those of ``rates_file`` (``{"rates": {kind: FLOP/s}}``,
+    e.g. gpu-bench's JSON) in their place where given."""
+    from fl.cost import PLANNED
+
+    planned = {kind: rate.flop_s for kind, rate in PLANNED.items()}
+    if rates_file is not None:
+        try:
+            given = json.loads(rates_file.read_text())["rates"]
+            planned |= {k: float(given[k]) for k in planned if k in given}
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise InputError(f"{rates_file}: not a rates file ({{'rates': {{kind: FLOP/s}}}}): {error}") from None
+    return planned
+
+
+def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "results" / "ledger") -> int:
+    """Each open task of ``group`` (those finished in the run ledger left out, as ``start`` leaves them): its
+    predicted minutes on one H100 at the planned rates (``rates_file``: a JSON ``{"rates": {kind: FLOP/s}}``, e.g.
+    gpu-bench's, replaces them) and at the last lease's measured ones; the totals."""
+    from fl.cost import MEASURED, PLANNED
+
+    planned = rates_from(rates_file)
+    tasks, skipped = open_tasks([t for t in plan(Path("STORE")) if group in t.groups], ledger)
+    measured = {k: r.flop_s for k, r in MEASURED.items()} | {"ddpm": measured_ddpm_rate()}
+    print(f"{len(tasks)} open tasks of group {group} ({len(skipped)} finished in the ledger left out)")
+    print(f"{'task':52} {'PFLOP':>7} {'min plan':>8} {'min lease':>9}  counted")
+    total = total_measured = 0.0
+    for task in tasks:
+        flop, minutes_planned, said = predict(task, planned)
+        minutes_measured = predict(task, measured)[1]
+        total, total_measured = total + minutes_planned, total_measured + minutes_measured
+        print(f"{task.name:52} {flop / 1e15:7.3f} {minutes_planned:8.2f} {minutes_measured:9.1f}  {said}")
+    print(f"{'total (one H100, minutes)':52} {'':7} {total:8.1f} {total_measured:9.1f}")
+    print("rates in FLOP/s, planned; measured on the last lease:")
+    for kind, rate in PLANNED.items():
+        source = f"from {rates_file}" if planned[kind] != rate.flop_s else rate.source
+        print(f"  {kind}: {planned[kind]:.3g} ({source}); {measured[kind]:.3g} ({MEASURED[kind].source})")
+    print("How: fl/cost.py counts each task's FLOPs (forward FLOPs by torch's FlopCounterMode, x3 for training); its "
+          "minutes are those FLOPs over the rate of each kind of work, as if it had the chip alone")  # fmt: skip
+    return 0
+
+
+def measured_ddpm_rate() -> float:
+    """FLOP/s of the lease's DDPM sets: 10 clients' DDPMs over 60,000 images x 20 epochs in ~320 s."""
+    from fl.config import load_config
+    from fl.cost import forward_flops
+    from fl.synthesis.generators.ddpm import DDPMConfig, UNet
+
+    config = load_config(ROOT / "configs" / "fedssyn_fmnist_ddpm.toml", [])
+    options = dict(config.method.get("generator_config", {}))
+    unet = UNet(1, 10, DDPMConfig(**{k: v for k, v in options.items() if k in DDPMConfig.__dataclass_fields__}))
+    import torch
+
+    forward = forward_flops(lambda: unet(torch.zeros(1, 1, 28, 28), torch.zeros(1, dtype=torch.long),
+                                         torch.zeros(1, dtype=torch.long)))  # fmt: skip
+    return 3.0 * forward * 60_000 * int(config.method.get("epochs", 20)) / 320.0
+
+
+def predicted_minutes(task: Task) -> float:
+    """The task's own ``minutes``, else its predicted minutes on one H100 (:func:`predict` at the planned rates or
+    CAMPAIGN_RATES'), else 0 (unknown: a command that is no fl.run nor DDPM training)."""
+    if task.minutes or "--config" not in task.command:
+        return task.minutes
+    return predict(task, rates_from(Path(os.environ["CAMPAIGN_RATES"]) if os.environ.get("CAMPAIGN_RATES") else None))[
+        1
+    ]

@@ -1,0 +1,180 @@
+"""The scheduler: ``start`` writes a group's plan and starts the loop that launches its tasks by priority."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from fl.campaign.pack import finished_earlier
+from fl.campaign.predict import predicted_minutes
+from fl.campaign.status import FINAL, alive, gpu_query, log_tail, read_status, store_path, write_status
+from fl.campaign.tasks import MARGIN, ROOT, custom_plan, needs_gib, open_tasks, plan
+
+
+def job_limit() -> tuple[int, str]:
+    """How many slots at once, and why: CAMPAIGN_JOBS, else min(CPU cores, free GPU MiB / CAMPAIGN_GIB_PER_RUN)."""
+    if os.environ.get("CAMPAIGN_JOBS"):
+        return max(1, int(os.environ["CAMPAIGN_JOBS"])), "CAMPAIGN_JOBS"
+    cores = os.cpu_count() or 1
+    free = gpu_query("memory.free")
+    if not free:
+        return cores, f"{cores} CPU cores, no GPU"
+    per_run = float(os.environ.get("CAMPAIGN_GIB_PER_RUN") or 4)
+    by_memory = int(float(free[0]) / 1024 / per_run)
+    return max(1, min(cores, by_memory)), f"{cores} CPU cores, {free[0]} MiB GPU memory free at {per_run:g} GiB a run"
+
+
+def gpu_memory() -> tuple[float, float] | None:
+    """(free, total) GiB of the first GPU, or None without one (or unreadable)."""
+    free, total = gpu_query("memory.free"), gpu_query("memory.total")
+    try:
+        return float(free[0]) / 1024, float(total[0]) / 1024
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def admitted(row: dict, running: dict, tasks: dict) -> str | None:
+    """Why the task cannot start now for want of GPU memory (None: it can): the memory committed to the running
+    tasks plus its own must stay within MARGIN of the device, and the memory free now must hold it (checked again
+    before every launch)."""
+    memory = gpu_memory()
+    if memory is None:
+        return None
+    free, total = memory
+    committed = sum(tasks[name]["gib"] for name in running)
+    if committed + row["gib"] > MARGIN * total:
+        return f"{committed:.0f} of {total:.0f} GiB committed, it needs {row['gib']:.0f}"
+    if row["gib"] > free:
+        return f"{free:.1f} GiB free now, it needs {row['gib']:.0f}"
+    return None
+
+
+def start(group: str) -> int:
+    """Write GROUP's plan into the status and start the scheduler in its own session."""
+    store = store_path()
+    status = read_status(store)
+    if status and status.get("ended") is None and alive(status.get("pid")):
+        print(f"a campaign is running in {store} (pid {status['pid']}): follow it with `wait`", file=sys.stderr)
+        return 2
+    if os.environ.get("CAMPAIGN_PLAN"):
+        tasks = custom_plan(Path(os.environ["CAMPAIGN_PLAN"]), store)
+    else:
+        python = os.environ.get("PYTHON") or "python3"
+        tasks = plan(store, python, int(os.environ.get("DDPM_WORKERS") or 4))
+    ledger = Path(os.environ.get("CAMPAIGN_LEDGER") or ROOT / "results" / "ledger")
+    tasks, skipped = open_tasks([t for t in tasks if group in t.groups], ledger)
+    if skipped:
+        print(f"{len(skipped)} task(s) already finished in the run ledger, left out: {', '.join(skipped)}")
+    limit, why = job_limit()
+    rows = [asdict(t) | {"state": "waiting", "gib": needs_gib(t), "minutes": predicted_minutes(t)} for t in tasks]
+    seconds = float(os.environ.get("CAMPAIGN_SECONDS") or 0)
+    now = time.time()
+    write_status(store, {"group": group, "limit": limit, "limit_why": why, "store": str(store), "pid": None,
+                         "started": now, "deadline": now + seconds if seconds else None, "ended": None,
+                         "tasks": rows})  # fmt: skip
+    (store / "logs").mkdir(parents=True, exist_ok=True)
+    with open(store / "logs" / "campaign.log", "ab") as log:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "fl.campaign", "schedule"], cwd=ROOT, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.time() + 60
+    while not (read_status(store) or {}).get("pid"):  # the scheduler has taken over the status
+        if daemon.poll() is not None or time.time() > deadline:
+            print(f"the scheduler did not start (exit {daemon.poll()}); see {store / 'logs' / 'campaign.log'}")
+            return 1
+        time.sleep(0.05)
+    print(f"campaign {group}: {len(tasks)} tasks, {limit} slots at a time ({why}); scheduler pid {daemon.pid}")
+    return 0
+
+
+def schedule() -> int:
+    """The scheduler's loop: launch the waiting tasks whose file exists, in priority order, while slots are free;
+    reap the ended ones; until every task has ended. SIGTERM stops the tasks (fl.run saves its checkpoint)."""
+    store = store_path()
+    status = read_status(store)
+    status["pid"] = os.getpid()
+    tasks = {row["name"]: row for row in status["tasks"]}
+    order = sorted(tasks.values(), key=lambda row: row["priority"])  # stable: plan order within a priority
+    earlier = finished_earlier(store)
+    for row in order:
+        if row["run"] and (store / row["run"] / "summary.json").exists():
+            row.update(state="done", note="finished before")
+        elif row["name"] in earlier:
+            row.update(state="done", note="finished in an earlier lease")
+    limit, poll = status["limit"], float(os.environ.get("CAMPAIGN_POLL_SECONDS") or 2)
+    env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    running: dict[str, subprocess.Popen] = {}
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    (store / "logs").mkdir(parents=True, exist_ok=True)
+    while True:
+        for name, process in list(running.items()):
+            if process.poll() is not None:
+                rc = process.returncode
+                tasks[name].update(state="done" if rc == 0 else "failed", rc=rc, end=time.time())
+                del running[name]
+                if rc != 0 and out_of_memory(store, name) and tasks[name].get("retries", 0) < MAX_RETRIES:
+                    # back to the queue, and fewer tasks at a time from now on (the memory measured at the start
+                    # was not what the running tasks need)
+                    tasks[name].update(state="waiting", retries=tasks[name].get("retries", 0) + 1,
+                                       gib=1.5 * tasks[name].get("gib", 0),
+                                       note=f"out of memory (exit {rc}): back in the queue")  # fmt: skip
+                    status["limit"] = limit = max(1, min(limit, len(running)))
+        if stop:
+            for process in running.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+            for name, process in running.items():
+                process.wait()
+                tasks[name].update(state="failed", rc=process.returncode, end=time.time(), note="stopped")
+            running.clear()
+        free = limit - sum(min(tasks[name]["slots"], limit) for name in running)
+        for row in order:
+            if row["state"] != "waiting" or stop:
+                continue
+            if row["needs"] and not (store / row["needs"]).exists():
+                source = tasks.get(row["after"])
+                if source is None or source["state"] in FINAL:
+                    row.update(state="blocked", note=f"{row['needs']} is not there")
+                continue
+            left = (status["deadline"] - time.time()) / 60 if status.get("deadline") else None
+            if not row["portable"] and row.get("minutes") and left is not None and row["minutes"] > left:
+                row.update(state="skipped", note=f"predicted {row['minutes']:.1f} min, {left:.1f} min left, and its "
+                           "state cannot come back: not started")  # fmt: skip
+                continue
+            slots = min(row["slots"], limit)
+            if slots > free or admitted(row, running, tasks) is not None:
+                break  # strict priority: nothing of lower priority jumps ahead of a ready task
+            cap = {"SHUFFLEFL_GPU_GIB": f"{row['gib']:g}"} if row.get("gib") else {}  # fl.run caps its process
+            with open(store / "logs" / f"{row['name']}.log", "ab") as log:
+                process = subprocess.Popen(
+                    row["command"], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True, env=env | cap,
+                )  # fmt: skip
+            running[row["name"]] = process
+            row.update(state="running", pid=process.pid, start=time.time())
+            free -= slots
+        if not running and (stop or not any(row["state"] == "waiting" for row in order)):
+            status["ended"] = time.time()
+        write_status(store, status)
+        if status["ended"]:
+            return 0
+        time.sleep(poll)
+
+
+OOM_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA_ERROR_OUT_OF_MEMORY", "OutOfMemoryError")
+
+
+MAX_RETRIES = 2  # an out-of-memory task goes back to the queue at most this often
+
+
+def out_of_memory(store: Path, name: str) -> bool:
+    """Whether task ``name`` ended for want of GPU memory (its log's last 20 lines say so)."""
+    return any(sign in log_tail(store, name, 20) for sign in OOM_SIGNS)

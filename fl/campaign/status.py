@@ -1,0 +1,107 @@
+"""The store a lease writes: the scheduler's status file, the tasks' logs and run folders; the device (nvidia-smi)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from fl.atomic import write_atomically
+from theory.errors import InputError
+
+FINAL = ("done", "failed", "blocked", "skipped")
+
+
+def store_path() -> Path:
+    return Path(os.environ.get("SHUFFLEFL_RUNS") or "/root/store").expanduser()
+
+
+def status_file(store: Path) -> Path:
+    return store / "campaign" / "status.json"
+
+
+def read_status(store: Path) -> dict | None:
+    """The campaign's status (None without one); a status that is not whole JSON of a campaign (cut, a list,
+    without its tasks or limit, a time that is no time) is an InputError naming the file."""
+    path = status_file(store)
+    if not path.exists():
+        return None
+    try:
+        status = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError, OSError):
+        raise InputError(f"{path}: not JSON (cut short or damaged); start the campaign again") from None
+    ok = isinstance(status, dict) and isinstance(status.get("tasks"), list) and all(isinstance(t, dict) for t in
+                                                                                    status["tasks"])  # fmt: skip
+    ok = ok and isinstance(status.get("limit"), int) and not isinstance(status.get("limit"), bool)
+    ok = ok and all(isinstance(status.get(k), (int, float, type(None))) for k in ("started", "ended", "pid"))
+    if not ok:
+        raise InputError(f"{path}: not a campaign's status (its tasks, limit or times are missing or of another type)")
+    return status
+
+
+def write_status(store: Path, status: dict) -> None:
+    path = status_file(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(status, indent=1)))
+
+
+def alive(pid: int | None) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat")
+        return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def gpu_query(fields: str) -> list[str] | None:
+    """nvidia-smi's values of ``fields`` for the first GPU, or None without one."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True, text=True,
+            timeout=20,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.strip().splitlines()
+    return [v.strip() for v in lines[0].split(",")] if done.returncode == 0 and lines else None
+
+
+def log_tail(store: Path, name: str, count: int = 1) -> str:
+    """The last ``count`` lines of task ``name``'s log (the last one cut at 200 characters where ``count`` is 1)."""
+    path = store / "logs" / f"{name}.log"
+    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+    if count > 1:
+        return "\n".join(lines[-count:])
+    return (lines[-1][:200] + ("..." if len(lines[-1]) > 200 else "")) if lines else "(no output)"
+
+
+def rounds_left(folder: Path) -> int:
+    """Rounds a run still has to go (its config's rounds minus its metrics rows); a large number where unknown."""
+    try:
+        rounds = json.loads((folder / "config.json").read_text())["train"]["rounds"]
+        done = sum(1 for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip())
+        return max(0, int(rounds) - done)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 10**9
+
+
+def last_row(metrics: Path) -> dict | None:
+    """The last whole metrics row of a run (read from the file's end), or None."""
+    try:
+        with open(metrics, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            file.seek(max(0, file.tell() - 65536))
+            lines = file.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            continue
+    return None
