@@ -233,11 +233,11 @@ def claim(found_gains: dict) -> Claim:
             f"{points(g['fedavg_last5'])} → HFMDs {points(g['hfmds_last5'])} %, gain {points(g['last5'])} points, "
             f"{g['verdict']}: {g['word']}"
         )
-    paper_gain = paper["hfmds"] - paper["fedavg"]
+    gain_of = {part: values["hfmds"] - values["fedavg"] for part, (_, values) in PAPER.items()}  # its own column
     size = "; ".join(
-        f"{PARTS[part]} {100 * g['mean_last5']:+.2f} against {paper_gain:+.2f} (CIFAR-10): "
+        f"{PARTS[part]} {100 * g['mean_last5']:+.2f} against {gain_of[part]:+.2f} (CIFAR-10): "
         + (
-            size_word(100 * g["mean_last5"], 100 * mean_sd(g["last5"])[1], paper_gain)
+            size_word(100 * g["mean_last5"], 100 * mean_sd(g["last5"])[1], gain_of[part])
             if len(g["last5"]) > 1
             else "not resolved (one seed: no spread to judge a size by)"
         )
@@ -246,7 +246,7 @@ def claim(found_gains: dict) -> Claim:
     return Claim(
         verdict,
         f"HFMDs' claim that it ends above FedAvg on FMNIST (hfmds.txt Table 2, {setting}: {paper['fedavg']} → "
-        f"{paper['hfmds']}, {paper_gain:+.2f} points; that is CIFAR-10, the paper has no FMNIST): {verdict}: "
+        f"{paper['hfmds']}, {gain_of['dir001']:+.2f} points; that is CIFAR-10, the paper has no FMNIST): {verdict}: "
         f"mean of the last {LAST} rounds, HFMDs − FedAvg paired by seed: "
         + "; ".join(parts)
         + "."
