@@ -22,17 +22,16 @@ on idle cores). Writes JSON (``--out``, default results/bench/fleet.json).
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from sweep_timing import timed_sweep  # noqa: E402 (beside this script)
 
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
@@ -45,11 +44,6 @@ SETTINGS = (
     ("--fleet, batched", ["--fleet"], ["train.backend='batched'"]),
 )
 SMALL = ["model.name='mlp'", "data.clients=10", "train.batch_size=32", "data.test_subsample=2000"]
-
-
-def table(out: Path) -> list[dict]:
-    with (out / "table.csv").open() as handle:
-        return [{k: v for k, v in row.items() if "seconds" not in k} for row in csv.DictReader(handle)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,17 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for number in chosen:
             name, flags, extra = SETTINGS[number - 1]
-            out = Path(tmp) / f"setting{number}"
-            command = [sys.executable, "-m", "fl.sweep", "--config", args.config, "--seeds", args.seeds,
-                       "--out", str(out), "--quiet", *flags]  # fmt: skip
-            command += [arg for s in [*sets, *extra] for arg in ("--set", s)]
-            start = time.perf_counter()
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-            seconds = time.perf_counter() - start
-            if done.returncode:
-                print(done.stderr[-2000:], file=sys.stderr)
+            timed = timed_sweep(["--config", args.config, "--seeds", args.seeds, *flags], [*sets, *extra],
+                                Path(tmp) / f"setting{number}")  # fmt: skip
+            if timed is None:
                 return 1
-            tables[name] = table(out)
+            seconds, tables[name] = timed
             rows.append({"setting": name, "seconds": seconds})
             print(f"{name}: {seconds:.1f} s", flush=True)
     times = {row["setting"]: row["seconds"] for row in rows}

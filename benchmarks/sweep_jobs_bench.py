@@ -19,25 +19,19 @@ results/bench/sweep_jobs.json).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sweep_timing import timed_sweep  # noqa: E402 (beside this script)
+
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
-
-
-def table(out: Path) -> list[dict]:
-    with (out / "table.csv").open() as handle:
-        return [{k: v for k, v in row.items() if "seconds" not in k} for row in csv.DictReader(handle)]
 
 
 def job_counts(text: str) -> str:
@@ -80,17 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     rows, tables = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for index, (name, jobs, extra) in enumerate(settings):
-            out = Path(tmp) / f"setting{index}"
-            command = [sys.executable, "-m", "fl.sweep", "--config", args.config, "--vary", "data.p=0.5",
-                       "--seeds", args.seeds, "--out", str(out), "--quiet", "--jobs", str(jobs)]  # fmt: skip
-            command += [arg for s in [*sets, *extra] for arg in ("--set", s)]
-            start = time.perf_counter()
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-            seconds = time.perf_counter() - start
-            if done.returncode:
-                print(done.stderr[-2000:], file=sys.stderr)
+            flags = ["--config", args.config, "--vary", "data.p=0.5", "--seeds", args.seeds, "--jobs", str(jobs)]
+            timed = timed_sweep(flags, [*sets, *extra], Path(tmp) / f"setting{index}")
+            if timed is None:
                 return 1
-            tables.append(table(out))
+            seconds, found = timed
+            tables.append(found)
             row = {"setting": name, "jobs": jobs, "seconds": seconds}
             row["speedup_vs_serial"] = rows[0]["seconds"] / seconds if rows else 1.0
             row["speedup_vs_jobs1"] = rows[1]["seconds"] / seconds if len(rows) > 1 else None

@@ -26,3 +26,20 @@ def interrupt_at(monkeypatch, t: int):
 
     monkeypatch.setattr(run_module, "compute_round", interrupting)
     return lambda: monkeypatch.setattr(run_module, "compute_round", real_round)
+
+
+def plugin_folder(tmp_path, monkeypatch, modules: dict[str, str]):
+    """A folder outside the package holding each ``modules`` name's code (dedented) as ``NAME.py``, made the working
+    directory (fl.plugins imports from there); an earlier test's module of the same name is forgotten first, and
+    ``sys.path`` is restored after."""
+    import sys
+    import textwrap
+
+    folder = tmp_path / "plug"
+    folder.mkdir()
+    for name, code in modules.items():
+        (folder / f"{name}.py").write_text(textwrap.dedent(code))
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(folder)
+    return folder

@@ -6,13 +6,12 @@ each round on the server, distilled into every client's objective."""
 from __future__ import annotations
 
 import json
-import sys
-import textwrap
 
 import pytest
 import torch
 
 from fl.run import main as run_main
+from tests.fl.conftest import plugin_folder
 
 POOLED = '''
 """A pool of 4 noise images with random labels drawn on the server each round, added to every client's loss."""
@@ -59,13 +58,7 @@ class Pooled(Method):
 
 @pytest.fixture()
 def pooled(tmp_path, monkeypatch):
-    folder = tmp_path / "plug"
-    folder.mkdir()
-    (folder / "pooled.py").write_text(textwrap.dedent(POOLED))
-    monkeypatch.delitem(sys.modules, "pooled", raising=False)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.chdir(folder)
-    return folder
+    return plugin_folder(tmp_path, monkeypatch, {"pooled": POOLED})
 
 
 def args(root, out, *extra):

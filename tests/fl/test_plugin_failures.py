@@ -4,12 +4,10 @@ raises, a correction() that calls .item() under the batched backend, a partition
 
 from __future__ import annotations
 
-import sys
-import textwrap
-
 import pytest
 
 from fl.run import main
+from tests.fl.conftest import plugin_folder
 from tests.fl.test_run import base_args
 
 CODE = """
@@ -68,13 +66,7 @@ def failing(labels, n_clients, rng):
 
 @pytest.fixture()
 def mine(tmp_path, monkeypatch):
-    folder = tmp_path / "plug"
-    folder.mkdir()
-    (folder / "failing.py").write_text(textwrap.dedent(CODE))
-    monkeypatch.delitem(sys.modules, "failing", raising=False)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.chdir(folder)
-    return folder
+    return plugin_folder(tmp_path, monkeypatch, {"failing": CODE})
 
 
 @pytest.mark.parametrize(
