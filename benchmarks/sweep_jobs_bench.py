@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # sweep_timing, beside this script (also when imported)
 
 from sweep_timing import timed_sweep  # noqa: E402 (beside this script)
 
