@@ -261,7 +261,9 @@ def train_participants(
 ) -> tuple[list[tuple[torch.Tensor, int]], dict]:  # fmt: skip
     """Local training of the participants from the server model: [(y_i, K_i)] and the backend used
     (``{"backend": ..., "backend_note": why not batched}``). Batched (:mod:`fl.batched`) when ``local.backend``
-    asks for it ("auto": on CUDA) and nothing rules it out, else one client after another."""
+    asks for it ("auto": on CUDA) and nothing rules it out, else one client after another. In a fleet
+    (:mod:`fl.fleet`, :data:`fl.batched.FLEET` set) the same work is handed to the fleet, which computes it with the
+    other runs' (``"fleet"`` in the record: the runs that shared a batched call, or True)."""
     t = state.round
     wanted = wants_batched(flat, local)
     note = batched.unbatchable(flat.model, tasks, local.backend == "batched", local.augment) if wanted else None
