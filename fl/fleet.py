@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from fl.batched import FLEET, Group, train_groups
 from fl.config import RunConfig
@@ -48,14 +49,17 @@ CPU_NUMBERS = 2**23  # parameters per call on the CPU: past ~8M (32 MB in float3
 
 
 class Rendezvous:
-    """Where the fleet's ``n`` runs meet to train. Run k's :class:`Seat` says :meth:`Seat.train` (its group,
-    trained with the others') or :meth:`Seat.skip` (it trains sequentially this time); a computation starts once
-    every live run has arrived. ``rows``: at most this many client rows per call (whole groups; 0: on CUDA no
-    limit, on the CPU :data:`CPU_NUMBERS` parameters); ``threads``: calls computed side by side, each on one core.
-    ``calls`` counts the computations, ``trained`` the groups trained."""
+    """Where the fleet's ``n`` runs meet to train. Run k's :class:`Seat` hands over :meth:`Seat.train` (its batched
+    group, trained in one call with the others') or :meth:`Seat.work` (its own training, computed beside the
+    others'); a computation starts once every live run has arrived. ``rows``: at most this many client rows per call
+    (whole groups; 0: on CUDA no limit, on the CPU :data:`CPU_NUMBERS` parameters); ``threads``: jobs computed side
+    by side, each on one core; ``on_compute``: called with the number of runs' rounds each computation trained
+    (progress). ``calls`` counts the batched calls, ``trained`` the groups trained in them."""
 
-    def __init__(self, n: int, rows: int = 0, threads: int = 1) -> None:
-        self.rows, self.threads = rows, threads
+    def __init__(
+        self, n: int, rows: int = 0, threads: int = 1, on_compute: Callable[[int], object] | None = None
+    ) -> None:
+        self.rows, self.threads, self.on_compute = rows, threads, on_compute
         self.calls = self.trained = 0
         self._cond = threading.Condition()
         self._live = set(range(n))
@@ -121,6 +125,8 @@ class Rendezvous:
         requests = dict(self._pending)
         try:
             self._results.update(self._compute(requests))
+            if self.on_compute is not None:
+                self.on_compute(len(requests))  # the runs' rounds trained (progress)
         except BaseException as error:  # every waiting run raises it
             self._results.update(dict.fromkeys(requests, error))
         self._pending.clear()
@@ -206,7 +212,9 @@ def run_fleet(
     their summaries, in order. The caller holds the folders' locks and made them ready (fl.sweep). ``rows``: at
     most this many client rows per batched call (0: see :class:`Rendezvous`); ``threads``: calls side by side (0:
     the cores this process may use)."""
-    rendezvous = Rendezvous(len(runs), rows, threads or len(os.sched_getaffinity(0)))
+    bar = tqdm(total=sum(rounds_to_train(config, out, resume) for config, out, resume in runs), desc="fleet",
+               unit="run-round", disable=None)  # fmt: skip
+    rendezvous = Rendezvous(len(runs), rows, threads or len(os.sched_getaffinity(0)), bar.update)
     results: list[dict | BaseException | None] = [None] * len(runs)
     start = time.perf_counter()
 
@@ -248,7 +256,20 @@ def run_fleet(
                 thread.join()
     finally:
         torch.set_num_threads(threads_before)
+        bar.close()
     return outcome(runs, results, interrupted)
+
+
+def rounds_to_train(config: RunConfig, out: Path, resume: bool) -> int:
+    """The rounds a run of the fleet has left to train (its lr grid's tuning rounds included; a resumed run: the
+    rounds past its metrics' last row), for the progress bar."""
+    done = 0
+    if resume and (out / "metrics.jsonl").is_file():
+        with (out / "metrics.jsonl").open(encoding="utf-8", errors="replace") as rows:
+            done = sum(1 for _ in rows)
+    train = config.train
+    tuning = train.tune_rounds * len(train.lr) if len(train.lr) > 1 and not resume else 0
+    return max(0, train.rounds - done) + tuning
 
 
 def outcome(runs: Sequence[tuple[RunConfig, Path, bool]], results: list, interrupted: bool) -> list[dict]:
