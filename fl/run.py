@@ -429,8 +429,19 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
         **{key: float(sum(r.get(key, 0.0) for r in rows)) for key in ("seconds_local", "seconds_method")},
         **exp.method.report(exp.method_info, state.method),
         **client_summary(rows),
+        **cuda_peak(exp.device),
         "seconds": seconds,
     }
+
+
+def cuda_peak(device: torch.device) -> dict:
+    """On CUDA, the most GPU memory this process's tensors held (GiB, ``torch.cuda.max_memory_allocated``; CUDA
+    graph pools and the allocator's cache come on top): what a lease's scheduler admits a task of this kind with
+    next time (fl.campaign.tasks.KIND_GIB). Nothing on the CPU."""
+    if device.type != "cuda":
+        return {}
+    return {"cuda_peak_gib": torch.cuda.max_memory_allocated(device) / 2**30,
+            "cuda_reserved_peak_gib": torch.cuda.max_memory_reserved(device) / 2**30}  # fmt: skip
 
 
 CLIENTS_CSV = "clients.csv"  # every per-client evaluation: round, client, held-out samples, accuracy, loss

@@ -33,7 +33,8 @@ class Task:
 
 # Peak GPU memory by kind of task (GiB), from the lease of 2026-11-27 (one H100, 80 GiB): a DynaFed arm holds ~23
 # during its synthesis (19 of it CUDA-graph pools); 16 fl.run processes held 70 (~4.4 each); a DDPM-sets trainer
-# was not measured alone: 4 a worker assumed. The benchmark runs fleets up to 64 runs: 30 assumed.
+# was not measured alone: 4 a worker assumed. The benchmark runs fleets up to 64 runs: 30 assumed. Every fl.run on
+# CUDA now records its peak in summary.json (cuda_peak_gib, cuda_reserved_peak_gib): the next lease measures these.
 KIND_GIB = {"dynafed": 24.0, "fl": 4.5, "ddpm": 4.0, "bench": 30.0}
 
 
