@@ -26,7 +26,10 @@ same command again resumes them.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +45,7 @@ from fl.batched import FLEET, Group, train_groups
 from fl.config import RunConfig
 from fl.flat import FlatModel
 from fl.run import Experiment, execute
+from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
 
 CPU_NUMBERS = 2**23  # parameters per call on the CPU: past ~8M (32 MB in float32) a step's rows leave the cache
@@ -208,17 +212,18 @@ def has_dropout(model: nn.Module) -> bool:
 def run_fleet(
     runs: Sequence[tuple[RunConfig, Path, bool]], quiet: bool = True, rows: int = 0, threads: int = 0
 ) -> list[dict]:
-    """Every run (config, folder, resume) of ``runs`` to its end in one process (see the module's docstring);
+    """Every run (config, folder, resume[, start_from checkpoint, accept_code_change]) of ``runs`` to its end in
+    one process (see the module's docstring);
     their summaries, in order. The caller holds the folders' locks and made them ready (fl.sweep). ``rows``: at
     most this many client rows per batched call (0: see :class:`Rendezvous`); ``threads``: calls side by side (0:
     the cores this process may use)."""
-    bar = tqdm(total=sum(rounds_to_train(config, out, resume) for config, out, resume in runs), desc="fleet",
+    bar = tqdm(total=sum(rounds_to_train(*run[:3]) for run in runs), desc="fleet",
                unit="run-round", disable=None)  # fmt: skip
     rendezvous = Rendezvous(len(runs), rows, threads or len(os.sched_getaffinity(0)), bar.update)
     results: list[dict | BaseException | None] = [None] * len(runs)
     start = time.perf_counter()
 
-    def one(k: int, config: RunConfig, out: Path, resume: bool) -> None:
+    def one(k: int, config: RunConfig, out: Path, resume: bool, start_from: Path | None = None, accept: bool = False):
         FLEET.set(rendezvous.seat(k))
         rendezvous.take_turn()
         try:
@@ -229,7 +234,7 @@ def run_fleet(
                     f"{out}: model {config.model.name!r} has dropout; its draws in a fleet would not be the run's "
                     "alone: run it without --fleet"
                 )
-            results[k] = execute(config, out, resume=resume, quiet=quiet, exp=exp)
+            results[k] = execute(config, out, resume, quiet, start_from, exp, accept)
             print(f"  finished {out} ({time.perf_counter() - start:.0f} s)", flush=True)
         except BaseException as error:  # the main thread reports it
             results[k] = error
@@ -288,3 +293,75 @@ def outcome(runs: Sequence[tuple[RunConfig, Path, bool]], results: list, interru
 def _is_stop(error: BaseException) -> bool:
     """A run's own ending on the fleet's stop: KeyboardInterrupt, or fl.run's "interrupted after round N"."""
     return isinstance(error, KeyboardInterrupt) or (isinstance(error, InputError) and "interrupted" in str(error))
+
+
+def run_arguments(spec: Path) -> list[list[str]]:
+    """The runs of a fleet spec: a JSON list of ``python -m fl.run`` argument lists (one in one line if not)."""
+    try:
+        entries = json.loads(spec.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise InputError(f"{spec}: not a readable JSON file ({error})") from None
+    if (
+        not isinstance(entries, list)
+        or not entries
+        or not all(isinstance(e, list) and all(isinstance(a, str) for a in e) for e in entries)
+    ):
+        raise InputError(
+            f'{spec}: expected a list of fl.run argument lists, e.g. [["--config", "a.toml", "--out", "runs/a"]]'
+        )
+    return entries
+
+
+def prepare(argv: list[str], where: str) -> tuple[object, Path, RunConfig | None] | None:
+    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run;
+    else (its fl.run arguments, its folder, its config: None for a resume), a started one continued, the others
+    started (the folder made; the config written under the folder's lock by :func:`fl.run.locked_config`)."""
+    from fl.run import build_parser, start_or_resume
+
+    parser = build_parser()
+
+    def refuse(message: str):
+        raise InputError(f"{where}: {message}")
+
+    parser.error = refuse  # one line naming the entry, never argparse's exit
+    args = parser.parse_args(argv)
+    if args.compare:
+        raise InputError(f"{where}: --compare runs nothing; a fleet entry starts or continues a run")
+    out = args.resume or args.out
+    if out is not None and (out / "summary.json").is_file():
+        return None
+    if not args.resume and out is not None and (out / "config.json").is_file() and not args.overwrite:
+        args.resume, args.config, args.set, args.init_from, args.out = out, None, [], None, None  # started: continue
+    out, config = start_or_resume(args)
+    return args, out, config
+
+
+@guarded("fl.fleet")
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fl.fleet SPEC.json``: the runs SPEC lists (each a list of ``python -m fl.run`` arguments) in one
+    process as a fleet; a finished run is left as it is, a started one continues, the others start."""
+    from fl.atomic import locked
+    from fl.run import RUN_LOCK, locked_config
+
+    parser = ArgumentParser(prog="python -m fl.fleet", description="Many fl.run runs in one process (a fleet).")
+    parser.add_argument("spec", type=Path, help="JSON list of fl.run argument lists")
+    args = parser.parse_args(argv)
+    entries = run_arguments(args.spec)
+    with contextlib.ExitStack() as locks:
+        runs = []
+        for k, entry in enumerate(entries):
+            prepared = prepare(entry, f"{args.spec} entry {k + 1}")
+            if prepared is None:
+                print(f"{entry}: finished", flush=True)
+                continue
+            run_args, out, config = prepared
+            locks.enter_context(locked(out / RUN_LOCK, busy=f"run directory {out}"))
+            config = locked_config(run_args, out, config)
+            runs.append((config, out, bool(run_args.resume), run_args.init_from, run_args.accept_code_change))
+        if runs:
+            run_fleet(runs, quiet=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -863,6 +863,56 @@ def resume_in_place(run: Path | None, out: Path | None, overwrite: bool, accept_
         raise InputError("--overwrite starts a run anew, --resume continues one: use one of them")
 
 
+def start_or_resume(args) -> tuple[Path, RunConfig | None]:
+    """What ``fl.run ARGS`` (a start or a ``--resume``) checks before it takes the run folder's lock: the folder and,
+    for a start, the config (its folder made: :func:`new_run_folder`); one line for what is refused."""
+    overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
+    overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
+    overrides += [f"log.tensorboard={json.dumps(str(args.tensorboard))}"] if args.tensorboard else []
+    if args.init_from and args.resume:
+        raise InputError("--init-from starts a new run; --resume continues one: use one of them")
+    resume_in_place(args.resume, args.out, args.overwrite, args.accept_code_change)
+    if args.resume:
+        if args.config or args.set:
+            raise InputError("--resume takes the run's own config; drop --config/--set")
+        if not (args.resume / "config.json").is_file():
+            raise InputError(f"{args.resume}: not a run directory (no config.json)")
+        return args.resume, None
+    config = load_config(args.config, overrides)
+    if config.log.tensorboard:
+        require_tensorboard()  # before anything is written: one line naming the extra
+    out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
+    if args.init_from:
+        check_init_from(config, args.init_from)  # refused before the folder is made
+    new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
+    return out, config
+
+
+def locked_config(args, out: Path, config: RunConfig | None) -> RunConfig:
+    """Under the folder's lock: a resumed run's own config (with what a resume may change: the device, the worker
+    count, where the curves go; a changed plug-in refused before it is imported), or a started run's written into
+    ``config.json``."""
+    if not args.resume:
+        write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
+        return config
+    tree = read_object(out / "config.json", "config.json of the run")
+    train = tree.setdefault("train", {})
+    if not isinstance(train, dict):
+        raise InputError(f"{out / 'config.json'}: its [train] is not a table")
+    if args.device:  # what a resumed run may change: the device, the worker count
+        train["device"] = args.device
+    if args.tensorboard:  # where the curves go: no number changes
+        tree.setdefault("log", {})["tensorboard"] = str(args.tensorboard)
+    if args.workers is not None:
+        train["workers"] = args.workers
+    recorded = {} if args.accept_code_change else provenance.recorded_plugins(out)
+    with plugins.expecting(recorded):  # a changed plug-in is refused before it is imported
+        config = from_dict(tree)
+    if config.log.tensorboard:
+        require_tensorboard()
+    return config
+
+
 RUN_LOCK = ".running"  # the lock file fl.run holds in a run folder while it runs (it holds the runner's pid)
 
 
@@ -874,46 +924,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"--compare reads two finished runs and runs nothing: drop {', '.join(run_flags(args))}")
         print(compare(*args.compare))
         return 0
-    overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
-    overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
-    overrides += [f"log.tensorboard={json.dumps(str(args.tensorboard))}"] if args.tensorboard else []
-    if args.init_from and args.resume:
-        raise InputError("--init-from starts a new run; --resume continues one: use one of them")
-    resume_in_place(args.resume, args.out, args.overwrite, args.accept_code_change)
-    if args.resume:
-        if args.config or args.set:
-            raise InputError("--resume takes the run's own config; drop --config/--set")
-        out = args.resume
-        if not (out / "config.json").is_file():
-            raise InputError(f"{out}: not a run directory (no config.json)")
-    else:
-        config = load_config(args.config, overrides)
-        if config.log.tensorboard:
-            require_tensorboard()  # before anything is written: one line naming the extra
-        out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
-        if args.init_from:
-            check_init_from(config, args.init_from)  # refused before the folder is made
-        new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
+    out, config = start_or_resume(args)
     # one process per run folder: a second start or resume stops
     with locked(out / RUN_LOCK, busy=f"run directory {out}"):
-        if args.resume:
-            tree = read_object(out / "config.json", "config.json of the run")
-            train = tree.setdefault("train", {})
-            if not isinstance(train, dict):
-                raise InputError(f"{out / 'config.json'}: its [train] is not a table")
-            if args.device:  # what a resumed run may change: the device, the worker count
-                train["device"] = args.device
-            if args.tensorboard:  # where the curves go: no number changes
-                tree.setdefault("log", {})["tensorboard"] = str(args.tensorboard)
-            if args.workers is not None:
-                train["workers"] = args.workers
-            recorded = {} if args.accept_code_change else provenance.recorded_plugins(out)
-            with plugins.expecting(recorded):  # a changed plug-in is refused before it is imported
-                config = from_dict(tree)
-            if config.log.tensorboard:
-                require_tensorboard()
-        else:
-            write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
+        config = locked_config(args, out, config)
         summary = execute(
             config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from,
             accept_code_change=args.accept_code_change,

@@ -154,3 +154,34 @@ def test_sweep_fleet_writes_the_table_and_refuses_jobs(cifar_root, tmp_path, cap
     assert config["train"]["backend"] == "auto"  # the runs' configs as given: a fleet changes no number
     assert sweep_main([*sets, "--fleet", "--jobs", "2", "--out", str(tmp_path / "other")]) == 2
     assert "drop --jobs" in capsys.readouterr().err
+
+
+def test_python_m_fl_fleet_starts_continues_and_leaves_finished_runs(cifar_root, tmp_path, capsys):
+    """A spec of fl.run argument lists: a finished run is left as it is, the others start (one from another run's
+    kept checkpoint, --init-from) and equal the same fl.run runs alone; a bad entry is one line naming it."""
+    from fl.fleet import main as fleet_main
+    from fl.run import main as run_main
+
+    sets = [arg for s in ("data.dataset='cifar10'", f"data.data_root='{cifar_root}'", "data.clients=2",
+                          "model.name='mlp'", "train.rounds=3", "train.batch_size=32", "train.device='cpu'",
+                          "train.workers=1", "train.keep_round=1") for arg in ("--set", s)]  # fmt: skip
+    assert run_main([*sets, "--out", str(tmp_path / "done"), "--quiet"]) == 0
+    kept = tmp_path / "done" / "checkpoint_round1.pt"
+    spec = [
+        [*sets, "--out", str(tmp_path / "done")],
+        [*sets, "--set", "algorithm.name='scaffold'", "--out", str(tmp_path / "a")],
+        [*sets, "--set", "train.lr=0.01", "--init-from", str(kept), "--out", str(tmp_path / "b")],
+    ]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    before = (tmp_path / "done" / "metrics.jsonl").read_text()
+    assert fleet_main([str(tmp_path / "spec.json")]) == 0
+    assert (tmp_path / "done" / "metrics.jsonl").read_text() == before
+    for name, entry in (("a", spec[1]), ("b", spec[2])):
+        alone = [*entry[:-1], str(tmp_path / f"{name}_alone"), "--quiet"]
+        assert run_main(alone) == 0
+        assert_same(tmp_path / name, tmp_path / f"{name}_alone")
+    (tmp_path / "bad.json").write_text(json.dumps([["--rounds", "3"]]))
+    capsys.readouterr()
+    assert fleet_main([str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "entry 1" in err
