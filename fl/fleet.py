@@ -312,7 +312,7 @@ def run_arguments(spec: Path) -> list[list[str]]:
     return entries
 
 
-def prepare(argv: list[str], where: str) -> tuple[object, Path, RunConfig | None] | None:
+def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, Path, RunConfig | None] | None:
     """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run;
     else (its fl.run arguments, its folder, its config: None for a resume), a started one continued, the others
     started (the folder made; the config written under the folder's lock by :func:`fl.run.locked_config`)."""
@@ -332,6 +332,7 @@ def prepare(argv: list[str], where: str) -> tuple[object, Path, RunConfig | None
         return None
     if not args.resume and out is not None and (out / "config.json").is_file() and not args.overwrite:
         args.resume, args.config, args.set, args.init_from, args.out = out, None, [], None, None  # started: continue
+        args.overwrite, args.accept_code_change = False, args.accept_code_change or accept
     out, config = start_or_resume(args)
     return args, out, config
 
@@ -345,12 +346,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = ArgumentParser(prog="python -m fl.fleet", description="Many fl.run runs in one process (a fleet).")
     parser.add_argument("spec", type=Path, help="JSON list of fl.run argument lists")
+    parser.add_argument(
+        "--accept-code-change", action="store_true", help="continue started runs that other code started (recorded)"
+    )
     args = parser.parse_args(argv)
     entries = run_arguments(args.spec)
     with contextlib.ExitStack() as locks:
         runs = []
         for k, entry in enumerate(entries):
-            prepared = prepare(entry, f"{args.spec} entry {k + 1}")
+            prepared = prepare(entry, f"{args.spec} entry {k + 1}", args.accept_code_change)
             if prepared is None:
                 print(f"{entry}: finished", flush=True)
                 continue

@@ -22,7 +22,10 @@ holds it; the task then runs capped at it (``$SHUFFLEFL_GPU_GIB``: fl.run sets
 ``torch.cuda.set_per_process_memory_fraction``). An out-of-memory task goes back to the queue with 1.5 times its
 memory. A task whose state cannot come back (``portable`` false: DynaFed's arms) starts only when its predicted
 minutes (``minutes``, else fl/cost.py's FLOPs at the planned rates or CAMPAIGN_RATES', :func:`predict`) fit in
-what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why.
+what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why. With CAMPAIGN_FLEET=N
+(N > 1), the fl.run tasks ready in one pass start as one ``python -m fl.fleet`` process of up to N runs (one slot,
+their memory together; :mod:`fl.fleet`: their clients' training computed together), each task done when its own run
+finished (tested on the CPU; not yet run on a GPU).
 
 The store (SHUFFLEFL_RUNS) holds ``runs/NAME/`` and ``synthetic/`` as the experiment scripts lay them out,
 ``logs/NAME.log`` per task and ``campaign/status.json`` (the scheduler's state, which ``watch`` reads). What comes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -109,6 +110,7 @@ def schedule() -> int:
         elif row["name"] in earlier:
             row.update(state="done", note="finished in an earlier lease")
     limit, poll = status["limit"], float(os.environ.get("CAMPAIGN_POLL_SECONDS") or 2)
+    fleet_size = int(os.environ.get("CAMPAIGN_FLEET") or 1)  # > 1: ready fl.run tasks start as fleets of this many
     env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     running: dict[str, subprocess.Popen] = {}
     stop = []
@@ -118,9 +120,12 @@ def schedule() -> int:
         for name, process in list(running.items()):
             if process.poll() is not None:
                 rc = process.returncode
-                tasks[name].update(state="done" if rc == 0 else "failed", rc=rc, end=time.time())
+                row = tasks[name]
+                if row.get("fleet"):  # a fleet's run: done when its own run finished, whatever the others did
+                    rc = 0 if (store / row["run"] / "summary.json").exists() else (rc or 1)
+                row.update(state="done" if rc == 0 else "failed", rc=rc, end=time.time())
                 del running[name]
-                if rc != 0 and out_of_memory(store, name) and tasks[name].get("retries", 0) < MAX_RETRIES:
+                if rc != 0 and out_of_memory(store, row.get("log", name)) and row.get("retries", 0) < MAX_RETRIES:
                     # back to the queue, and fewer tasks at a time from now on (the memory measured at the start
                     # was not what the running tasks need)
                     tasks[name].update(state="waiting", retries=tasks[name].get("retries", 0) + 1,
@@ -135,7 +140,9 @@ def schedule() -> int:
                 process.wait()
                 tasks[name].update(state="failed", rc=process.returncode, end=time.time(), note="stopped")
             running.clear()
-        free = limit - sum(min(tasks[name]["slots"], limit) for name in running)
+        processes = {process.pid: min(tasks[name]["slots"], limit) for name, process in running.items()}
+        free = limit - sum(processes.values())  # a fleet is one process: one slot
+        fleet: list[dict] = []  # fl.run tasks admitted this pass, to start as one fleet (CAMPAIGN_FLEET)
         for row in order:
             if row["state"] != "waiting" or stop:
                 continue
@@ -150,8 +157,13 @@ def schedule() -> int:
                            "state cannot come back: not started")  # fmt: skip
                 continue
             slots = min(row["slots"], limit)
-            if slots > free or admitted(row, running, tasks) is not None:
+            joins = fleet_size > 1 and is_fl_run(row) and 0 < len(fleet) < fleet_size
+            if (slots > free and not joins) or admitted(row, running | {r["name"]: None for r in fleet}, tasks):
                 break  # strict priority: nothing of lower priority jumps ahead of a ready task
+            if fleet_size > 1 and is_fl_run(row) and len(fleet) < fleet_size:
+                free -= 0 if fleet else slots  # the fleet's one slot
+                fleet.append(row)
+                continue
             cap = {"SHUFFLEFL_GPU_GIB": f"{row['gib']:g}"} if row.get("gib") else {}  # fl.run caps its process
             with open(store / "logs" / f"{row['name']}.log", "ab") as log:
                 process = subprocess.Popen(
@@ -161,12 +173,49 @@ def schedule() -> int:
             running[row["name"]] = process
             row.update(state="running", pid=process.pid, start=time.time())
             free -= slots
+        if fleet:
+            start_fleet(fleet, store, env, running)
         if not running and (stop or not any(row["state"] == "waiting" for row in order)):
             status["ended"] = time.time()
         write_status(store, status)
         if status["ended"]:
             return 0
         time.sleep(poll)
+
+
+def is_fl_run(row: dict) -> bool:
+    """Whether a task is one fl.run through scripts/resumable.sh (:func:`fl.campaign.tasks.fl_run`)."""
+    command = row["command"]
+    return bool(row["run"]) and len(command) > 4 and command[:2] == ["bash", "-c"] and "resumable.sh" in command[2]
+
+
+def start_fleet(rows: list[dict], store: Path, env: dict, running: dict) -> None:
+    """The fl.run tasks ``rows`` as one ``python -m fl.fleet`` process (:mod:`fl.fleet`), each entry as
+    scripts/resumable.sh runs it (a started run continues, a new one starts), capped at their memory together; its
+    log is ``logs/fleet-FIRST.log``, each task's log says so."""
+    name = f"fleet-{rows[0]['name']}"
+    spec = []
+    for row in rows:
+        out, args = row["command"][4], list(row["command"][5:])
+        fresh = not (Path(out) / "config.json").exists()
+        spec.append([*args, "--out", out, *(["--overwrite"] if fresh else [])])
+    (store / "campaign").mkdir(parents=True, exist_ok=True)
+    path = store / "campaign" / f"{name}.json"
+    path.write_text(json.dumps(spec, indent=1))
+    gib = sum(row.get("gib") or 0 for row in rows)
+    cap = {"SHUFFLEFL_GPU_GIB": f"{gib:g}"} if gib else {}
+    python = env.get("PYTHON") or sys.executable
+    accept = ["--accept-code-change"] if env.get("ACCEPT_CODE_CHANGE") else []
+    with open(store / "logs" / f"{name}.log", "ab") as log:
+        process = subprocess.Popen(
+            [python, "-m", "fl.fleet", str(path), *accept], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True, env=env | cap,
+        )  # fmt: skip
+    for row in rows:
+        with open(store / "logs" / f"{row['name']}.log", "a") as own:
+            own.write(f"in {name} (logs/{name}.log)\n")
+        running[row["name"]] = process
+        row.update(state="running", pid=process.pid, start=time.time(), fleet=name, log=name)
 
 
 OOM_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA_ERROR_OUT_OF_MEMORY", "OutOfMemoryError")

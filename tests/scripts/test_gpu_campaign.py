@@ -546,3 +546,41 @@ def test_a_task_whose_state_cannot_come_back_starts_only_when_its_predicted_time
     rows = {row["name"]: row for row in ended(tmp_path / "store")["tasks"]}
     assert rows["long"]["state"] == "skipped" and "cannot come back" in rows["long"]["note"]
     assert rows["short"]["state"] == "done" and rows["portable"]["state"] == "done"
+
+
+@pytest.mark.slow  # real tiny runs: one fleet process, then fl.run alone for each (~20-40 s on 2 cores)
+def test_with_campaign_fleet_ready_runs_start_as_one_fleet_with_the_numbers_of_fl_run(tmp_path):
+    """CAMPAIGN_FLEET=3: the source run and an independent one (the ready ones) in one `python -m fl.fleet`
+    process, then the source's two arms (from its round-3 state) in another; each task is done when its own run
+    finished, and every run's rows are those of fl.run alone."""
+    data, store = tiny_cifar(tmp_path / "data"), tmp_path / "store"
+    kept = "runs/src/checkpoint_round3.pt"
+    plan = [{"name": "src", "priority": 1, "run": "runs/src", "args": tiny_args(data, 4, "train.keep_round=3")}]
+    plan += [
+        {"name": name, "priority": 2, "run": f"runs/{name}", "needs": kept, "after": "src",
+         "args": [*tiny_args(data, 6, f"train.lr={lr}"), "--init-from", str(store / kept)]}
+        for name, lr in (("arm1", 0.01), ("arm2", 0.02))
+    ]  # fmt: skip
+    plan.append({"name": "other", "priority": 3, "run": "runs/other", "args": tiny_args(data, 3, "train.seed=1")})
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    bin_dir, _, _ = stand_ins(tmp_path)
+    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="3", CAMPAIGN_FLEET="3",
+                      CAMPAIGN_PLAN=str(tmp_path / "plan.json"))  # fmt: skip
+    campaign_call(env, "start", "all", "300", timeout=300)
+    rows = {row["name"]: row for row in ended(store, 300)["tasks"]}
+    assert all(row["state"] == "done" for row in rows.values()), rows
+    assert rows["src"]["pid"] == rows["other"]["pid"] != rows["arm1"]["pid"] == rows["arm2"]["pid"]
+    assert rows["other"]["fleet"] == "fleet-src" and rows["arm2"]["fleet"] == "fleet-arm1"
+    for name, entry in [(row["name"], row) for row in plan]:
+        alone = tmp_path / "alone" / name
+        args = [
+            a.replace(str(store / kept), str(tmp_path / "alone" / "src" / "checkpoint_round3.pt"))
+            for a in entry["args"]
+        ]
+        assert run_main([*args, "--out", str(alone), "--quiet"]) == 0
+        how = ("backend", "fleet", "workers")  # how the clients trained (a fleet, worker processes): not a number
+        numbers = [
+            [{k: v for k, v in r.items() if k not in how} for r in rows_of(run)]
+            for run in (store / "runs" / name, alone)
+        ]
+        assert numbers[0] == numbers[1] and len(numbers[0]) >= 3, name
