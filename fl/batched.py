@@ -50,9 +50,14 @@ def unbatchable(model: nn.Module, tasks: list, explicit: bool, augment: str = "n
         return "the method gives each client its own objective (a LocalTask)"
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         return "the model has batch norm (running statistics per client)"
-    if not explicit and any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules()):
+    if not explicit and has_dropout(model):
         return "the model has dropout (set train.backend = 'batched' to accept independent dropout draws)"
     return None
+
+
+def has_dropout(model: nn.Module) -> bool:
+    """Whether the model draws dropout masks (a dropout layer with p > 0)."""
+    return any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 def plan(
@@ -140,11 +145,7 @@ def train_groups(
     per_parameter = vmap(grad(loss), randomness=randomness)
 
     def gradients(W, xb, yb, mb):  # by parameter, then one flat row per client (no zero-filled slice gradients)
-        params, offset = {}, 0
-        for name, shape in layout:
-            params[name] = W[:, offset : offset + shape.numel()].unflatten(1, shape)
-            offset += shape.numel()
-        out = per_parameter(params, xb, yb, mb)
+        out = per_parameter(flat.named(W), xb, yb, mb)
         return torch.cat([out[name].flatten(1) for name, _ in layout], 1)
 
     steps = [_Steps(g, counts) for g, (_, _, counts) in zip(groups, plans)]

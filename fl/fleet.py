@@ -38,13 +38,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from torch import nn
 from tqdm import tqdm
 
-from fl.batched import FLEET, Group, train_groups
+from fl.batched import FLEET, Group, has_dropout, train_groups
 from fl.config import RunConfig
 from fl.flat import FlatModel
-from fl.run import Experiment, execute
+from fl.run import Experiment, Interrupted, execute
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
 
@@ -205,18 +204,13 @@ def shape_key(flat: FlatModel, group: Group) -> tuple:
             tuple(x.shape[1:]), x.dtype)  # fmt: skip
 
 
-def has_dropout(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
-
-
 def run_fleet(
     runs: Sequence[tuple[RunConfig, Path, bool]], quiet: bool = True, rows: int = 0, threads: int = 0
 ) -> list[dict]:
     """Every run (config, folder, resume[, start_from checkpoint, accept_code_change]) of ``runs`` to its end in
-    one process (see the module's docstring);
-    their summaries, in order. The caller holds the folders' locks and made them ready (fl.sweep). ``rows``: at
-    most this many client rows per batched call (0: see :class:`Rendezvous`); ``threads``: calls side by side (0:
-    the cores this process may use)."""
+    one process (see the module's docstring); their summaries, in order. The caller holds the folders' locks and
+    made them ready (fl.sweep, :func:`main`). ``rows``: at most this many client rows per batched call (0: see
+    :class:`Rendezvous`); ``threads``: jobs side by side (0: the cores this process may use)."""
     bar = tqdm(total=sum(rounds_to_train(*run[:3]) for run in runs), desc="fleet",
                unit="run-round", disable=None)  # fmt: skip
     rendezvous = Rendezvous(len(runs), rows, threads or len(os.sched_getaffinity(0)), bar.update)
@@ -291,8 +285,8 @@ def outcome(runs: Sequence[tuple[RunConfig, Path, bool]], results: list, interru
 
 
 def _is_stop(error: BaseException) -> bool:
-    """A run's own ending on the fleet's stop: KeyboardInterrupt, or fl.run's "interrupted after round N"."""
-    return isinstance(error, KeyboardInterrupt) or (isinstance(error, InputError) and "interrupted" in str(error))
+    """A run's own ending on the fleet's stop: KeyboardInterrupt, or fl.run's :class:`~fl.run.Interrupted`."""
+    return isinstance(error, KeyboardInterrupt | Interrupted)
 
 
 def run_arguments(spec: Path) -> list[list[str]]:

@@ -57,6 +57,11 @@ from theory.output import fsync_path, open_unlinked, read_object, to_json, write
 CPU = torch.device("cpu")
 
 
+class Interrupted(InputError):
+    """A run stopped by Ctrl-C or SIGTERM with its checkpoint saved (one line, as any InputError; a fleet tells it
+    from a failure: :mod:`fl.fleet`)."""
+
+
 def device_argument(text: str) -> torch.device:
     """argparse type of a device flag (the benchmarks'): auto (CUDA when present), cpu, cuda or cuda:K."""
     if text == "auto":
@@ -772,8 +777,9 @@ def _execute(
             fsync_path(metrics_path)
             save_checkpoint(checkpoint, state)
         bar.close()
-        why = f"{stop}; saved" if isinstance(stop, WorkerLost) else "interrupted"
-        raise InputError(f"{why} after round {state.round - 1}; continue with --resume {out}") from None
+        lost = isinstance(stop, WorkerLost)
+        why, kind = (f"{stop}; saved", InputError) if lost else ("interrupted", Interrupted)
+        raise kind(f"{why} after round {state.round - 1}; continue with --resume {out}") from None
     bar.close()
     summary = summarise(config, rows, state, exp, time.perf_counter() - start)
     for picture in exp.method.pictures(state.method):

@@ -32,18 +32,15 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     is no fl.run nor DDPM training (the benchmark): (0, its cap, ...)."""
     from dataclasses import replace as change
 
-    from fl.cost import ddpm_cost, minutes, run_cost
-    from fl.synthesis.generators.ddpm import DDPMConfig, UNet
+    from fl.cost import ddpm_flops, minutes, run_cost
 
     if "--config" not in task.command:
         return 0.0, 3.0, "the benchmark: at most 3 minutes (scripts/gpu-bench.sh)"
     config, start = task_config(task)
     if "scripts/ddpm_sets.py" in task.command:
-        options = dict(config.method.get("generator_config", {}))
-        ddpm = DDPMConfig(**{k: v for k, v in options.items() if k in DDPMConfig.__dataclass_fields__})
-        shape = (1, 28, 28) if config.data.dataset in ("fmnist", "fashion-mnist", "mnist") else (3, 32, 32)
-        flop = ddpm_cost(UNet(shape[0], 10, ddpm), shape, DDPM_STEPS, ddpm.batch_size, config.data.clients)
-        said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {ddpm.batch_size} (at least; method.min_steps)"
+        per_image, batch = ddpm_flops(config)
+        flop = per_image * DDPM_STEPS * batch * config.data.clients
+        said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {batch} (at least; method.min_steps)"
         return flop, minutes(flop, rates["ddpm"]), said
     cost = run_cost(change(config, train=change(config.train, rounds=config.train.rounds - start)))
     if start >= int(config.method.get("trajectory_rounds", 20)):
@@ -99,19 +96,13 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
 
 
 def measured_ddpm_rate() -> float:
-    """FLOP/s of the lease's DDPM sets: 10 clients' DDPMs over 60,000 images x 20 epochs in ~320 s."""
+    """FLOP/s of the lease's DDPM sets: 10 clients' DDPMs over the training set x ``method.epochs`` in ~320 s."""
     from fl.config import load_config
-    from fl.cost import forward_flops
-    from fl.synthesis.generators.ddpm import DDPMConfig, UNet
+    from fl.cost import dataset_sizes, ddpm_flops
 
     config = load_config(ROOT / "configs" / "fedssyn_fmnist_ddpm.toml", [])
-    options = dict(config.method.get("generator_config", {}))
-    unet = UNet(1, 10, DDPMConfig(**{k: v for k, v in options.items() if k in DDPMConfig.__dataclass_fields__}))
-    import torch
-
-    forward = forward_flops(lambda: unet(torch.zeros(1, 1, 28, 28), torch.zeros(1, dtype=torch.long),
-                                         torch.zeros(1, dtype=torch.long)))  # fmt: skip
-    return 3.0 * forward * 60_000 * int(config.method.get("epochs", 20)) / 320.0
+    per_image, _ = ddpm_flops(config)
+    return per_image * dataset_sizes(config)[0] * int(config.method.get("epochs", 20)) / 320.0
 
 
 def predicted_minutes(task: Task) -> float:
