@@ -15,10 +15,15 @@ engine's step (:func:`fl.engine.local_train`), row by row:
   formulas with each client's own step count);
 - ``chunk`` bounds the clients per vmap call (memory: about chunk × B samples of activations at once).
 
-What cannot be batched, :func:`unbatchable` names in one line and the engine trains sequentially: a method's
-per-client objective (FedCOG's distillation, HFMDs' mixed batches and prototypes: a :class:`LocalTask`), batch
-norm (running statistics are per-client module state), and dropout (its masks would be drawn differently from the
-sequential backend's; with ``backend = "batched"`` named explicitly dropout runs with vmap's independent draws).
+A method's per-client objective is batched when it is a :class:`~fl.methods.base.BatchedTask` (HFMDs' mixed
+batches and prototypes): each row's batch is its real batch padded to B followed by its extra samples padded to b,
+its loss w_r · mean CE(real) + w_e · mean CE(extra), the real samples' features returned beside the gradient and
+summed per class, the two terms' gradient share measured at step 0; tasks of one layout (b, features) share a call.
+
+What cannot be batched, :func:`unbatchable` names in one line and the engine trains sequentially: another
+:class:`LocalTask` (FedCOG's distillation), batch norm (running statistics are per-client module state), and
+dropout (its masks would be drawn differently from the sequential backend's; with ``backend = "batched"`` named
+explicitly dropout runs with vmap's independent draws).
 In float64 the two backends agree to ~1e-12 (tested over two rounds of every algorithm with unequal clients and
 partial participation); in float32 to rounding.
 """
@@ -46,8 +51,8 @@ def unbatchable(model: nn.Module, tasks: list, explicit: bool, augment: str = "n
     """Why these clients cannot be trained batched (one line), or None when they can."""
     if augment != "none":
         return f"train.augment = {augment!r} transforms each client's batches in the sequential backend"
-    if any(task is not None for task in tasks):
-        return "the method gives each client its own objective (a LocalTask)"
+    if any(task is not None and not hasattr(task, "extra") for task in tasks):
+        return "the method gives each client its own objective (a LocalTask without a batched form)"
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         return "the model has batch norm (running statistics per client)"
     if not explicit and has_dropout(model):
@@ -92,6 +97,14 @@ class Group:
     contexts: list[Context]
     lr: float
     local: object  # fl.clients.LocalConfig
+    tasks: list | None = None  # each client's fl.methods.base.BatchedTask or None (plain cross-entropy)
+
+
+def layout(group: Group) -> tuple[int, bool]:
+    """(b, features): the widest extra batch of the group's tasks and whether any wants the real features summed;
+    groups of one layout share a vmapped call, (0, False) is plain cross-entropy."""
+    tasks = [t for t in group.tasks or () if t is not None]
+    return max((t.extra_width for t in tasks), default=0), any(t.feature_classes for t in tasks)
 
 
 def train_clients(
@@ -104,7 +117,7 @@ def train_clients(
     for start in range(0, len(group.indices), size):
         part = slice(start, start + size)
         piece = replace(group, indices=group.indices[part], generators=group.generators[part],
-                        contexts=group.contexts[part])  # fmt: skip
+                        contexts=group.contexts[part], tasks=group.tasks and group.tasks[part])  # fmt: skip
         [(w, k)] = train_groups(flat, [piece], randomness)
         outs.append(w)
         steps += k
@@ -127,39 +140,169 @@ FLEET: ContextVar[Fleet | None] = ContextVar("FLEET", default=None)
 def train_groups(
     flat: FlatModel, groups: list[Group], randomness: str = "error"
 ) -> list[tuple[torch.Tensor, list[int]]]:
-    """The local training of every group's clients in one computation: one ``vmap(grad(loss))`` over all groups'
-    rows each step (``flat``'s module evaluates every row: the groups' models must have its architecture), then
-    each group's own correction, weight decay and optimiser step. Each group's (models (m, P), step counts K_i).
-    A row's numbers do not depend on the other rows (float64 on the CPU: bit for bit, tested), so a group trained
-    beside others equals the group trained alone."""
-    model, layout = flat.model, flat.layout
+    """The local training of every group's clients in one computation per :func:`layout`: one
+    ``vmap(grad(loss))`` over all its groups' rows each step (``flat``'s module evaluates every row: the groups'
+    models must have its architecture), then each group's own correction, weight decay and optimiser step. Each
+    group's (models (m, P), step counts K_i). A row's numbers do not depend on the other rows (float64 on the CPU:
+    bit for bit, tested), so a group trained beside others equals the group trained alone."""
+    by_layout: dict[tuple[int, bool], list[int]] = {}
+    for k, group in enumerate(groups):
+        by_layout.setdefault(layout(group), []).append(k)
+    out: list = [None] * len(groups)
+    for (width, features), members in by_layout.items():
+        trained = _train(flat, [groups[k] for k in members], width, features, randomness)
+        for k, result in zip(members, trained):
+            out[k] = result
+    return out
+
+
+class _Split(nn.Module):
+    """The model's (features, logits) in one forward pass (a :class:`fl.models.SplitModel`)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = self.model.features(x)
+        return z, self.model.classifier(z)
+
+
+def _train(
+    flat: FlatModel, groups: list[Group], width: int, features: bool, randomness: str
+) -> list[tuple[torch.Tensor, list[int]]]:
+    """:func:`train_groups` for groups of one layout: extra samples of ``width`` a row, features if wanted."""
+    model, names = flat.model, flat.layout
     model.train()
     plans = [plan(g.indices, g.local.batch_size, g.generators, g.local.epochs, g.local.steps) for g in groups]
     n_steps = max((p[0].shape[0] for p in plans), default=0)
     dtype = flat.params.dtype
+    split = _Split(model)
 
-    def loss(params, xb, yb, mb):
-        logits = functional_call(model, params, (xb,))
-        return (F.cross_entropy(logits, yb, reduction="none") * mb).sum() / mb.sum().clamp_min(1)
+    def loss(params, xb, yb, mb, cb):
+        if features:
+            z, logits = functional_call(split, {f"model.{k}": v for k, v in params.items()}, (xb,))
+        else:
+            z, logits = None, functional_call(model, params, (xb,))
+        ce = F.cross_entropy(logits, yb, reduction="none")
+        if not width:
+            value = (ce * mb).sum() / mb.sum().clamp_min(1)
+        else:  # the real batch, then the extra samples: w_r · mean CE(real) + w_e · mean CE(extra)
+            b = xb.shape[0] - width
+            real = (ce[:b] * mb[:b]).sum() / mb[:b].sum().clamp_min(1)
+            value = cb[0] * real + cb[1] * (ce[b:] * mb[b:]).sum() / mb[b:].sum().clamp_min(1)
+        return value, (z[: xb.shape[0] - width] if features else value)
 
-    per_parameter = vmap(grad(loss), randomness=randomness)
+    per_parameter = vmap(grad(loss, has_aux=True), randomness=randomness)
 
-    def gradients(W, xb, yb, mb):  # by parameter, then one flat row per client (no zero-filled slice gradients)
-        out = per_parameter(flat.named(W), xb, yb, mb)
-        return torch.cat([out[name].flatten(1) for name, _ in layout], 1)
+    def gradients(W, xb, yb, mb, cb):  # by parameter, then one flat row per client (no zero-filled slice gradients)
+        out, aux = per_parameter(flat.named(W), xb, yb, mb, cb)
+        return torch.cat([out[name].flatten(1) for name, _ in names], 1), aux
 
     steps = [_Steps(g, counts) for g, (_, _, counts) in zip(groups, plans)]
+    extras = [_Extras(g, counts, n_steps, width, dtype) for g, (_, _, counts) in zip(groups, plans)]
     plans = [_padded(index, weight.to(dtype), n_steps) for index, weight, _ in plans]
+    cb = torch.cat([e.coefficients for e in extras])
+    sums = [None] * len(groups)
     for s in range(n_steps):
-        parts = [(g.x[index[s]], g.y[index[s]], weight[s]) for g, (index, weight) in zip(groups, plans)]
+        parts = [e.batch(g.x[index[s]], g.y[index[s]], weight[s], s)
+                 for g, e, (index, weight) in zip(groups, extras, plans)]  # fmt: skip
         xb, yb, mb = (torch.cat(p) if len(p) > 1 else p[0] for p in zip(*parts))
         W = torch.cat([state.W for state in steps]) if len(steps) > 1 else steps[0].W
-        g_all = gradients(W, xb, yb, mb)
+        if s == 0 and any(e.share for e in extras):
+            g_real, _ = gradients(W, xb, yb, mb, cb * cb.new_tensor([1.0, 0.0]))
+            g_extra, _ = gradients(W, xb, yb, mb, cb * cb.new_tensor([0.0, 1.0]))
+            _shares(extras, g_real, g_extra)
+        g_all, z = gradients(W, xb, yb, mb, cb)
         start = 0
-        for state in steps:
+        for k, (state, e) in enumerate(zip(steps, extras)):
             state.step(g_all[start : start + state.m], s)
+            if features:
+                real = slice(0, xb.shape[1] - width)
+                sums[k] = e.accumulate(sums[k], z[start : start + state.m], yb[start : start + state.m, real],
+                                       mb[start : start + state.m, real])  # fmt: skip
             start += state.m
+    for e, state, kept in zip(extras, steps, sums):
+        e.hand_back(kept, state.counts)
     return [state.finish() for state in steps]
+
+
+class _Extras:
+    """One group's tasks in the batched steps: their extra samples (gathered from the tasks' sample sets,
+    concatenated once), loss weights (m, 2), and where the features and gradient shares go back."""
+
+    def __init__(self, group: Group, counts: torch.Tensor, n_steps: int, width: int, dtype: torch.dtype) -> None:
+        m = len(group.indices)
+        self.tasks = list(group.tasks or [None] * m)
+        self.width, self.share = width, False
+        device = group.x.device
+        self.coefficients = torch.tensor([[1.0, 0.0]] * m, dtype=dtype, device=device).reshape(m, 2)
+        self.index = torch.zeros(n_steps, m, width, dtype=torch.long, device=device)
+        self.mask = torch.zeros(n_steps, m, width, dtype=dtype, device=device)
+        self.wants_share = [False] * m
+        self.shares: list[dict | None] = [None] * m
+        sets: dict[int, int] = {}  # id of a task's sample set -> its offset in the concatenation
+        xs, ys, offset = [], [], 0
+        for j, (task, k) in enumerate(zip(self.tasks, counts.tolist())):
+            extra = task.extra(k) if task is not None and width else None
+            if extra is None:
+                continue
+            if id(extra.x) not in sets:
+                sets[id(extra.x)] = offset
+                xs.append(extra.x)
+                ys.append(extra.y)
+                offset += len(extra.y)
+            steps, b = extra.index.shape
+            self.index[:steps, j, :b] = extra.index + sets[id(extra.x)]
+            self.mask[:steps, j, :b] = extra.mask
+            self.coefficients[j] = self.coefficients.new_tensor(extra.weights)
+            self.wants_share[j] = extra.share and k > 0
+        self.share = any(self.wants_share)
+        self.x = torch.cat(xs) if xs else None
+        self.y = torch.cat(ys) if ys else None
+
+    def batch(self, xb: torch.Tensor, yb: torch.Tensor, mb: torch.Tensor, s: int):
+        """Step s's rows: the real batch (m, B, ...) followed by the extra samples (m, b, ...)."""
+        if not self.width:
+            return xb, yb, mb
+        index = self.index[s]
+        if self.x is None:  # no task of this group has extra samples: zero-weight padding
+            x_extra = xb.new_zeros(xb.shape[0], self.width, *xb.shape[2:])
+            y_extra = yb.new_zeros(yb.shape[0], self.width)
+        else:
+            x_extra, y_extra = self.x[index], self.y[index]
+        return torch.cat([xb, x_extra], 1), torch.cat([yb, y_extra], 1), torch.cat([mb, self.mask[s]], 1)
+
+    def accumulate(self, kept, z: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
+        """The per-class sums (m, C, d) and counts (m, C) of the real samples' features z (m, B, d), added to
+        ``kept``."""
+        classes = max((t.feature_classes for t in self.tasks if t is not None), default=0)
+        onehot = F.one_hot(y, classes).to(z.dtype) * mask[..., None]
+        sums, counts = torch.einsum("mbc,mbd->mcd", onehot, z), onehot.sum(1)
+        return (sums, counts) if kept is None else (kept[0] + sums, kept[1] + counts)
+
+    def hand_back(self, kept, counts: torch.Tensor) -> None:
+        """Each task's feature sums and counts (None where it took no step or wants none) and its share."""
+        for j, task in enumerate(self.tasks):
+            if task is None:
+                continue
+            trained = kept is not None and task.feature_classes and counts[j] > 0
+            c = task.feature_classes
+            task.take(kept[0][j, :c] if trained else None, kept[1][j, :c] if trained else None, self.shares[j])
+
+
+def _shares(extras: list[_Extras], g_real: torch.Tensor, g_extra: torch.Tensor) -> None:
+    """Each asking row's ``pool_share`` = ‖g_e‖ / (‖g_r‖ + ‖g_e‖) and the cosine of the two gradient terms."""
+    n_real, n_extra = g_real.norm(dim=1), g_extra.norm(dim=1)
+    cosine = F.cosine_similarity(g_real, g_extra, dim=1)
+    start = 0
+    for e in extras:
+        for j, asks in enumerate(e.wants_share):
+            r = start + j
+            if asks:
+                share = float(n_extra[r]) / max(float(n_real[r]) + float(n_extra[r]), 1e-300)
+                e.shares[j] = {"pool_share": share, "cosine": float(cosine[r])}
+        start += len(e.tasks)
 
 
 def _padded(index: torch.Tensor, weight: torch.Tensor, n_steps: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -155,8 +155,9 @@ class TrainConfig:
     weight_decay: L2 coefficient λ added to every client gradient (g <- g + λw, as torch.optim's coupled
     ``weight_decay``), for every algorithm and optimiser (HFMDs' clients: 5e-4; 0: none).
     backend: how the round's clients train: "sequential" (one after another), "batched" (all at once through
-    torch.func vmap, fl/batched.py; falls back to sequential, saying why in one line, for a method with per-client
-    objectives or a model with batch norm), or "auto" (batched on CUDA, sequential on the CPU). client_chunk: at
+    torch.func vmap, fl/batched.py; falls back to sequential, saying why in one line, for a per-client objective
+    without a batched form (FedCOG) or a model with batch norm), or "auto" (batched on CUDA, sequential on the
+    CPU). client_chunk: at
     most this many clients per batched call (0: all participants; lower it to bound memory). client_state: where
     the per-client states of SCAFFOLD, FedPVR and FedDyn (N x P numbers each) live: "device" (with the model) or
     "host" (host memory, pinned on CUDA; only the round's participants' rows go to the device).

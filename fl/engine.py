@@ -271,7 +271,15 @@ def train_participants(
     if wanted and note is None:
         generators = [torch.Generator().manual_seed(client_seed(seed, t, i)) for i in participants]
         group = batched.Group(
-            data.x, data.y, [data.train[i] for i in participants], generators, algorithm, contexts, state.lr, local
+            data.x,
+            data.y,
+            [data.train[i] for i in participants],
+            generators,
+            algorithm,
+            contexts,
+            state.lr,
+            local,
+            tasks,
         )
         if fleet is not None:  # no dropout there (fl.fleet refuses it): no global draws to seed
             (ys, steps), runs = fleet.train(flat, group)

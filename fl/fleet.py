@@ -7,12 +7,13 @@ and waits; once every live run has arrived, the fleet computes all of it, each j
 side as there are cores:
 
 - runs whose clients train batched (``train.backend = "batched"``, or "auto" on CUDA; :mod:`fl.batched`) are
-  trained in one call of :func:`fl.batched.train_groups` per shape (model, dtype, device, batch size): one
-  ``vmap(grad(loss))`` over runs × clients per step, each group with its own algorithm, step size, optimiser and
-  batches. A row's numbers do not depend on the rows beside it (float64 on the CPU: bit for bit, tested; float32:
-  to rounding, a convolution's kernels may differ with the number of rows).
-- the others (the CPU's default backend, a method's per-client objective: FedCOG, HFMDs) train their clients one
-  after another as ``fl.run`` does, in a job of their own beside the other runs' jobs.
+  trained in one call of :func:`fl.batched.train_groups` per shape (model, dtype, device, batch size, the tasks'
+  layout): one ``vmap(grad(loss))`` over runs × clients per step, each group with its own algorithm, step size,
+  optimiser, batches and method objective (HFMDs' pool batches and prototypes). A row's numbers do not depend
+  on the rows beside it (float64 on the CPU: bit for bit, tested; float32: to rounding, a convolution's kernels
+  may differ with the number of rows).
+- the others (the CPU's default backend, a per-client objective without a batched form: FedCOG) train their
+  clients one after another as ``fl.run`` does, in a job of their own beside the other runs' jobs.
 
 Everything else of a run (its data, evaluation, the method's server hooks) runs in its thread with the fleet's
 turn: one run at a time, so no run's work interleaves another's. Every run therefore equals ``fl.run`` of its
@@ -40,7 +41,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from fl.batched import FLEET, Group, has_dropout, train_groups
+from fl.batched import FLEET, Group, has_dropout, layout, train_groups
 from fl.config import RunConfig
 from fl.flat import FlatModel
 from fl.run import Experiment, Interrupted, execute
@@ -196,12 +197,13 @@ class Seat:
 
 def shape_key(flat: FlatModel, group: Group) -> tuple:
     """What must agree for groups to share one vmapped call: the model (its layers and parameter shapes), the
-    parameters' dtype and device, the batch size and the samples' shape and dtype."""
+    parameters' dtype and device, the batch size, the samples' shape and dtype, and the tasks' layout (extra
+    samples a row, features wanted: :func:`fl.batched.layout`)."""
     model = flat.model
     shapes = tuple((name, tuple(p.shape)) for name, p in model.named_parameters())
     x = group.x
     return (type(model), repr(model), shapes, flat.params.dtype, flat.params.device, group.local.batch_size,
-            tuple(x.shape[1:]), x.dtype)  # fmt: skip
+            tuple(x.shape[1:]), x.dtype, layout(group))  # fmt: skip
 
 
 def run_fleet(

@@ -1,6 +1,17 @@
 """Synthetic-data methods, one file each, registered by name (see :mod:`fl.methods.base` for the hooks)."""
 
-from fl.methods.base import ClientRound, LocalTask, Method, Picture, ServerRound, Setup, Split, new_state
+from fl.methods.base import (
+    BatchedTask,
+    ClientRound,
+    Extra,
+    LocalTask,
+    Method,
+    Picture,
+    ServerRound,
+    Setup,
+    Split,
+    new_state,
+)
 from fl.methods.dynafed import DynaFed
 from fl.methods.fedcog import FedCOG
 from fl.methods.fedssyn import CentralReal, CentralSynthetic, Fedssyn, OwnSynthetic
@@ -14,10 +25,12 @@ METHODS: dict[str, type[Method]] = {
 __all__ = [
     "FMDS",
     "METHODS",
+    "BatchedTask",
     "CentralReal",
     "CentralSynthetic",
     "ClientRound",
     "DynaFed",
+    "Extra",
     "FedCOG",
     "Fedssyn",
     "HFMDs",

@@ -23,7 +23,8 @@ names neither. The hooks, and who uses them:
   communication.
 
 In a round the engine calls ``before_round``, then ``before_client`` for every participant, trains them (one after
-another, or all at once: :mod:`fl.batched`, only when no participant has a :class:`LocalTask`), then
+another, or all at once: :mod:`fl.batched`, when every participant's :class:`LocalTask` is a
+:class:`BatchedTask` or None), then
 ``after_client`` for every participant, aggregates and calls ``after_aggregate``. Hooks of one client read and
 write only that client's entries, so the order among clients does not matter.
 
@@ -169,6 +170,41 @@ class LocalTask(Protocol):
     """One client's objective for one round: ``loss(model, x, y)`` on a real batch (x, y), called every step."""
 
     def loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclasses.dataclass
+class Extra:
+    """The extra samples of a :class:`BatchedTask`'s K steps: step s adds the samples ``x[index[s]]`` (labels
+    ``y[index[s]]``, ``mask[s]``: 1 for a sample, 0 for padding) to the real batch, and its loss is
+    ``weights[0]`` · mean CE(real batch) + ``weights[1]`` · mean CE(extra samples). ``share``: report, at the first
+    step, how much of the gradient the extra term contributes."""
+
+    x: torch.Tensor  # (n, *sample shape): the samples the batches index
+    y: torch.Tensor  # (n,)
+    index: torch.Tensor  # (K, b)
+    mask: torch.Tensor  # (K, b)
+    weights: tuple[float, float]
+    share: bool = False
+
+
+class BatchedTask(LocalTask, Protocol):
+    """A :class:`LocalTask` that the batched backend (:mod:`fl.batched`) trains with the other clients in one
+    computation, to float rounding of its ``loss``. Its objective is cross-entropy on the real batch, optionally
+    mixed with extra samples (:class:`Extra`), and it may collect the real samples' features (a model with
+    ``features`` and ``classifier``) summed per class under the evolving local model.
+
+    - ``extra_width``: b, the extra samples a step (0: none); ``feature_classes``: the classes to sum features
+      over (0: none). Tasks of equal (b, features wanted) share a vmapped call.
+    - ``extra(K)``: the K steps' extra samples, drawn as ``loss`` would draw them, or None.
+    - ``take(sums, counts, share)``: after training, the per-class feature sums (C, d) and counts (C,) (None
+      when not wanted or the client took no step) and ``{"pool_share", "cosine"}`` of the first step (or None)."""
+
+    extra_width: int
+    feature_classes: int
+
+    def extra(self, steps: int) -> Extra | None: ...
+
+    def take(self, sums: torch.Tensor | None, counts: torch.Tensor | None, share: dict | None) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from fl.methods.base import ClientRound, CyclicBatches, Method, Picture, ServerRound, require
+from fl.methods.base import ClientRound, CyclicBatches, Extra, Method, Picture, ServerRound, require
 from fl.methods.fedcog import kl_logs
 from theory.errors import InputError
 
@@ -153,7 +153,8 @@ def objective(model, x_hat, y, weight, log_target) -> torch.Tensor:
 @dataclass
 class Mixed:
     """One client's objective for one round (eq. 6): α·CE(real batch) + (1 − α)·CE(next pool batch) once a pool
-    exists (plain CE before), accumulating the real batches' features per class when ``prototypes`` is on."""
+    exists (plain CE before), accumulating the real batches' features per class when ``prototypes`` is on. A
+    :class:`~fl.methods.base.BatchedTask`: the batched backend trains it with the other clients at once."""
 
     n_classes: int
     alpha: float = 1.0
@@ -177,6 +178,32 @@ class Mixed:
         if self.share is None:  # the round's first step: how much of the mixed gradient the pool contributes
             self.share = gradient_share(model, self.alpha * real, (1 - self.alpha) * synthetic)
         return self.alpha * real + (1 - self.alpha) * synthetic
+
+    # the batched backend's form of this objective (fl.methods.base.BatchedTask)
+    @property
+    def extra_width(self) -> int:
+        return self.batches.batch_size if self.pool is not None else 0
+
+    @property
+    def feature_classes(self) -> int:
+        return self.n_classes if self.prototypes else 0
+
+    def extra(self, steps: int) -> Extra | None:
+        """The pool batches of ``steps`` steps, drawn as :meth:`loss` draws them (the last of a pass may be
+        smaller: padded, mask 0)."""
+        if self.pool is None:
+            return None
+        device = self.pool[1].device
+        index = torch.zeros(steps, self.extra_width, dtype=torch.long, device=device)
+        mask = torch.zeros(steps, self.extra_width, dtype=self.pool[0].dtype, device=device)
+        for s in range(steps):
+            batch = self.batches.next()
+            index[s, : len(batch)], mask[s, : len(batch)] = batch, 1
+        return Extra(*self.pool, index, mask, (self.alpha, 1 - self.alpha), share=self.share is None)
+
+    def take(self, sums: torch.Tensor | None, counts: torch.Tensor | None, share: dict | None) -> None:
+        self.sums, self.counts = sums, counts
+        self.share = share if share is not None else self.share
 
     def accumulate(self, z: torch.Tensor, y: torch.Tensor) -> None:
         if not self.prototypes:

@@ -108,13 +108,18 @@ def test_a_fleet_stopped_midway_resumes_to_the_same_numbers(cifar_root, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["fedcog", "hfmds", "dynafed"])
+@pytest.mark.parametrize("method", ["fedcog", "hfmds", "dynafed", "hfmds-batched"])
 def test_a_fleet_with_a_method_equals_its_runs_alone(cifar_root, tmp_path, method):
-    make = {"fedcog": fedcog_args, "hfmds": hfmds_args, "dynafed": dynafed_args}[method]
-    configs = [from_args(make(cifar_root, tmp_path, "fedavg"), seed) for seed in (0, 1)]
+    """hfmds-batched: HFMDs' mixed batches and prototypes (fl.methods.base.BatchedTask) in the shared vmapped call."""
+    make = {"fedcog": fedcog_args, "hfmds": hfmds_args, "dynafed": dynafed_args, "hfmds-batched": hfmds_args}[method]
+    backend = ["--set", "train.backend='batched'"] if method.endswith("batched") else []
+    configs = [from_args([*make(cifar_root, tmp_path, "fedavg"), *backend], seed) for seed in (0, 1)]
     fleet([(c, tmp_path / f"fleet{k}") for k, c in enumerate(configs)])
     for k, config in enumerate(configs):
         assert_same(tmp_path / f"fleet{k}", alone(config, tmp_path / f"alone{k}"))
+    if backend:
+        rows = [json.loads(line) for line in (tmp_path / "fleet0" / "metrics.jsonl").read_text().splitlines()]
+        assert {row["fleet"] for row in rows} == {2} and "pool_share" in rows[-1]["method"]
 
 
 def test_a_model_with_dropout_is_refused_in_one_line(cifar_root, tmp_path):

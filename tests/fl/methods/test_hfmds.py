@@ -253,3 +253,58 @@ def test_hfmds_with_another_alpha_starts_from_its_state_before_the_first_synthes
     assert main(args) == 2 and "keeps state from round 1" in capsys.readouterr().err
     other_lambda = ("--set", "method.momentum=0.9", *init)
     assert main(hfmds_args(cifar_root, tmp_path / "y", "fedavg", "hfmds", *other_lambda)) == 2
+
+
+def assert_close_tree(a, b, rel=1e-9):
+    """Two nested rows equal, their floats to ``rel`` (the batched backend sums in another order)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_close_tree(a[key], b[key], rel)
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            assert_close_tree(u, v, rel)
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=rel, abs=1e-12)
+    else:
+        assert a == b
+
+
+UNEQUAL = ("--set", "train.local_steps=0", "--set", "train.local_epochs=1", "--set", "data.partition='dirichlet'",
+           "--set", "data.alpha=0.5")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "algorithm, method, extra",
+    [
+        ("fedavg", "hfmds", ()),  # 3 steps a client, prototypes from round 1, the pool from round 3
+        ("scaffold", "fmds", UNEQUAL),  # a client's epoch: unequal K_i, its last batch shorter
+    ],
+)
+def test_hfmds_trains_batched_to_float_rounding_of_the_sequential_backend(cifar_root, tmp_path, algorithm, method,
+                                                                          extra):  # fmt: skip
+    """HFMDs' mixed batches (real batch + pool batch, the last of a pass shorter), prototypes and the gradient
+    share train in one vmapped call; every number of the rows and the final state equal the sequential backend's
+    to float64 rounding."""
+    runs = {}
+    for backend in ("sequential", "batched"):
+        runs[backend] = tmp_path / backend
+        sets = ("--set", f"train.backend='{backend}'", "--set", "train.dtype='float64'", *extra)
+        assert main([*hfmds_args(cifar_root, runs[backend], algorithm, method), *sets]) == 0
+    rows = {backend: metrics(out) for backend, out in runs.items()}
+    assert [row["backend"] for row in rows["batched"]] == ["batched"] * 4
+    assert "backend_note" not in rows["batched"][0]
+    assert len(rows["batched"][3]["method"]["pool_share"]) == 2  # round 4: the two participants' shares
+    if extra:
+        sizes = json.loads((runs["batched"] / "summary.json").read_text())["client_sizes"]
+        assert len(set(sizes)) > 1
+    for row in rows.values():
+        for r in row:
+            r.pop("backend")
+    assert_close_tree(rows["batched"], rows["sequential"])
+    seq, bat = (torch.load(out / "checkpoint.pt", weights_only=True) for out in runs.values())
+    torch.testing.assert_close(bat["x"], seq["x"], rtol=1e-10, atol=1e-12)
+    assert bat["method"]["clients"].keys() == seq["method"]["clients"].keys()
+    for k, kept in seq["method"]["clients"].items():
+        torch.testing.assert_close(bat["method"]["clients"][k], kept, rtol=1e-10, atol=1e-12)
