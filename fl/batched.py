@@ -30,7 +30,7 @@ partial participation); in float32 to rounding.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -127,11 +127,15 @@ def train_clients(
 class Fleet(Protocol):
     """Trains several runs' clients together (:class:`fl.fleet.Rendezvous`): ``train`` returns this group's
     (models, step counts) and how many runs shared the computation; ``work`` computes this run's own training (its
-    clients one after another) beside the other runs' and returns its result."""
+    clients one after another) beside the other runs' and returns its result; ``together``: the runs that arrive
+    with equal ``key`` have ``compute`` called once with all their items, and each gets its own result (DynaFed's
+    batched syntheses)."""
 
     def train(self, flat: FlatModel, group: Group) -> tuple[tuple[torch.Tensor, list[int]], int]: ...
 
     def work(self, fn: Callable[[], object]) -> object: ...
+
+    def together(self, key: Hashable, item: object, compute: Callable[[list], list]) -> object: ...
 
 
 FLEET: ContextVar[Fleet | None] = ContextVar("FLEET", default=None)

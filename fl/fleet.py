@@ -33,9 +33,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -54,8 +54,9 @@ CPU_NUMBERS = 2**23  # parameters per call on the CPU: past ~8M (32 MB in float3
 
 class Rendezvous:
     """Where the fleet's ``n`` runs meet to train. Run k's :class:`Seat` hands over :meth:`Seat.train` (its batched
-    group, trained in one call with the others') or :meth:`Seat.work` (its own training, computed beside the
-    others'); a computation starts once every live run has arrived. ``rows``: at most this many client rows per call
+    group, trained in one call with the others'), :meth:`Seat.work` (its own training, computed beside the
+    others') or :meth:`Seat.together` (an item computed with the other runs' of the same key: DynaFed's batched
+    syntheses); a computation starts once every live run has arrived. ``rows``: at most this many client rows per call
     (whole groups; 0: on CUDA no limit, on the CPU :data:`CPU_NUMBERS` parameters); ``threads``: jobs computed side
     by side, each on one core; ``on_compute``: called with the number of runs' rounds each computation trained
     (progress). ``calls`` counts the batched calls, ``trained`` the groups trained in them."""
@@ -101,6 +102,9 @@ class Rendezvous:
     def work(self, k: int, fn: Callable[[], object]) -> object:
         return self._submit(k, fn)
 
+    def together(self, k: int, key: Hashable, item: object, compute: Callable[[list], list]) -> object:
+        return self._submit(k, Together(key, item, compute))
+
     def _submit(self, k: int, request: object) -> object:
         """Run k's request, computed with every live run's, once all have arrived; its result."""
         self.give_turn()
@@ -140,6 +144,10 @@ class Rendezvous:
         """The batched requests of one shape in calls of :meth:`_calls`, and every run's own work, side by side on
         ``threads`` cores; {run: result}."""
         batched = {k: r for k, r in requests.items() if isinstance(r, tuple)}
+        together: dict[Hashable, list[int]] = {}
+        for who, request in requests.items():
+            if isinstance(request, Together):
+                together.setdefault(request.key, []).append(who)
         shapes: dict[tuple, list[int]] = {}
         for who, (flat, group) in batched.items():
             shapes.setdefault(shape_key(flat, group), []).append(who)
@@ -152,7 +160,12 @@ class Rendezvous:
         def work_of(who: int) -> dict[int, object]:
             return {who: requests[who]()}
 
-        jobs = [(call_of, call) for call in calls] + [(work_of, k) for k in requests if k not in batched]
+        def together_of(members: list[int]) -> dict[int, object]:
+            return dict(zip(members, requests[members[0]].compute([requests[who].item for who in members])))
+
+        own = [k for k in requests if k not in batched and not isinstance(requests[k], Together)]
+        jobs = [(call_of, call) for call in calls] + [(together_of, m) for m in together.values()]
+        jobs += [(work_of, k) for k in own]
         self.calls, self.trained = self.calls + len(calls), self.trained + len(batched)
 
         def one(job) -> dict[int, object]:
@@ -193,6 +206,18 @@ class Seat:
 
     def work(self, fn: Callable[[], object]) -> object:
         return self.rendezvous.work(self.k, fn)
+
+    def together(self, key: Hashable, item: object, compute: Callable[[list], list]) -> object:
+        return self.rendezvous.together(self.k, key, item, compute)
+
+
+@dataclass(frozen=True)
+class Together:
+    """A run's item for a computation shared with the runs that arrive with the same key (:meth:`Seat.together`)."""
+
+    key: Hashable
+    item: object
+    compute: Callable[[list], list]
 
 
 def shape_key(flat: FlatModel, group: Group) -> tuple:

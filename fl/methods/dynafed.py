@@ -55,10 +55,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad
+from torch.func import functional_call, grad, vmap
 
 from fl.atomic import write_atomically
 from fl.augment import DSA_STRATEGY, dsa, strategy_groups
+from fl.batched import FLEET
 from fl.estimators import soft_cross_entropy
 from fl.methods.base import WORK_FOLDER, Method, Picture, ServerRound, require
 from fl.torchfiles import load_safely
@@ -154,8 +155,11 @@ class MatchingPath:
       shapes; DSA's draws stay outside, in the eager code between the steps) and replayed; checked once against
       the eager steps, and dropped (with a note in the synthesis log) when capture fails or the two disagree.
 
+    ``batched``: the reference unroll vmapped over runs (:func:`unroll_many`), so that in a fleet the syntheses of
+    several runs (seeds) are one computation (:func:`synthesize_together`; alone, one run in it).
+
     ``SHUFFLEFL_MATCHING`` picks it: "auto" (or unset: the fast path with every switch that :meth:`on` keeps for
-    the device), "reference", or "fast" followed by the switches wanted, joined by "+" ("fast",
+    the device), "reference", "batched", or "fast" followed by the switches wanted, joined by "+" ("fast",
     "fast+instance_norm+graphs"); a CUDA switch does nothing off CUDA."""
 
     fast: bool = True
@@ -163,6 +167,7 @@ class MatchingPath:
     tf32: bool = True
     channels_last: bool = True
     graphs: bool = True
+    batched: bool = False
 
     @classmethod
     def parse(cls, text: str) -> MatchingPath:
@@ -170,13 +175,13 @@ class MatchingPath:
         text = text.strip()
         if text in ("", "auto"):
             return cls()
-        if text == "reference":
-            return cls(False, False, False, False, False)
+        if text in ("reference", "batched"):
+            return cls(False, False, False, False, False, text == "batched")
         head, *switches = text.split("+")
         unknown = [s for s in switches if s not in SWITCHES]
         if head != "fast" or unknown or len(set(switches)) != len(switches):
             raise InputError(
-                f"{MATCHING_ENV}={text!r}: must be auto, reference, or fast followed by +switches from "
+                f"{MATCHING_ENV}={text!r}: must be auto, reference, batched, or fast followed by +switches from "
                 f"{', '.join(SWITCHES)} (e.g. fast+instance_norm+graphs)"
             )
         return cls(True, *(s in switches for s in SWITCHES))
@@ -189,14 +194,14 @@ class MatchingPath:
         """The switches that apply on ``device`` in ``dtype``: no CUDA switch off CUDA (a CPU run's numbers do not
         depend on what a GPU would have used), TF32 only in float32."""
         if not self.fast:
-            return MatchingPath.parse("reference")
+            return MatchingPath.parse("batched" if self.batched else "reference")
         cuda = torch.device(device).type == "cuda"
         tf32 = cuda and self.tf32 and dtype == torch.float32
         return MatchingPath(True, self.instance_norm, tf32, cuda and self.channels_last, cuda and self.graphs)
 
     def describe(self) -> str:
         if not self.fast:
-            return "reference"
+            return "batched" if self.batched else "reference"
         return "+".join(["fast", *(s for s in SWITCHES if getattr(self, s))])
 
 
@@ -577,6 +582,133 @@ class Progress:
         write_atomically(self.path, lambda tmp: torch.save(payload, tmp))
 
 
+class Synthesis:
+    """One run's synthesis (Algorithm 1) in progress: D_syn's images X and label logits y, the inner step size α,
+    their Adam optimisers, the segment draws and DSA's generator (the round's), continued from its saved progress
+    (:class:`Progress`, in the run folder of :data:`WORK_FOLDER` when it was made)."""
+
+    def __init__(self, method: DynaFed, s: ServerRound) -> None:
+        server, flat, device, dtype = s.state["server"], s.flat, s.x.device, s.x.dtype
+        self.method, self.flat, self.together_with = method, flat, 1
+        self.trajectory = trajectory = server.pop("trajectory").to(device)
+        n_classes, shape = s.data.n_classes, tuple(s.data.x.shape[1:])
+        n = method.per_class * n_classes
+        self.inputs = torch.randn((n, *shape), generator=s.generator, dtype=dtype).to(device).requires_grad_(True)
+        self.label_logits = torch.zeros(n, n_classes, dtype=dtype, device=device, requires_grad=method.label_lr > 0)
+        self.lr = torch.tensor(method.inner_lr, dtype=dtype, device=device, requires_grad=method.inner_lr_lr > 0)
+        groups = [{"params": [self.inputs], "lr": method.data_lr}]
+        groups += [{"params": [self.label_logits], "lr": method.label_lr}] if method.label_lr > 0 else []
+        self.optimiser = torch.optim.Adam(groups)
+        self.lr_optimiser = torch.optim.Adam([self.lr], lr=method.inner_lr_lr) if method.inner_lr_lr > 0 else None
+        self.draws, self.generator = np.random.default_rng(s.seed), s.generator
+        self.augment = method.augmenter(s.generator, shape)
+        flat.model.eval()
+        self.path = MatchingPath.from_environment().on(device, dtype)
+        self.fast = FastUnroll(flat.model, flat.layout, self.path) if self.path.fast else None
+        self.learned = [v for v in (self.inputs, self.label_logits, self.lr) if v.requires_grad]
+        self.progress = Progress(WORK_FOLDER.get(), method, trajectory, s.seed)
+        self.first, self.losses, earlier = self.progress.restore(*self._state()[:-2], self.draws, s.generator)
+        self.start = time.perf_counter() - earlier
+
+    def _state(self) -> tuple:
+        return self.inputs, self.label_logits, self.lr, self.optimiser, self.lr_optimiser, self.draws, self.generator
+
+    def key(self) -> tuple:
+        """What must agree for syntheses to be computed as one: the method's settings, the model, the shapes,
+        dtype and device, and the iteration they continue from."""
+        shapes = tuple((name, tuple(shape)) for name, shape in self.flat.layout)
+        return ("dynafed", self.method, repr(self.flat.model), shapes, tuple(self.inputs.shape), self.inputs.dtype,
+                self.inputs.device, tuple(self.trajectory.shape), self.first)  # fmt: skip
+
+    def run(self) -> None:
+        """The synthesis alone, from its first iteration to the last."""
+        method = self.method
+        for n_iter in range(self.first, method.iterations):
+            t, middle = method.draw_segment(self.draws, len(self.trajectory))  # w^t, t+s in the trajectory (0-based)
+            self.zero_grad()
+            loss = match_loss(
+                self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
+                method.inner_steps, method.distance, self.augment, method.class_mean, self.fast,
+            )  # fmt: skip
+            loss.backward(inputs=self.learned)  # only these: the fast path's first inner step differentiates at a leaf
+            self.advance(n_iter, loss)
+
+    def zero_grad(self) -> None:
+        self.optimiser.zero_grad()
+        if self.lr_optimiser is not None:
+            self.lr_optimiser.zero_grad()
+
+    def advance(self, n_iter: int, loss: torch.Tensor) -> None:
+        """Iteration ``n_iter``'s update from the gradients of its matching ``loss``, its log and saved progress."""
+        method = self.method
+        self.optimiser.step()
+        if self.lr_optimiser is not None:
+            self.lr_optimiser.step()
+            with torch.no_grad():
+                self.lr.clamp_(min=1e-8)
+        if n_iter % method.log_every == 0 or n_iter == method.iterations - 1:
+            self.losses.append([n_iter, float(loss.detach())])
+        if (n_iter + 1) % method.save_every == 0 or n_iter + 1 == method.iterations:
+            self.progress.save(n_iter + 1, *self._state(), self.losses, time.perf_counter() - self.start)
+
+    def finish(self, s: ServerRound) -> None:
+        """D_syn, its labels and α into the server state; the synthesis log into the round's."""
+        server = s.state["server"]
+        server["x_syn"] = self.inputs.detach()
+        server["y_syn"] = self.label_logits.detach()
+        server["alpha"] = self.lr.detach().clone()
+        path = self.path.describe() if self.fast is None else self.fast.describe()
+        if self.path.batched:
+            path += f" ({self.together_with} run{'s' * (self.together_with > 1)})"
+        s.log["synthesis"] = {
+            "seconds": time.perf_counter() - self.start, "loss": self.losses, "alpha": float(self.lr.detach()),
+            "path": path,
+        }  # fmt: skip
+
+
+def unroll_many(
+    model, named, w, inputs, label_logits, steps: int, lr: torch.Tensor, augments: list[Callable | None],
+    class_mean: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """:func:`unroll` for R syntheses at once: w (R, P), inputs (R, n, ...), label logits (R, n, C), α (R,); one
+    ``vmap(grad(loss))`` over the R rows each inner step (their convolutions grouped), each row's augmentation
+    drawn from its own generator as its :func:`unroll` alone would."""
+
+    def loss(vector, batch, logits):
+        return label_loss(functional_call(model, named(vector), (batch,)), F.softmax(logits, 1), class_mean)
+
+    step = vmap(grad(loss))
+    for _ in range(steps):
+        batch = torch.stack([x if a is None else a(x) for a, x in zip(augments, inputs.unbind())])
+        w = w - lr[:, None] * step(w, batch, label_logits)
+    return w
+
+
+def synthesize_together(jobs: list[Synthesis]) -> list[None]:
+    """Several runs' syntheses (equal :meth:`Synthesis.key`: settings and shapes, seeds apart) as one computation:
+    every iteration one :func:`unroll_many` over the runs, each with its own segment draws, DSA draws, Adam states,
+    log and progress file. A run's D_syn equals its synthesis alone to rounding (float64 on the CPU: ~1e-12,
+    tested), not bit for bit: the grouped convolutions sum in another order."""
+    method, flat = jobs[0].method, jobs[0].flat
+    for job in jobs:
+        job.together_with = len(jobs)
+    for n_iter in range(jobs[0].first, method.iterations):
+        segments = [job.method.draw_segment(job.draws, len(job.trajectory)) for job in jobs]
+        for job in jobs:
+            job.zero_grad()
+        starts = torch.stack([job.trajectory[t] for job, (t, _) in zip(jobs, segments)])
+        targets = torch.stack([match_target(job.trajectory, t, middle) for job, (t, middle) in zip(jobs, segments)])
+        stacked = (torch.stack([getattr(job, name) for job in jobs]) for name in ("inputs", "label_logits", "lr"))
+        inputs, label_logits, lr = stacked
+        ends = unroll_many(flat.model, flat.named, starts, inputs, label_logits, method.inner_steps, lr,
+                           [job.augment for job in jobs], method.class_mean)  # fmt: skip
+        losses = [distance(end, start, target, method.distance) for end, start, target in zip(ends, starts, targets)]
+        torch.stack(losses).sum().backward(inputs=[v for job in jobs for v in job.learned])
+        for job, loss in zip(jobs, losses):
+            job.advance(n_iter, loss)
+    return [None] * len(jobs)
+
+
 @dataclass(frozen=True)
 class DynaFed(Method):
     """trajectory_rounds: L (20). segment: s (5). inner_steps: s' (not given; 20). per_class: D_syn images per
@@ -698,54 +830,18 @@ class DynaFed(Method):
         return s.x
 
     def synthesize(self, s: ServerRound) -> None:
-        """Algorithm 1 on the recorded trajectory; keeps D_syn and α, drops the trajectory."""
-        server, flat, device, dtype = s.state["server"], s.flat, s.x.device, s.x.dtype
-        trajectory = server.pop("trajectory").to(device)
-        n_classes, shape = s.data.n_classes, tuple(s.data.x.shape[1:])
-        n = self.per_class * n_classes
-        inputs = torch.randn((n, *shape), generator=s.generator, dtype=dtype).to(device).requires_grad_(True)
-        label_logits = torch.zeros(n, n_classes, dtype=dtype, device=device, requires_grad=self.label_lr > 0)
-        lr = torch.tensor(self.inner_lr, dtype=dtype, device=device, requires_grad=self.inner_lr_lr > 0)
-        groups = [{"params": [inputs], "lr": self.data_lr}]
-        groups += [{"params": [label_logits], "lr": self.label_lr}] if self.label_lr > 0 else []
-        optimiser = torch.optim.Adam(groups)
-        lr_optimiser = torch.optim.Adam([lr], lr=self.inner_lr_lr) if self.inner_lr_lr > 0 else None
-        draws = np.random.default_rng(s.seed)
-        augment = self.augmenter(s.generator, shape)
-        flat.model.eval()
-        path = MatchingPath.from_environment().on(device, dtype)
-        fast = FastUnroll(flat.model, flat.layout, path) if path.fast else None
-        learned = [v for v in (inputs, label_logits, lr) if v.requires_grad]
-        progress = Progress(WORK_FOLDER.get(), self, trajectory, s.seed)
-        first, losses, earlier = progress.restore(inputs, label_logits, lr, optimiser, lr_optimiser, draws, s.generator)
-        start = time.perf_counter() - earlier
-        for n_iter in range(first, self.iterations):
-            t, middle = self.draw_segment(draws, len(trajectory))  # w^t, t+s within the trajectory (0-based)
-            optimiser.zero_grad()
-            if lr_optimiser is not None:
-                lr_optimiser.zero_grad()
-            loss = match_loss(
-                flat.model, flat.named, trajectory, inputs, label_logits, lr, t, middle, self.inner_steps,
-                self.distance, augment, self.class_mean, fast,
-            )  # fmt: skip
-            loss.backward(inputs=learned)  # only these: the fast path's first inner step differentiates at a leaf
-            optimiser.step()
-            if lr_optimiser is not None:
-                lr_optimiser.step()
-                with torch.no_grad():
-                    lr.clamp_(min=1e-8)
-            if n_iter % self.log_every == 0 or n_iter == self.iterations - 1:
-                losses.append([n_iter, float(loss.detach())])
-            if (n_iter + 1) % self.save_every == 0 or n_iter + 1 == self.iterations:
-                state = (inputs, label_logits, lr, optimiser, lr_optimiser, draws, s.generator)
-                progress.save(n_iter + 1, *state, losses, time.perf_counter() - start)
-        server["x_syn"] = inputs.detach()
-        server["y_syn"] = label_logits.detach()
-        server["alpha"] = lr.detach().clone()
-        s.log["synthesis"] = {
-            "seconds": time.perf_counter() - start, "loss": losses, "alpha": float(lr.detach()),
-            "path": path.describe() if fast is None else fast.describe(),
-        }  # fmt: skip
+        """Algorithm 1 on the recorded trajectory; keeps D_syn and α, drops the trajectory. On the batched matching
+        path (``SHUFFLEFL_MATCHING=batched``) in a fleet (:mod:`fl.fleet`), the syntheses of the runs that reach
+        theirs together with equal settings are computed as one (:func:`synthesize_together`)."""
+        job = Synthesis(self, s)
+        fleet = FLEET.get()
+        if job.path.batched and fleet is not None:
+            fleet.together(job.key(), job, synthesize_together)
+        elif job.path.batched:
+            synthesize_together([job])
+        else:
+            job.run()
+        job.finish(s)
 
     def finetune(self, s: ServerRound) -> torch.Tensor:
         """Algorithm 2 line 12: ``finetune_steps`` full-batch steps on CE(w; X, softmax(y)) from the aggregate."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def assert_one_line_config_error(argv: list[str], key: str, capsys) -> None:
     """``python -m fl.run argv`` exits 2 with one line, "python -m fl.run: error: ...", naming ``key``."""
@@ -43,3 +45,19 @@ def plugin_folder(tmp_path, monkeypatch, modules: dict[str, str]):
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.chdir(folder)
     return folder
+
+
+def assert_close_tree(a, b, rel=1e-9):
+    """Two nested rows equal, their floats to ``rel`` (batched computations sum in another order)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_close_tree(a[key], b[key], rel)
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            assert_close_tree(u, v, rel)
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=rel, abs=1e-12)
+    else:
+        assert a == b

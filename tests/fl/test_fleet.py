@@ -16,6 +16,7 @@ from fl.fleet import Rendezvous, run_fleet
 from fl.run import execute
 from fl.sweep import main as sweep_main
 from fl.sweep import prepare_run
+from tests.fl.conftest import assert_close_tree
 from tests.fl.methods.test_dynafed import dynafed_args
 from tests.fl.methods.test_fedcog import fedcog_args
 from tests.fl.methods.test_hfmds import hfmds_args
@@ -190,3 +191,62 @@ def test_python_m_fl_fleet_starts_continues_and_leaves_finished_runs(cifar_root,
     assert fleet_main([str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "entry 1" in err
+
+
+def synthesis_args(root, tmp_path, seed, *extra):
+    """DynaFed with DSA, a learned α and learned labels: 6 matching iterations, progress saved every 2."""
+    args = dynafed_args(
+        root, tmp_path, "fedavg", "--set", "method.iterations=6", "--set", "method.save_every=2", *extra
+    )
+    return from_args(args, seed)
+
+
+@pytest.mark.slow
+def test_three_seeds_syntheses_batched_equal_three_single_ones(cifar_root, tmp_path, monkeypatch):
+    """SHUFFLEFL_MATCHING=batched in a fleet: the three seeds' syntheses are one vmapped computation; every row,
+    D_syn and α equal the runs alone on the reference path to float64 rounding."""
+    configs = [synthesis_args(cifar_root, tmp_path, seed) for seed in (0, 1, 2)]
+    monkeypatch.setenv("SHUFFLEFL_MATCHING", "reference")
+    singles = [alone(config, tmp_path / f"alone{k}") for k, config in enumerate(configs)]
+    monkeypatch.setenv("SHUFFLEFL_MATCHING", "batched")
+    fleet([(config, tmp_path / f"fleet{k}") for k, config in enumerate(configs)])
+    for k, single in enumerate(singles):
+        rows = {name: numbers(out)[0] for name, out in (("fleet", tmp_path / f"fleet{k}"), ("alone", single))}
+        synthesis = rows["fleet"][2]["method"]["synthesis"]
+        assert synthesis.pop("path") == "batched (3 runs)" and rows["alone"][2]["method"]["synthesis"].pop("path")
+        assert_close_tree(rows["fleet"], rows["alone"])
+        a, b = (torch.load(out / "checkpoint.pt", weights_only=True) for out in (tmp_path / f"fleet{k}", single))
+        for key in ("x_syn", "y_syn", "alpha"):
+            torch.testing.assert_close(a["method"]["server"][key], b["method"]["server"][key], rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(a["x"], b["x"], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_a_batched_synthesis_stopped_at_an_iteration_resumes_bit_for_bit(cifar_root, tmp_path, monkeypatch):
+    """Cut at its 5th matching iteration (saved every 2), the fleet resumes both seeds' syntheses from iteration 4
+    and ends bit for bit as the fleet that was not stopped."""
+    import fl.methods.dynafed as dynafed
+
+    monkeypatch.setenv("SHUFFLEFL_MATCHING", "batched")
+    configs = [synthesis_args(cifar_root, tmp_path, seed) for seed in (0, 1)]
+    straight = [tmp_path / f"straight{k}" for k in range(2)]
+    fleet(list(zip(configs, straight)))
+    real, calls = dynafed.unroll_many, []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dynafed, "unroll_many", stopping)
+    broken = [tmp_path / f"broken{k}" for k in range(2)]
+    with pytest.raises(InputError, match="run the same command again"):
+        fleet(list(zip(configs, broken)))
+    assert [torch.load(out / dynafed.Progress.FILE, weights_only=True)["iteration"] for out in broken] == [4, 4]
+    monkeypatch.setattr(dynafed, "unroll_many", real)
+    run_fleet([(config, out, True) for config, out in zip(configs, broken)])
+    for a, b in zip(straight, broken):
+        assert_same(a, b)
+        x_a, x_b = (torch.load(out / "checkpoint.pt", weights_only=True)["method"]["server"]["x_syn"] for out in (a, b))
+        assert torch.equal(x_a, x_b)

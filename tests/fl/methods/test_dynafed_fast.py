@@ -143,19 +143,19 @@ def server_round(flat: FlatModel, seed: int = 4) -> ServerRound:
 
 @pytest.mark.parametrize("target_draw, class_mean", [("paper", False), ("code", True)])
 def test_a_synthesis_on_the_fast_path_gives_the_reference_d_syn(monkeypatch, target_draw, class_mean):
-    """Five outer iterations (Adam on X, y and α; DSA in every inner step; the segment draws) on each path: the same
-    D_syn, soft labels and α to 1e-10, and the same logged losses."""
+    """Five outer iterations (Adam on X, y and α; DSA in every inner step; the segment draws) on each path (the
+    batched one: vmapped over one run): the same D_syn, soft labels and α to 1e-10, and the same logged losses."""
     method = DynaFed(trajectory_rounds=6, segment=3, inner_steps=3, per_class=2, iterations=5, log_every=1,
                      target_draw=target_draw, class_mean=class_mean, inner_lr_lr=1e-3)  # fmt: skip
     out = {}
-    for name in ("reference", "auto", "fast"):
+    for name in ("reference", "auto", "fast", "batched"):
         monkeypatch.setenv(MATCHING_ENV, name)
         s = server_round(convnet())
         method.synthesize(s)
         out[name] = s
     reference = out.pop("reference")
     assert reference.log["synthesis"]["path"] == "reference"
-    assert [s.log["synthesis"]["path"] for s in out.values()] == ["fast+instance_norm", "fast"]
+    assert [s.log["synthesis"]["path"] for s in out.values()] == ["fast+instance_norm", "fast", "batched (1 run)"]
     assert not torch.equal(reference.state["server"]["alpha"], torch.tensor(method.inner_lr, dtype=torch.float64))
     for fast in out.values():
         for key in ("x_syn", "y_syn", "alpha"):
@@ -181,6 +181,9 @@ def test_the_matching_path_switches():
     assert auto.on("cuda:0", torch.float32).describe() == "fast+instance_norm+tf32+channels_last+graphs"
     assert MatchingPath.parse("fast+instance_norm+graphs").on("cpu", torch.float32).describe() == "fast+instance_norm"
     assert MatchingPath.parse("reference").on("cuda", torch.float32) == reference
+    batched = MatchingPath.parse("batched")
+    assert batched.batched and not batched.fast and batched.on("cuda", torch.float32) == batched
+    assert batched.describe() == "batched"
 
 
 def test_a_bad_matching_path_stops_the_synthesis_with_one_line(monkeypatch):

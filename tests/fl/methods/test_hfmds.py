@@ -17,7 +17,7 @@ import fl.run as run_module
 from fl.methods.base import CyclicBatches
 from fl.methods.hfmds import FMDS, HFMDs, Mixed, cam, hard_features, invert, psnr, update_prototypes
 from fl.run import main
-from tests.fl.conftest import assert_one_line_config_error, interrupt_at
+from tests.fl.conftest import assert_close_tree, assert_one_line_config_error, interrupt_at
 
 
 class Tiny(nn.Module):
@@ -253,22 +253,6 @@ def test_hfmds_with_another_alpha_starts_from_its_state_before_the_first_synthes
     assert main(args) == 2 and "keeps state from round 1" in capsys.readouterr().err
     other_lambda = ("--set", "method.momentum=0.9", *init)
     assert main(hfmds_args(cifar_root, tmp_path / "y", "fedavg", "hfmds", *other_lambda)) == 2
-
-
-def assert_close_tree(a, b, rel=1e-9):
-    """Two nested rows equal, their floats to ``rel`` (the batched backend sums in another order)."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            assert_close_tree(a[key], b[key], rel)
-    elif isinstance(a, list):
-        assert len(a) == len(b)
-        for u, v in zip(a, b):
-            assert_close_tree(u, v, rel)
-    elif isinstance(a, float):
-        assert a == pytest.approx(b, rel=rel, abs=1e-12)
-    else:
-        assert a == b
 
 
 UNEQUAL = ("--set", "train.local_steps=0", "--set", "train.local_epochs=1", "--set", "data.partition='dirichlet'",
