@@ -12,8 +12,9 @@ same precision (an n × n product, n = 8192):
   batch 10, 10 local steps, in one :func:`fl.batched.train_groups` call (what ``fl.sweep --fleet`` does each
   round), FP32 / TF32 / BF16 (autocast); run-rounds per second at 10 steps a round. A size that runs out of memory
   is recorded as such and the larger ones skipped. A CUDA-graph path is not built yet: not measured.
-- **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast path;
-  3 seeds batched are not built yet: not measured).
+- **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
+  path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation);
+  rates at the single fast path's FLOPs per seed-iteration.
 - **ddpm**: one client's DDPM (configs/fedssyn_fmnist_ddpm.toml's U-Net, batch 128) training steps (10 clients
   batched are not built yet: one client measured).
 Writes JSON (``--out``, default results/bench/gpu.json): ``rates`` (FLOP/s by kind of work: the best fleet row,
@@ -149,17 +150,28 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
 
 
 def dynafed(device: torch.device, dry: bool) -> list[dict]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "synthesis.json"
-        flags = ["--quick"] if dry else ["--paper", "--iterations", "3", "--repeats", "1", "--paths", "auto"]
-        command = [sys.executable, "benchmarks/synthesis_bench.py", *flags, "--device", device.type, "--out", str(out)]
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if done.returncode:
-            return [{"part": "dynafed", "outcome": f"failed: {done.stderr.strip().splitlines()[-1:]}"}]
-        best = max(json.loads(out.read_text())["rows"], key=lambda r: r["tflops"])
-    return [{"part": "dynafed", "seeds": 1, "path": best["ran"], "iterations_per_s": best["iterations_per_second"],
-             "tflops": best["tflops"]},
-            {"part": "dynafed", "outcome": "3 seeds batched: not built, not measured"}]  # fmt: skip
+    """One seed's synthesis on the fast path, then 3 seeds on the fast path (one after another) and batched (one
+    vmapped computation). The rate counts every row's work as the single fast path's FLOPs per seed-iteration, so
+    that the batched path's grouped convolutions (counted differently) compare at equal work."""
+    rows = []
+    for seeds, paths in ((1, "auto"), (3, "auto,batched")):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "synthesis.json"
+            sizes = ["--quick"] if dry else ["--paper", "--iterations", "2", "--repeats", "1"]
+            command = [sys.executable, "benchmarks/synthesis_bench.py", *sizes, "--paths", paths, "--seeds",
+                       str(seeds), "--device", device.type, "--out", str(out)]  # fmt: skip
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+            if done.returncode:
+                rows.append({"part": "dynafed", "seeds": seeds, "outcome": f"failed: {done.stderr.strip()[-300:]}"})
+                continue
+            rows += [{"part": "dynafed", "seeds": seeds, "path": r["ran"], "seed_iterations_per_s":
+                      r["seed_iterations_per_second"], "gflop_per_iteration": r["gflop_per_iteration"]}
+                     for r in json.loads(out.read_text())["rows"]]  # fmt: skip
+    single = next((r["gflop_per_iteration"] for r in rows if r.get("seeds") == 1 and "path" in r), None)
+    for row in rows:
+        if single is not None and "path" in row:
+            row["tflops"] = single * row["seed_iterations_per_s"] / 1e3  # the fast path's FLOPs per synthesis
+    return rows
 
 
 def ddpm(device: torch.device, sizes: dict) -> list[dict]:

@@ -15,7 +15,10 @@ cores), the FLOPs of one iteration counted by ``torch.utils.flop_counter.FlopCou
 products and convolutions, forward and backward, on the path's eager equivalent: a CUDA graph's replay hides its
 kernels from the counter but runs the same ones), their rate, the seconds N = 1000 would take, and each path's
 speed against the first. The paths are ``SHUFFLEFL_MATCHING`` values (fl.methods.dynafed.MatchingPath):
-"reference" is the path before the fast one, "auto" the fast one with every switch the device supports.
+"reference" is the path before the fast one, "auto" the fast one with every switch the device supports, "batched"
+the reference path vmapped over ``--seeds`` syntheses (what a fleet of seeds computes). With ``--seeds R`` an
+iteration is one outer iteration of each of R syntheses (the others one after another); ``seed_iterations_per_second``
+compares the paths per synthesis.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
-import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -35,7 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fl.flat import FlatModel  # noqa: E402
-from fl.methods.dynafed import SWITCHES, DynaFed, FastUnroll, MatchingPath, match_loss  # noqa: E402
+from fl.methods.base import ServerRound  # noqa: E402
+from fl.methods.dynafed import SWITCHES, DynaFed, MatchingPath, iterate_together  # noqa: E402
+from fl.methods.dynafed import Synthesis as DynaFedSynthesis  # noqa: E402
 from fl.models import build_model  # noqa: E402
 from fl.run import device_argument  # noqa: E402
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
@@ -43,45 +48,38 @@ from theory.errors import InputError  # noqa: E402
 
 
 class Synthesis:
-    """One synthesis's state on ``device`` (the loop body of ``DynaFed.synthesize``, without its saves)."""
+    """``--seeds`` syntheses on ``device`` (:class:`fl.methods.dynafed.Synthesis`, nothing saved), each from its own
+    random-walk trajectory, D_syn and draws; one :meth:`iteration` is one outer iteration of every seed: on the
+    batched path one vmapped computation (:func:`~fl.methods.dynafed.iterate_together`), else one after another."""
 
     def __init__(self, args: argparse.Namespace, path: MatchingPath, device: torch.device, dtype: torch.dtype):
         torch.manual_seed(0)
         shape, classes = (1, args.size, args.size), 10
         model = build_model("convnet3", shape, classes, width=args.width).to(device=device, dtype=dtype)
-        self.flat = FlatModel(model)
-        self.flat.model.eval()
-        generator = torch.Generator().manual_seed(1)
-        steps = [0.01 * torch.randn(self.flat.n_params, generator=generator, dtype=torch.float64) for _ in range(20)]
-        walk = torch.cumsum(torch.stack([torch.zeros_like(steps[0]), *steps]), 0)
-        self.trajectory = (self.flat.params.detach().cpu().double() + walk).to(device=device, dtype=dtype)
-        self.method = DynaFed(inner_steps=args.inner_steps, per_class=args.per_class, segment=5)
-        n = args.per_class * classes
-        self.inputs = torch.randn((n, *shape), generator=generator, dtype=dtype).to(device).requires_grad_(True)
-        self.label_logits = torch.zeros(n, classes, dtype=dtype, device=device, requires_grad=True)
-        self.lr = torch.tensor(self.method.inner_lr, dtype=dtype, device=device, requires_grad=True)
-        self.optimiser = torch.optim.Adam([{"params": [self.inputs], "lr": self.method.data_lr},
-                                           {"params": [self.label_logits], "lr": self.method.label_lr}])  # fmt: skip
-        self.lr_optimiser = torch.optim.Adam([self.lr], lr=self.method.inner_lr_lr)
-        self.draws = np.random.default_rng(2)
-        self.augment = self.method.augmenter(torch.Generator().manual_seed(3), shape)
-        self.path = path.on(device, dtype)
-        self.fast = FastUnroll(self.flat.model, self.flat.layout, self.path) if self.path.fast else None
+        flat = FlatModel(model)
+        method = DynaFed(inner_steps=args.inner_steps, per_class=args.per_class, segment=5)
+        data = SimpleNamespace(n_classes=classes, x=torch.empty(0, *shape))
+        self.jobs, self.n_iter = [], 0
+        for seed in range(args.seeds):
+            generator = torch.Generator().manual_seed(1 + seed)
+            steps = [0.01 * torch.randn(flat.n_params, generator=generator, dtype=torch.float64) for _ in range(20)]
+            walk = torch.cumsum(torch.stack([torch.zeros_like(steps[0]), *steps]), 0)
+            trajectory = (flat.params.detach().cpu().double() + walk).to(device=device, dtype=dtype)
+            x = flat.params.detach()
+            s = ServerRound(t=20, x=x, flat=flat, data=data, state={"server": {"trajectory": trajectory}}, seed=seed)
+            self.jobs.append(DynaFedSynthesis(method, s, path))
+        self.path = self.jobs[0].path
 
     def iteration(self) -> torch.Tensor:
-        t, middle = self.method.draw_segment(self.draws, len(self.trajectory))
-        self.optimiser.zero_grad()
-        self.lr_optimiser.zero_grad()
-        loss = match_loss(
-            self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
-            self.method.inner_steps, self.method.distance, self.augment, self.method.class_mean, self.fast,
-        )  # fmt: skip
-        loss.backward(inputs=[self.inputs, self.label_logits, self.lr])
-        self.optimiser.step()
-        self.lr_optimiser.step()
-        with torch.no_grad():
-            self.lr.clamp_(min=1e-8)
-        return loss.detach()
+        self.n_iter += 1
+        if self.path.batched:
+            return iterate_together(self.jobs, self.n_iter).sum()
+        return torch.stack([job.iterate(self.n_iter) for job in self.jobs]).sum()
+
+    def describe(self) -> str:
+        job = self.jobs[0]
+        ran = job.fast.describe() if job.fast is not None else job.path.describe()
+        return ran + (f" ({len(self.jobs)} runs)" if job.path.batched else "")
 
 
 def synchronise(device: torch.device) -> None:
@@ -119,8 +117,9 @@ def measure(args: argparse.Namespace, names: list[str], device: torch.device, dt
             best_cpu[k] = min(best_cpu[k], (time.process_time() - start_cpu) / args.iterations)
     rows = []
     for k, (name, synthesis, count) in enumerate(zip(names, syntheses, flops, strict=True)):
-        ran = synthesis.fast.describe() if synthesis.fast is not None else synthesis.path.describe()
-        rows.append({"path": name, "ran": ran, "iterations_per_second": 1 / best[k], "seconds_per_iteration": best[k],
+        ran = synthesis.describe()
+        rows.append({"path": name, "ran": ran, "seeds": args.seeds, "iterations_per_second": 1 / best[k],
+                     "seed_iterations_per_second": args.seeds / best[k], "seconds_per_iteration": best[k],
                      "cpu_seconds_per_iteration": best_cpu[k], "gflop_per_iteration": count / 1e9,
                      "tflops": count / best[k] / 1e12, "speedup": best[0] / best[k],
                      "cpu_time_ratio": best_cpu[0] / best_cpu[k]})  # fmt: skip
@@ -147,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     add("--dtype", choices=("float32", "float64"), default="float32")
     add("--paths", help="comma-separated SHUFFLEFL_MATCHING values (default: reference, auto, and unless --quick "
         "each switch alone)")  # fmt: skip
+    add(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="syntheses per iteration (default 1; the batched path computes them as one)",
+    )
     add("--threads", type=positive_int, help="torch CPU threads (default: torch's choice; 1 with --quick)")
     add("--quick", action="store_true", help="width 4, 16 px, 2 per class, 3 steps, 2 iterations, 1 repeat, "
         "1 thread")  # fmt: skip

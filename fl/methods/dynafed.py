@@ -587,7 +587,7 @@ class Synthesis:
     their Adam optimisers, the segment draws and DSA's generator (the round's), continued from its saved progress
     (:class:`Progress`, in the run folder of :data:`WORK_FOLDER` when it was made)."""
 
-    def __init__(self, method: DynaFed, s: ServerRound) -> None:
+    def __init__(self, method: DynaFed, s: ServerRound, path: MatchingPath | None = None) -> None:
         server, flat, device, dtype = s.state["server"], s.flat, s.x.device, s.x.dtype
         self.method, self.flat, self.together_with = method, flat, 1
         self.trajectory = trajectory = server.pop("trajectory").to(device)
@@ -603,7 +603,7 @@ class Synthesis:
         self.draws, self.generator = np.random.default_rng(s.seed), s.generator
         self.augment = method.augmenter(s.generator, shape)
         flat.model.eval()
-        self.path = MatchingPath.from_environment().on(device, dtype)
+        self.path = (path or MatchingPath.from_environment()).on(device, dtype)
         self.fast = FastUnroll(flat.model, flat.layout, self.path) if self.path.fast else None
         self.learned = [v for v in (self.inputs, self.label_logits, self.lr) if v.requires_grad]
         self.progress = Progress(WORK_FOLDER.get(), method, trajectory, s.seed)
@@ -622,16 +622,21 @@ class Synthesis:
 
     def run(self) -> None:
         """The synthesis alone, from its first iteration to the last."""
+        for n_iter in range(self.first, self.method.iterations):
+            self.iterate(n_iter)
+
+    def iterate(self, n_iter: int) -> torch.Tensor:
+        """Outer iteration ``n_iter`` alone: a segment, the matching loss, its backward and the updates; the loss."""
         method = self.method
-        for n_iter in range(self.first, method.iterations):
-            t, middle = method.draw_segment(self.draws, len(self.trajectory))  # w^t, t+s in the trajectory (0-based)
-            self.zero_grad()
-            loss = match_loss(
-                self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
-                method.inner_steps, method.distance, self.augment, method.class_mean, self.fast,
-            )  # fmt: skip
-            loss.backward(inputs=self.learned)  # only these: the fast path's first inner step differentiates at a leaf
-            self.advance(n_iter, loss)
+        t, middle = method.draw_segment(self.draws, len(self.trajectory))  # w^t, t+s in the trajectory (0-based)
+        self.zero_grad()
+        loss = match_loss(
+            self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
+            method.inner_steps, method.distance, self.augment, method.class_mean, self.fast,
+        )  # fmt: skip
+        loss.backward(inputs=self.learned)  # only these: the fast path's first inner step differentiates at a leaf
+        self.advance(n_iter, loss)
+        return loss.detach()
 
     def zero_grad(self) -> None:
         self.optimiser.zero_grad()
@@ -689,24 +694,31 @@ def synthesize_together(jobs: list[Synthesis]) -> list[None]:
     every iteration one :func:`unroll_many` over the runs, each with its own segment draws, DSA draws, Adam states,
     log and progress file. A run's D_syn equals its synthesis alone to rounding (float64 on the CPU: ~1e-12,
     tested), not bit for bit: the grouped convolutions sum in another order."""
-    method, flat = jobs[0].method, jobs[0].flat
     for job in jobs:
         job.together_with = len(jobs)
-    for n_iter in range(jobs[0].first, method.iterations):
-        segments = [job.method.draw_segment(job.draws, len(job.trajectory)) for job in jobs]
-        for job in jobs:
-            job.zero_grad()
-        starts = torch.stack([job.trajectory[t] for job, (t, _) in zip(jobs, segments)])
-        targets = torch.stack([match_target(job.trajectory, t, middle) for job, (t, middle) in zip(jobs, segments)])
-        stacked = (torch.stack([getattr(job, name) for job in jobs]) for name in ("inputs", "label_logits", "lr"))
-        inputs, label_logits, lr = stacked
-        ends = unroll_many(flat.model, flat.named, starts, inputs, label_logits, method.inner_steps, lr,
-                           [job.augment for job in jobs], method.class_mean)  # fmt: skip
-        losses = [distance(end, start, target, method.distance) for end, start, target in zip(ends, starts, targets)]
-        torch.stack(losses).sum().backward(inputs=[v for job in jobs for v in job.learned])
-        for job, loss in zip(jobs, losses):
-            job.advance(n_iter, loss)
+    for n_iter in range(jobs[0].first, jobs[0].method.iterations):
+        iterate_together(jobs, n_iter)
     return [None] * len(jobs)
+
+
+def iterate_together(jobs: list[Synthesis], n_iter: int) -> torch.Tensor:
+    """Outer iteration ``n_iter`` of every job in one :func:`unroll_many`; their losses (R,)."""
+    method, flat = jobs[0].method, jobs[0].flat
+    segments = [job.method.draw_segment(job.draws, len(job.trajectory)) for job in jobs]
+    for job in jobs:
+        job.zero_grad()
+    starts = torch.stack([job.trajectory[t] for job, (t, _) in zip(jobs, segments)])
+    targets = torch.stack([match_target(job.trajectory, t, middle) for job, (t, middle) in zip(jobs, segments)])
+    inputs, label_logits, lr = (
+        torch.stack([getattr(job, k) for job in jobs]) for k in ("inputs", "label_logits", "lr")
+    )
+    ends = unroll_many(flat.model, flat.named, starts, inputs, label_logits, method.inner_steps, lr,
+                       [job.augment for job in jobs], method.class_mean)  # fmt: skip
+    losses = torch.stack([distance(end, a, b, method.distance) for end, a, b in zip(ends, starts, targets)])
+    losses.sum().backward(inputs=[v for job in jobs for v in job.learned])
+    for job, loss in zip(jobs, losses):
+        job.advance(n_iter, loss)
+    return losses.detach()
 
 
 @dataclass(frozen=True)
