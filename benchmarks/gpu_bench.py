@@ -15,8 +15,9 @@ same precision (an n × n product, n = 8192):
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
   path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation);
   rates at the single fast path's FLOPs per seed-iteration.
-- **ddpm**: one client's DDPM (configs/fedssyn_fmnist_ddpm.toml's U-Net, batch 128) training steps (10 clients
-  batched are not built yet: one client measured).
+- **ddpm**: one client's DDPM (configs/fedssyn_fmnist_ddpm.toml's U-Net, batch 128) training steps, then 10
+  clients' DDPMs trained together (``method.train_together``: one vmapped step over the clients), at the single
+  client's FLOPs per step.
 Writes JSON (``--out``, default results/bench/gpu.json): ``rates`` (FLOP/s by kind of work: the best fleet row,
 the synthesis, the DDPM) and every row; prints a table.
 """
@@ -40,9 +41,9 @@ sys.path.insert(0, str(ROOT))
 from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
 
 FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "batch": 10, "ddpm_batch": 128,
-        "ddpm_base": 32, "repeats": 3}  # fmt: skip
+        "ddpm_base": 32, "ddpm_clients": 10, "ddpm_steps": 10, "repeats": 3}  # fmt: skip
 DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 2, "batch": 4, "ddpm_batch": 2, "ddpm_base": 8,
-       "repeats": 1}  # fmt: skip
+       "ddpm_clients": 2, "ddpm_steps": 2, "repeats": 1}  # fmt: skip
 
 
 def synchronise(device: torch.device) -> None:
@@ -175,10 +176,17 @@ def dynafed(device: torch.device, dry: bool) -> list[dict]:
 
 
 def ddpm(device: torch.device, sizes: dict) -> list[dict]:
-    from fl.synthesis.generators.ddpm import DDPMConfig, UNet
+    """One client's DDPM training steps, then ``ddpm_clients`` clients' DDPMs trained together
+    (:func:`fl.synthesis.generators.ddpm_together.fit_together`, one epoch of ``ddpm_steps`` steps each); the
+    batched row's rate counts the single client's FLOPs per step (equal work)."""
+    import numpy as np
+
+    from fl.synthesis.generators.ddpm import DDPM, DDPMConfig, UNet
+    from fl.synthesis.generators.ddpm_together import fit_together
 
     torch.manual_seed(0)
-    unet = UNet(1, 10, DDPMConfig(base_channels=sizes["ddpm_base"])).to(device)
+    config = DDPMConfig(base_channels=sizes["ddpm_base"], batch_size=sizes["ddpm_batch"])
+    unet = UNet(1, 10, config).to(device)
     optimiser = torch.optim.AdamW(unet.parameters(), lr=1e-4)
     b = sizes["ddpm_batch"]
     x = torch.randn(b, 1, 28, 28, device=device)
@@ -192,8 +200,33 @@ def ddpm(device: torch.device, sizes: dict) -> list[dict]:
 
     seconds = timed(step, device, sizes["repeats"])
     flop = counted(step)
-    return [{"part": "ddpm", "clients": 1, "batch": b, "steps_per_s": 1 / seconds, "tflops": flop / seconds / 1e12},
-            {"part": "ddpm", "outcome": "10 clients batched: not built, not measured"}]  # fmt: skip
+    rows = [{"part": "ddpm", "clients": 1, "batch": b, "steps_per_s": 1 / seconds, "tflops": flop / seconds / 1e12}]
+    clients, steps = sizes["ddpm_clients"], sizes["ddpm_steps"]
+    rng = np.random.default_rng(0)
+    data = [(rng.integers(0, 256, (b * steps, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, b * steps))
+            for _ in range(clients)]  # fmt: skip
+
+    fresh = [[DDPM((1, 28, 28), 10, config, device) for _ in range(clients)] for _ in range(sizes["repeats"] + 1)]
+
+    def together():  # fresh models each call (fit_together starts their optimisers), built outside the timing
+        models = fresh.pop()
+        fit_together(models, data, [1] * clients, [torch.Generator().manual_seed(k) for k in range(clients)])
+
+    try:
+        batched = timed(together, device, sizes["repeats"]) / steps
+    except torch.cuda.OutOfMemoryError:
+        return [*rows, {"part": "ddpm", "clients": clients, "outcome": "out of memory"}]
+    return [
+        *rows,
+        {
+            "part": "ddpm",
+            "clients": clients,
+            "batch": b,
+            "steps_per_s": clients / batched,
+            "tflops": flop * clients / batched / 1e12,
+            "speedup_per_client": seconds * clients / batched,
+        },
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

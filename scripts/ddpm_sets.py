@@ -49,6 +49,7 @@ class ParallelPreparation(Experiment):
     def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
         method, clients = self.method, range(len(split.original))
         start = time.perf_counter()
+        method.train_all(setup, split)  # method.train_together: every client's DDPM in one computation first
         if self.workers > 1:
             context = multiprocessing.get_context("spawn")  # CUDA in the workers
             with ProcessPoolExecutor(self.workers, context, _start_worker, (method, setup, split)) as pool:

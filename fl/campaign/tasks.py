@@ -54,14 +54,15 @@ def run_task(store: Path, name: str, priority: int, groups: tuple[str, ...], *ar
 
 
 def ddpm_sets(store: Path, python: str, workers: int) -> list[Task]:
-    """(1) Each client's DDPM of configs/fedssyn_fmnist_ddpm.toml for seeds 0 and 1, ``workers`` clients at once,
-    each for at least DDPM_STEPS steps (``method.min_steps``: the smallest clients' 80-100 steps at 20 epochs
-    sampled noise on the last lease). An arm that uses these sets sets ``method.min_steps`` alike."""
+    """(1) Each client's DDPM of configs/fedssyn_fmnist_ddpm.toml for seeds 0 and 1, all clients' DDPMs trained in
+    one computation (``method.train_together``), then sampled ``workers`` clients at once, each for at least
+    DDPM_STEPS steps (``method.min_steps``: the smallest clients' 80-100 steps at 20 epochs sampled noise on the
+    last lease). An arm that uses these sets sets ``method.min_steps`` and ``method.train_together`` alike."""
     tasks = []
     for seed in (0, 1):
         command = (python, "scripts/ddpm_sets.py", "--config", "configs/fedssyn_fmnist_ddpm.toml", "--set")
         command += (f"train.seed={seed}", "--set", f'method.cache_dir="{store}/synthetic"', "--set")
-        command += (f"method.min_steps={DDPM_STEPS}", "--workers", str(workers))
+        command += (f"method.min_steps={DDPM_STEPS}", "--set", "method.train_together=true", "--workers", str(workers))
         tasks.append(Task(f"ddpm_sets_seed{seed}", 1, command, ("ddpm-sets", "all"), slots=workers))
     return tasks
 

@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from fl.methods.base import Method, Setup, Split
-from fl.synthesis.fedssyn import FedssynConfig, set_cached, synthesize_client
+from fl.synthesis.fedssyn import FedssynConfig, set_cached, synthesize_client, train_together
 from theory.errors import InputError
 
 
@@ -50,8 +50,8 @@ def sampled_loss(info: dict, epoch: int) -> dict:
 
 @dataclass(frozen=True)
 class Fedssyn(FedssynConfig, Method):
-    """The keys of :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho ρ, n_tilde ñ, epochs,
-    sample_epoch, sample_steps, generator_config, dp, dp_noise_multiplier, dp_max_grad_norm, dp_delta,
+    """The keys of :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho ρ, n_tilde ñ, epochs, min_steps,
+    train_together, sample_epoch, sample_steps, generator_config, dp, dp_noise_multiplier, dp_max_grad_norm, dp_delta,
     dp_accountant), plus cache_dir: where generator checkpoints and synthetic sets are kept (shared by every run)."""
 
     name: ClassVar[str] = "fedssyn"
@@ -65,7 +65,16 @@ class Fedssyn(FedssynConfig, Method):
     def prepare(self, setup: Setup, split: Split) -> tuple[Split, dict]:
         _no_real_shuffle(setup)
         print(f"synthetic data: {self.generator} per client (cache {self.cache_dir})")
+        self.train_all(setup, split)
         return super().prepare(setup, split)
+
+    def train_all(self, setup: Setup, split: Split) -> None:
+        """With ``train_together``: every client's DDPM not yet trained, in one computation
+        (:func:`~fl.synthesis.fedssyn.train_together`), before each client samples its set from its own."""
+        if self.train_together:
+            data = setup.dataset
+            train_together(data.name, data.x_train, data.y_train, split.original, data.n_classes, self.protocol(),
+                           setup.seed, Path(self.cache_dir), device=setup.device)  # fmt: skip
 
     def prepare_client(self, setup: Setup, split: Split, i: int) -> dict:
         """Client i trains its generator on ρ·n_i of its D_i and samples the ñ images it sends once."""

@@ -20,6 +20,7 @@ The run-time method and its baselines (``method.name``: fedssyn, own, central-re
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -50,7 +51,9 @@ class FedssynConfig:
     "generator epochs" (Fig. 4b) is swept without retraining. min_steps: each client's generator trains at least
     this many optimiser steps: client i trains max(epochs, ⌈min_steps / ⌈ρ·n_i / B⌉⌉) epochs (0: ``epochs`` for
     every client; at 20 epochs the smallest clients' DDPMs took 80-100 steps and sampled noise, issue #49); it
-    samples from its own last epoch. sample_steps: DDPM sampling steps (0: the full chain
+    samples from its own last epoch. train_together: train every client's DDPM in one computation
+    (:func:`train_together`: one vmapped step over the clients; equal to one by one to float rounding, so a cache
+    key of its own; no dp, no dropout). sample_steps: DDPM sampling steps (0: the full chain
     of T steps; fewer: strided DDIM). generator_config: overrides of the generator's own config dataclass (e.g.
     {"timesteps": 200}). dp: train the generators with DP-SGD (revised paper Sec. 6) with dp_noise_multiplier,
     dp_max_grad_norm, reporting ε for dp_delta (see :mod:`fl.synthesis.generators.dp`). dp_accountant: how ε is
@@ -74,6 +77,7 @@ class FedssynConfig:
     n_tilde: int = 500
     epochs: int = 5
     min_steps: int = 0
+    train_together: bool = False
     sample_epoch: int = 0
     sample_steps: int = 50
     generator_config: dict = dataclasses.field(default_factory=dict)
@@ -101,6 +105,8 @@ class FedssynConfig:
                 "config method.min_steps: each client then trains its own number of epochs, so it samples from its "
                 "last (sample_epoch = 0) and takes no dp (ε counts `epochs`)"
             )
+        if self.train_together and (self.generator != "ddpm" or self.dp):
+            raise InputError("config method.train_together: trains DDPMs without dp (generator = 'ddpm', dp = false)")
         if self.sample_steps < 0:
             raise InputError("config method.sample_steps: must be >= 0")
         if self.dp_accountant not in ACCOUNTANTS:
@@ -125,6 +131,7 @@ class FedssynConfig:
         keys = ("generator", "rho", "epochs", "generator_config")
         dp_keys = ("dp", "dp_noise_multiplier", "dp_max_grad_norm") if self.dp else ()
         key = {k: getattr(self, k) for k in keys + dp_keys} | ({"min_steps": self.min_steps} if self.min_steps else {})
+        key |= {"train_together": True} if self.train_together else {}  # equal to one by one to rounding only
         return key | ({"gan_fake_labels": "uniform"} if self.dp and self.generator == "gan" else {})
 
     def sampling_key(self) -> dict:
@@ -278,43 +285,99 @@ def train_generator(
     done = folder / "generator.json"
     if done.exists():
         return _with_epsilon({**json.loads(done.read_text()), "cached": True}, config)
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    subset = np.sort(rng.choice(len(y), max(1, round(config.rho * len(y))), replace=False))
-    xs, ys = x[subset], y[subset]
-    torch_seed = int(rng.integers(2**62))
-    progress_path = folder / "progress.json"
-    progress = json.loads(progress_path.read_text()) if progress_path.exists() else {"epochs": 0, "seconds": 0.0}
-    start = time.perf_counter() - progress["seconds"]
-
-    def checkpoint(epoch: int, fitted) -> None:
-        write_atomically(folder / f"generator_epoch{epoch}.pt", lambda tmp: torch.save(fitted.state_dict(), tmp))
-        _write_json(progress_path, {"epochs": epoch, "seconds": time.perf_counter() - start})
-
-    with torch.random.fork_rng(devices=[]):  # initial weights and dropout: seeded here, global state restored
-        torch.manual_seed(torch_seed + progress["epochs"])
-        model = build_generator(config.generator, x.shape[1:], n_classes, config.generator_config, device)
-        if progress["epochs"]:
-            saved = folder / f"generator_epoch{progress['epochs']}.pt"
-            load_weights(model, saved, config.generator, device)
-            log(f"  generator {folder.name}: resuming after epoch {progress['epochs']}")
-        generator = torch.Generator().manual_seed(torch_seed + progress["epochs"])
-        epochs = config.client_epochs(len(subset), model.config.batch_size)
-        losses = model.fit(
-            xs, ys, epochs - progress["epochs"], generator, on_epoch=checkpoint, privacy=config.privacy()
+    job = _Training(x, y, n_classes, config, seed, folder, log, device)
+    with torch.random.fork_rng(devices=[]):  # dropout: drawn on from the model's seeding, global state restored
+        torch.set_rng_state(job.rng_state)
+        losses = job.model.fit(
+            job.xs, job.ys, job.epochs - job.resumed, job.generator, on_epoch=job.checkpoint, privacy=config.privacy()
         )
-    info = {
-        "seconds_train": time.perf_counter() - start,
-        "subset": len(subset),
-        "losses": [{}] * progress["epochs"] + [{k: v for k, v in r.items() if k != "epsilon"} for r in losses],
-        "class_counts_subset": np.bincount(ys, minlength=n_classes).tolist(),
-        "parameters": sum(v.numel() for v in _tensors(model.state_dict())),
-        "batch_size": model.config.batch_size,
-        "epochs": epochs,
-    }
-    _write_json(done, info)
-    log(f"  generator {folder.name}: {len(subset)} images, {info['seconds_train']:.1f} s training")
-    return _with_epsilon({**info, "cached": False}, config)
+    return _with_epsilon({**job.finish(losses), "cached": False}, config)
+
+
+class _Training:
+    """One client's generator about to train (:func:`train_generator`): its ρ-subset, its model (built from its
+    seed, or restored from its last epoch checkpoint), batch-order generator, epochs, and the per-epoch checkpoint."""
+
+    def __init__(self, x, y, n_classes: int, config: FedssynConfig, seed: int, folder: Path, log, device: str):
+        folder.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(seed)
+        subset = np.sort(rng.choice(len(y), max(1, round(config.rho * len(y))), replace=False))
+        self.xs, self.ys, self.folder, self.log, self.n_classes = x[subset], y[subset], folder, log, n_classes
+        self.torch_seed = int(rng.integers(2**62))
+        self.progress_path = folder / "progress.json"
+        progress = (
+            json.loads(self.progress_path.read_text()) if self.progress_path.exists() else {"epochs": 0, "seconds": 0.0}
+        )
+        self.resumed = progress["epochs"]
+        self.start = time.perf_counter() - progress["seconds"]
+        with torch.random.fork_rng(devices=[]):  # initial weights: seeded here, global state restored
+            torch.manual_seed(self.torch_seed + self.resumed)
+            self.model = build_generator(config.generator, x.shape[1:], n_classes, config.generator_config, device)
+            self.rng_state = torch.get_rng_state()  # where the fit's own global draws (dropout) go on from
+        if self.resumed:
+            load_weights(self.model, folder / f"generator_epoch{self.resumed}.pt", config.generator, device)
+            log(f"  generator {folder.name}: resuming after epoch {self.resumed}")
+        self.generator = torch.Generator().manual_seed(self.torch_seed + self.resumed)
+        self.epochs = config.client_epochs(len(subset), self.model.config.batch_size)
+
+    def checkpoint(self, epoch: int, fitted) -> None:
+        write_atomically(self.folder / f"generator_epoch{epoch}.pt", lambda tmp: torch.save(fitted.state_dict(), tmp))
+        _write_json(self.progress_path, {"epochs": epoch, "seconds": time.perf_counter() - self.start})
+
+    def finish(self, losses: list[dict], **more) -> dict:
+        """``generator.json``: the training's record (``more`` added), written once it is done."""
+        info = {
+            "seconds_train": time.perf_counter() - self.start,
+            "subset": len(self.ys),
+            "losses": [{}] * self.resumed + [{k: v for k, v in r.items() if k != "epsilon"} for r in losses],
+            "class_counts_subset": np.bincount(self.ys, minlength=self.n_classes).tolist(),
+            "parameters": sum(v.numel() for v in _tensors(self.model.state_dict())),
+            "batch_size": self.model.config.batch_size,
+            "epochs": self.epochs,
+        } | more
+        _write_json(self.folder / "generator.json", info)
+        self.log(f"  generator {self.folder.name}: {len(self.ys)} images, {info['seconds_train']:.1f} s training")
+        return info
+
+
+def train_together(
+    dataset_name: str,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    originals: list[np.ndarray],
+    n_classes: int,
+    config: FedssynConfig,
+    seed: int,
+    cache_root: Path,
+    log: Callable[[str], None] = print,
+    device: str = "cpu",
+) -> int:
+    """Every client's DDPM that is neither trained nor started, in one computation
+    (:func:`fl.synthesis.generators.ddpm_together.fit_together`; ``method.train_together``), each folder left as
+    :func:`train_generator` leaves it (checkpoints, ``generator.json`` with ``trained_together``: how many). A
+    started one resumes alone in :func:`synthesize_client`. How many trained."""
+    from fl.synthesis.generators.ddpm_together import fit_together
+
+    config = config.check()
+    with contextlib.ExitStack() as stack:
+        jobs = []
+        for i, index in enumerate(originals):
+            key = client_key(dataset_name, index, config, seed, i)
+            folder = client_folder(cache_root, key)
+            stack.enter_context(locked(folder / ".lock"))
+            if not (folder / KEY_FILE).exists():
+                _record_keys(folder, generator_key=key)
+            if not (folder / "generator.json").exists() and not (folder / "progress.json").exists():
+                x, y = x_train[index], y_train[index]
+                jobs.append(_Training(x, y, n_classes, config, client_seed(seed, i), folder, log, device))
+        if not jobs:
+            return 0
+        log(f"  {len(jobs)} generators trained together")
+        histories = fit_together([j.model for j in jobs], [(j.xs, j.ys) for j in jobs], [j.epochs for j in jobs],
+                                 [j.generator for j in jobs], [j.checkpoint for j in jobs])  # fmt: skip
+        for job, losses in zip(jobs, histories):
+            job.finish(losses, trained_together=len(jobs))
+    return len(jobs)
 
 
 def _with_epsilon(info: dict, config: FedssynConfig) -> dict:
@@ -501,6 +564,8 @@ def synthesize(
     """Every client's synthetic set (:func:`synthesize_client`; ``originals[i]`` are client i's D_i indices into
     ``x_train``): the sets and per client the training and sampling info."""
     sets, infos = [], []
+    if config.train_together:
+        train_together(dataset_name, x_train, y_train, originals, n_classes, config, seed, cache_root, log, device)
     for i, index in enumerate(tqdm(originals, desc="generators", unit="client", leave=False, disable=None)):
         x, y, info = synthesize_client(
             dataset_name, x_train, y_train, index, i, n_classes, config, seed, cache_root, log, device

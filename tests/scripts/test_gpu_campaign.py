@@ -320,7 +320,8 @@ def test_the_ddpm_sets_group_trains_seeds_0_and_1(tmp_path):
     trainers = sorted(c for c in lines if c.startswith("scripts/ddpm_sets.py"))
     assert trainers == [
         f'scripts/ddpm_sets.py --config configs/fedssyn_fmnist_ddpm.toml --set train.seed={seed} '
-        f'--set method.cache_dir="{store}/synthetic" --set method.min_steps=2000 --workers 4'
+        f'--set method.cache_dir="{store}/synthetic" --set method.min_steps=2000 --set method.train_together=true '
+        f"--workers 4"
         for seed in (0, 1)
     ]  # fmt: skip
     assert not fl_runs(lines)
