@@ -35,6 +35,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -146,7 +147,8 @@ def train_groups(
 ) -> list[tuple[torch.Tensor, list[int]]]:
     """The local training of every group's clients in one computation per :func:`layout`: one
     ``vmap(grad(loss))`` over all its groups' rows each step (``flat``'s module evaluates every row: the groups'
-    models must have its architecture), then each group's own correction, weight decay and optimiser step. Each
+    models must have its architecture), then each group's own correction, weight decay and optimiser step (groups
+    of one algorithm without a correction and equal settings: one step for all, a step size per row). Each
     group's (models (m, P), step counts K_i). A row's numbers do not depend on the other rows (float64 on the CPU:
     bit for bit, tested), so a group trained beside others equals the group trained alone."""
     by_layout: dict[tuple[int, bool], list[int]] = {}
@@ -172,11 +174,42 @@ class _Split(nn.Module):
         return z, self.model.classifier(z)
 
 
+def _units(groups: list[Group]) -> list[list[int]]:
+    """The groups (by index) whose optimiser steps are one computation: groups of an algorithm without a
+    correction, with equal algorithm settings and local settings, share their updates (a step size per row);
+    every other group is a unit of its own."""
+    units: list[list[int]] = []
+    opened: dict[tuple, int] = {}
+    for k, group in enumerate(groups):
+        if type(group.algorithm).correction is Algorithm.correction:
+            key = (type(group.algorithm), repr(group.algorithm), repr(group.local))
+            if key in opened:
+                units[opened[key]].append(k)
+                continue
+            opened[key] = len(units)
+        units.append([k])
+    return units
+
+
 def _train(
     flat: FlatModel, groups: list[Group], width: int, features: bool, randomness: str
 ) -> list[tuple[torch.Tensor, list[int]]]:
-    """:func:`train_groups` for groups of one layout: extra samples of ``width`` a row, features if wanted."""
+    """:func:`train_groups` for groups of one layout: extra samples of ``width`` a row, features if wanted; the
+    rows ordered by :func:`_units`, each unit's updates one computation."""
+    units = _units(groups)
+    order = [k for unit in units for k in unit]
+    trained = _train_units(flat, [[groups[k] for k in unit] for unit in units], width, features, randomness)
+    out: list = [None] * len(groups)
+    for k, result in zip(order, trained):
+        out[k] = result
+    return out
+
+
+def _train_units(
+    flat: FlatModel, units: list[list[Group]], width: int, features: bool, randomness: str
+) -> list[tuple[torch.Tensor, list[int]]]:
     model, names = flat.model, flat.layout
+    groups = [group for unit in units for group in unit]
     model.train()
     plans = [plan(g.indices, g.local.batch_size, g.generators, g.local.epochs, g.local.steps) for g in groups]
     n_steps = max((p[0].shape[0] for p in plans), default=0)
@@ -203,8 +236,10 @@ def _train(
         out, aux = per_parameter(flat.named(W), xb, yb, mb, cb)
         return torch.cat([out[name].flatten(1) for name, _ in names], 1), aux
 
-    steps = [_Steps(g, counts) for g, (_, _, counts) in zip(groups, plans)]
-    extras = [_Extras(g, counts, n_steps, width, dtype) for g, (_, _, counts) in zip(groups, plans)]
+    counts = [c for _, _, c in plans]
+    bounds = np.cumsum([0, *(len(unit) for unit in units)])
+    steps = [_Steps(unit, counts[a:b]) for unit, a, b in zip(units, bounds[:-1], bounds[1:])]
+    extras = [_Extras(g, c, n_steps, width, dtype) for g, c in zip(groups, counts)]
     plans = [_padded(index, weight.to(dtype), n_steps) for index, weight, _ in plans]
     cb = torch.cat([e.coefficients for e in extras])
     sums = [None] * len(groups)
@@ -219,16 +254,18 @@ def _train(
             _shares(extras, g_real, g_extra)
         g_all, z = gradients(W, xb, yb, mb, cb)
         start = 0
-        for k, (state, e) in enumerate(zip(steps, extras)):
+        for state in steps:
             state.step(g_all[start : start + state.m], s)
-            if features:
-                real = slice(0, xb.shape[1] - width)
-                sums[k] = e.accumulate(sums[k], z[start : start + state.m], yb[start : start + state.m, real],
-                                       mb[start : start + state.m, real])  # fmt: skip
             start += state.m
-    for e, state, kept in zip(extras, steps, sums):
-        e.hand_back(kept, state.counts)
-    return [state.finish() for state in steps]
+        if features:
+            real, start = slice(0, xb.shape[1] - width), 0
+            for k, (g, e) in enumerate(zip(groups, extras)):
+                rows = slice(start, start + len(g.indices))
+                sums[k] = e.accumulate(sums[k], z[rows], yb[rows, real], mb[rows, real])
+                start += len(g.indices)
+    for e, kept, c in zip(extras, sums, counts):
+        e.hand_back(kept, c)
+    return [result for state in steps for result in state.finish()]
 
 
 class _Extras:
@@ -319,14 +356,24 @@ def _padded(index: torch.Tensor, weight: torch.Tensor, n_steps: int) -> tuple[to
 
 
 class _Steps:
-    """One group's clients through the steps: their models W (m, P), the algorithm's correction, weight decay and
-    the optimiser (plain SGD, heavy-ball momentum or torch.optim.Adam's formulas), masked past each K_i."""
+    """A unit's clients through the steps (one group, or groups merged by :func:`_units`): their models W (m, P),
+    the algorithm's correction, weight decay and the optimiser (plain SGD, heavy-ball momentum or torch.optim.Adam's
+    formulas), masked past each K_i; a step size per row where groups are merged."""
 
-    def __init__(self, group: Group, counts: torch.Tensor) -> None:
-        self.group, self.counts, self.m = group, counts, len(group.indices)
-        contexts, algorithm, local = group.contexts, group.algorithm, group.local
-        x0 = contexts[0].x
-        self.W = x0.detach().expand(self.m, -1).clone()
+    def __init__(self, groups: list[Group], counts: list[torch.Tensor]) -> None:
+        self.groups, self.sizes = groups, [len(g.indices) for g in groups]
+        self.counts = torch.cat(counts) if len(counts) > 1 else counts[0]
+        self.m = sum(self.sizes)
+        group = groups[0]
+        self.contexts = contexts = [c for g in groups for c in g.contexts]
+        algorithm, self.local = group.algorithm, group.local
+        local, x0 = group.local, group.contexts[0].x
+        starts = [g.contexts[0].x.detach().expand(n, -1) for g, n in zip(groups, self.sizes)]
+        self.W = torch.cat(starts).clone() if len(starts) > 1 else starts[0].clone()
+        self.lr = group.lr
+        if len(groups) > 1:
+            rates = [g.lr for g, n in zip(groups, self.sizes) for _ in range(n)]
+            self.lr = torch.tensor(rates, dtype=self.W.dtype, device=self.W.device)[:, None]
         self.clients = {k: torch.stack([c.client[k] for c in contexts]) for k in algorithm.client_keys}
         server, head_mask = contexts[0].server, contexts[0].head_mask
         probe = algorithm.correction(x0, Context(x0, server, {k: v[0] for k, v in self.clients.items()}, head_mask))
@@ -334,7 +381,7 @@ class _Steps:
         def correction(w, client):
             return algorithm.correction(w, Context(x0, server, client, head_mask))
 
-        self.corrections = vmap(correction) if probe is not None else None
+        self.corrections = vmap(correction) if probe is not None else None  # (merged units have none)
         self.carried = carried_rows(local)  # kept optimiser state: start from each client's rows
         W = self.W
         self.velocity = torch.zeros_like(W) if local.momentum else None
@@ -350,7 +397,7 @@ class _Steps:
                 self.done = torch.stack([c.client[STEP_KEY] for c in contexts])
 
     def step(self, g: torch.Tensor, s: int) -> None:
-        local, lr, W = self.group.local, self.group.lr, self.W
+        local, lr, W = self.local, self.lr, self.W
         active = (self.counts > s).to(W.device)[:, None]
         if self.corrections is not None:
             g = g + self.corrections(W, self.clients)
@@ -360,7 +407,7 @@ class _Steps:
             self.first = torch.where(active, self.first.lerp(g, 0.1), self.first)
             self.second = torch.where(active, self.second.mul(0.999).addcmul(g, g, value=0.001), self.second)
             t = self.done + (s + 1)
-            step_size = lr / (1 - 0.9**t)
+            step_size = (1 - 0.9**t).reciprocal() * lr  # what lr / tensor computes for a number lr
             denom = self.second.sqrt() / (1 - 0.999**t).sqrt() + 1e-8
             update = step_size * self.first / denom
         elif self.velocity is not None:
@@ -370,13 +417,16 @@ class _Steps:
             update = lr * g
         self.W = torch.where(active, W - update, W)
 
-    def finish(self) -> tuple[torch.Tensor, list[int]]:
-        """(W, K_i), the kept optimiser state written back into the contexts as the sequential backend leaves it."""
-        for j, c in enumerate(self.group.contexts):
+    def finish(self) -> list[tuple[torch.Tensor, list[int]]]:
+        """Each group's (W, K_i), the kept optimiser state written back into the contexts as the sequential backend
+        leaves it."""
+        for j, c in enumerate(self.contexts):
             if self.adam and self.carried:
                 c.client.update(
                     adam_m=self.first[j], adam_v=self.second[j], **{STEP_KEY: self.done[j] + self.counts[j].item()}
                 )
             elif self.carried:
                 c.client.update(momentum=self.velocity[j])
-        return self.W, self.counts.tolist()
+        if len(self.sizes) == 1:
+            return [(self.W, self.counts.tolist())]
+        return list(zip(self.W.split(self.sizes), (c.tolist() for c in self.counts.split(self.sizes))))

@@ -122,3 +122,35 @@ def test_client_states_kept_in_host_memory_give_the_same_run(tiny, backend):
     for _ in range(2):
         state, _ = run_round(state, flat, algorithm, data, dataclasses.replace(base, client_state="host"), 3)
     assert torch.equal(state.x, device_state.x) and torch.equal(state.clients["c"], device_state.clients["c"])
+
+
+@pytest.mark.parametrize("options", [{}, {"momentum": 0.9, "weight_decay": 0.01}, {"optimizer": "adam"}],
+                         ids=["sgd", "momentum-wd", "adam"])  # fmt: skip
+def test_merged_groups_step_together_and_equal_each_group_alone(tiny, options):
+    """FedAvg groups of three runs (their own server models, step sizes and data) share one optimiser computation
+    (a step size per row); a SCAFFOLD group stays a unit of its own. Each group's models equal the group trained
+    alone, bit for bit in float64."""
+    from fl.algorithms import Context
+    from fl.batched import Group, _units, train_groups
+
+    flat = tiny.make_flat(body_params=True)
+    local = LocalConfig(epochs=2, batch_size=3, backend="batched", **options)
+
+    def group(seed, name, lr):
+        data = tiny.make_data(SIZES, seed)
+        algorithm = build_algorithm({"name": name})
+        x0 = tiny.make_flat(True, seed).params.detach()
+        server = {k: torch.zeros_like(x0) for k in algorithm.server_keys}
+        contexts = [Context(x0, server, {k: torch.zeros_like(x0) for k in algorithm.client_keys}, flat.head_mask)
+                    for _ in SIZES]  # fmt: skip
+        generators = [torch.Generator().manual_seed(client_seed(seed, 1, i)) for i in range(len(SIZES))]
+        return Group(data.x, data.y, data.train, generators, algorithm, contexts, lr, local)
+
+    def groups():
+        return [group(0, "fedavg", 0.1), group(1, "scaffold", 0.1), group(2, "fedavg", 0.05), group(3, "fedavg", 0.2)]
+
+    assert _units(groups()) == [[0, 2, 3], [1]]
+    together = train_groups(flat, groups())
+    for k, alone in enumerate(groups()):
+        (w, steps), (w_alone, steps_alone) = together[k], train_groups(flat, [alone])[0]
+        assert steps == steps_alone and torch.equal(w, w_alone)
