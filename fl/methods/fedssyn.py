@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from fl.methods.base import Method, Setup, Split
-from fl.synthesis.fedssyn import FedssynConfig, set_cached, synthesize_client, train_together
+from fl.synthesis.fedssyn import FedssynConfig, set_cached, synthesize, synthesize_client
 from theory.errors import InputError
 
 
@@ -70,11 +70,11 @@ class Fedssyn(FedssynConfig, Method):
 
     def train_all(self, setup: Setup, split: Split) -> None:
         """With ``train_together``: every client's DDPM not yet trained, in one computation
-        (:func:`~fl.synthesis.fedssyn.train_together`), before each client samples its set from its own."""
+        (:func:`~fl.synthesis.fedssyn.synthesize` without sampling), before each client samples its set."""
         if self.train_together:
             data = setup.dataset
-            train_together(data.name, data.x_train, data.y_train, split.original, data.n_classes, self.protocol(),
-                           setup.seed, Path(self.cache_dir), device=setup.device)  # fmt: skip
+            synthesize(data.name, data.x_train, data.y_train, split.original, data.n_classes, self.protocol(),
+                       setup.seed, Path(self.cache_dir), device=setup.device, sample=False)  # fmt: skip
 
     def prepare_client(self, setup: Setup, split: Split, i: int) -> dict:
         """Client i trains its generator on ρ·n_i of its D_i and samples the ñ images it sends once."""

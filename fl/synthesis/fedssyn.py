@@ -52,7 +52,7 @@ class FedssynConfig:
     this many optimiser steps: client i trains max(epochs, ⌈min_steps / ⌈ρ·n_i / B⌉⌉) epochs (0: ``epochs`` for
     every client; at 20 epochs the smallest clients' DDPMs took 80-100 steps and sampled noise, issue #49); it
     samples from its own last epoch. train_together: train every client's DDPM in one computation
-    (:func:`train_together`: one vmapped step over the clients; equal to one by one to float rounding, so a cache
+    (:func:`synthesize`: one vmapped step over the clients; equal to one by one to float rounding, so a cache
     key of its own; no dp, no dropout). sample_steps: DDPM sampling steps (0: the full chain
     of T steps; fewer: strided DDIM). generator_config: overrides of the generator's own config dataclass (e.g.
     {"timesteps": 200}). dp: train the generators with DP-SGD (revised paper Sec. 6) with dp_noise_multiplier,
@@ -340,44 +340,42 @@ class _Training:
         return info
 
 
-def train_together(
-    dataset_name: str,
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    originals: list[np.ndarray],
-    n_classes: int,
-    config: FedssynConfig,
-    seed: int,
-    cache_root: Path,
-    log: Callable[[str], None] = print,
-    device: str = "cpu",
-) -> int:
+@contextlib.contextmanager
+def client_cache(dataset_name: str, index: np.ndarray, config: FedssynConfig, seed: int, i: int, cache_root: Path):
+    """Client i's cache folder (:func:`client_key`), locked while inside (runs in parallel, ``python -m figures
+    --jobs``, may need the same generator), its generator key recorded in ``key.json``."""
+    key = client_key(dataset_name, index, config, seed, i)
+    folder = client_folder(cache_root, key)
+    with locked(folder / ".lock"):
+        if not (folder / KEY_FILE).exists():
+            _record_keys(folder, generator_key=key)
+        yield folder
+
+
+def _train_together(
+    dataset_name: str, x_train, y_train, originals, n_classes: int, config: FedssynConfig, seed: int,
+    cache_root: Path, log: Callable[[str], None], device: str,
+) -> None:  # fmt: skip
     """Every client's DDPM that is neither trained nor started, in one computation
     (:func:`fl.synthesis.generators.ddpm_together.fit_together`; ``method.train_together``), each folder left as
     :func:`train_generator` leaves it (checkpoints, ``generator.json`` with ``trained_together``: how many). A
-    started one resumes alone in :func:`synthesize_client`. How many trained."""
+    started one resumes alone in :func:`synthesize_client`."""
     from fl.synthesis.generators.ddpm_together import fit_together
 
-    config = config.check()
     with contextlib.ExitStack() as stack:
         jobs = []
         for i, index in enumerate(originals):
-            key = client_key(dataset_name, index, config, seed, i)
-            folder = client_folder(cache_root, key)
-            stack.enter_context(locked(folder / ".lock"))
-            if not (folder / KEY_FILE).exists():
-                _record_keys(folder, generator_key=key)
+            folder = stack.enter_context(client_cache(dataset_name, index, config, seed, i, cache_root))
             if not (folder / "generator.json").exists() and not (folder / "progress.json").exists():
                 x, y = x_train[index], y_train[index]
                 jobs.append(_Training(x, y, n_classes, config, client_seed(seed, i), folder, log, device))
         if not jobs:
-            return 0
+            return
         log(f"  {len(jobs)} generators trained together")
         histories = fit_together([j.model for j in jobs], [(j.xs, j.ys) for j in jobs], [j.epochs for j in jobs],
                                  [j.generator for j in jobs], [j.checkpoint for j in jobs])  # fmt: skip
         for job, losses in zip(jobs, histories):
             job.finish(losses, trained_together=len(jobs))
-    return len(jobs)
 
 
 def _with_epsilon(info: dict, config: FedssynConfig) -> dict:
@@ -536,12 +534,8 @@ def synthesize_client(
     sample_steps) sit beside its checkpoints. A folder unpacked from a pack (:mod:`fl.synthesis.pack`) holds the
     sets and the training info without the weights: found by the same key, it trains nothing."""
     config = config.check()
-    key = client_key(dataset_name, index, config, seed, i)
-    folder = client_folder(cache_root, key)
     seed_i = client_seed(seed, i)
-    with locked(folder / ".lock"):  # runs in parallel (python -m figures --jobs) may need the same generator
-        if not (folder / KEY_FILE).exists():
-            _record_keys(folder, generator_key=key)
+    with client_cache(dataset_name, index, config, seed, i, cache_root) as folder:
         trained = train_generator(x_train[index], y_train[index], n_classes, config, seed_i, folder, log, device)
         x, y, sampled = sample_generator(
             folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], seed_i, log, device
@@ -560,12 +554,17 @@ def synthesize(
     cache_root: Path,
     log: Callable[[str], None] = print,
     device: str = "cpu",
+    sample: bool = True,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[dict]]:
     """Every client's synthetic set (:func:`synthesize_client`; ``originals[i]`` are client i's D_i indices into
-    ``x_train``): the sets and per client the training and sampling info."""
+    ``x_train``): the sets and per client the training and sampling info. With ``config.train_together`` the
+    clients' DDPMs first train in one computation (:func:`_train_together`). ``sample`` False: only that training
+    (no sets: ([], []))."""
     sets, infos = [], []
-    if config.train_together:
-        train_together(dataset_name, x_train, y_train, originals, n_classes, config, seed, cache_root, log, device)
+    if config.check().train_together:
+        _train_together(dataset_name, x_train, y_train, originals, n_classes, config, seed, cache_root, log, device)
+    if not sample:
+        return sets, infos
     for i, index in enumerate(tqdm(originals, desc="generators", unit="client", leave=False, disable=None)):
         x, y, info = synthesize_client(
             dataset_name, x_train, y_train, index, i, n_classes, config, seed, cache_root, log, device
