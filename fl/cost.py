@@ -6,6 +6,9 @@ take at a given rate (the lease plan: ``python -m fl.campaign plan``).
 - Local training: 3 × forward per sample seen (forward, and a backward of twice the forward), the samples a round
   being the participants' training samples × local epochs, or participants × τ × B with ``train.local_steps``.
 - Evaluation: forward over the test set every ``train.eval_every`` rounds.
+- HFMDs/FMDS: from the first synthesis every local step adds a pool batch (``synthetic_batch_size``, 0: B) to
+  its B real samples; each synthesis (round t, t mod T_d = 0) inverts B_g samples a participant (fewer on a
+  smaller client: its mean size) for T_g steps, 3 forwards a sample a step.
 - DynaFed's synthesis: per iteration, the FLOPs the lease's H100 counted at the paper's settings
   (:data:`DYNAFED_ITERATION_FLOP`, ``benchmarks/synthesis_bench.py --paper``), scaled by the images synthesised ×
   the unrolled steps against those settings' (15 a class × 10 classes, 20 steps); one synthesis a run, after
@@ -23,7 +26,6 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -45,7 +47,7 @@ DYNAFED_PAPER_WORK = 15 * 10 * 20  # its images (15 a class, 10 classes) × unro
 @dataclass(frozen=True)
 class Cost:
     """FLOPs of one run by part (``train``: the clients' local training; ``eval``: the test evaluations;
-    ``method``: a method's own work, e.g. DynaFed's synthesis)."""
+    ``method``: a method's own work: DynaFed's synthesis, HFMDs' inversions)."""
 
     train: float
     eval: float
@@ -81,23 +83,43 @@ def dataset_sizes(config: RunConfig) -> tuple[int, int, tuple[int, ...], int]:
     return train, test, SHAPES[name], LAYOUTS[name].n_classes
 
 
-def run_cost(config: RunConfig) -> Cost:
-    """The FLOPs of the run ``config`` describes (see the module docstring)."""
+def run_cost(config: RunConfig, start: int = 0) -> Cost:
+    """The FLOPs of rounds ``start`` + 1 to ``train.rounds`` of the run ``config`` describes (see the module
+    docstring; ``start``: the round a run continues from, e.g. an ``--init-from`` checkpoint's)."""
     n_train, n_test, shape, classes = dataset_sizes(config)
     forward = model_flops(config.model.name, shape, classes, config.model.width)
-    train = config.train
+    train, method = config.train, config.method
     participants = n_participants(config.data.clients, train.participation)
     if train.local_steps:
         per_round = participants * train.local_steps * train.batch_size
     else:
         per_round = n_train * participants / config.data.clients * train.local_epochs
-    evaluations = int(np.ceil(train.rounds / train.eval_every))
-    method = 0.0
-    if config.method.get("name") == "dynafed" and train.rounds > int(config.method.get("trajectory_rounds", 20)):
-        per_class, steps = int(config.method.get("per_class", 15)), int(config.method.get("inner_steps", 20))
+    rounds = range(start + 1, train.rounds + 1)
+    evaluations = sum(1 for t in rounds if t % train.eval_every == 0 or t == train.rounds)
+    samples, extra = per_round * len(rounds), 0.0
+    name = method.get("name")
+    if name == "dynafed" and start < int(method.get("trajectory_rounds", 20)) < train.rounds:
+        per_class, steps = int(method.get("per_class", 15)), int(method.get("inner_steps", 20))
         work = per_class * classes * steps / DYNAFED_PAPER_WORK
-        method = int(config.method.get("iterations", 1000)) * DYNAFED_ITERATION_FLOP * work
-    return Cost(3.0 * forward * per_round * train.rounds, float(forward * n_test * evaluations), method)
+        extra = int(method.get("iterations", 1000)) * DYNAFED_ITERATION_FLOP * work
+    if name in ("hfmds", "fmds"):
+        samples, extra = _hfmds(method, train, rounds, per_round, participants, n_train / config.data.clients)
+        extra *= 3.0 * forward
+    return Cost(3.0 * forward * samples, float(forward * n_test * evaluations), extra)
+
+
+def _hfmds(method: dict, train, rounds: range, per_round: float, participants: int, client_size: float):
+    """(samples trained, samples inverted) of HFMDs' rounds ``rounds``: from the first synthesis (round t with
+    t mod T_d = 0) each real batch of B takes a pool batch of ``synthetic_batch_size`` (0: B) beside it; each
+    synthesis inverts min(B_g, n_i) samples a participant for T_g steps (a forward and a backward to the pixels:
+    3 forwards a sample a step, as training counts)."""
+    period = int(method.get("period", 20))
+    pool = int(method.get("synthetic_batch_size", 0)) or train.batch_size
+    syntheses = [t for t in rounds if t % period == 0]
+    with_pool = sum(1 for t in rounds if t >= period)  # rounds whose steps mix in a pool batch
+    samples = per_round * (len(rounds) + with_pool * pool / train.batch_size)
+    inverted = len(syntheses) * participants * min(int(method.get("n_synthetic", 100)), client_size)
+    return samples, inverted * int(method.get("steps", 500))
 
 
 def ddpm_flops(config: RunConfig) -> tuple[float, int]:

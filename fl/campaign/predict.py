@@ -28,9 +28,9 @@ def task_config(task: Task):
 
 def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     """(FLOPs, minutes on one H100 at ``rates``, what is counted) of a task: its clients' training and evaluation
-    at the rate of "fl", DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (fl/cost.py); a task that
+    (HFMDs' inversions too) at the rate of "fl", DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s
+    (fl/cost.py); a task that
     is no fl.run nor DDPM training (the benchmark): (0, its cap, ...)."""
-    from dataclasses import replace as change
 
     from fl.cost import ddpm_flops, minutes, run_cost
 
@@ -42,14 +42,12 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
         flop = per_image * DDPM_STEPS * batch * config.data.clients
         said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {batch} (at least; method.min_steps)"
         return flop, minutes(flop, rates["ddpm"]), said
-    cost = run_cost(change(config, train=change(config.train, rounds=config.train.rounds - start)))
-    if start >= int(config.method.get("trajectory_rounds", 20)):
-        cost = change(cost, method=0.0)  # a DynaFed arm started past its synthesis (its source made D_syn)
-    said = f"rounds {start + 1}-{config.train.rounds}" + (", DynaFed's synthesis" if cost.method else "")
-    said += ", HFMDs' syntheses not counted" if config.method.get("name") in ("hfmds", "fmds") else ""
-    spent = minutes(cost.train + cost.eval, rates["fl"]) + (
-        minutes(cost.method, rates["dynafed"]) if cost.method else 0
-    )
+    cost = run_cost(config, start)  # a DynaFed arm started past its synthesis has none (its source made D_syn)
+    dynafed = config.method.get("name") == "dynafed"
+    said = f"rounds {start + 1}-{config.train.rounds}"
+    if cost.method:
+        said += ", DynaFed's synthesis" if dynafed else ", HFMDs' inversions and pool batches"
+    spent = minutes(cost.train + cost.eval, rates["fl"]) + minutes(cost.method, rates["dynafed" if dynafed else "fl"])
     return cost.total, spent, said
 
 

@@ -32,3 +32,20 @@ def test_dynafed_adds_its_synthesis_scaled_from_the_paper_settings():
     half = run_cost(load_config(None, [*base, "method.iterations=10", "method.inner_steps=10"]))
     assert half.method == pytest.approx(paper.method / 2)
     assert minutes(6e12, 1e11) == pytest.approx(1.0)
+
+
+def test_hfmds_counts_its_pool_batches_and_inversions_from_the_round_it_starts():
+    """Rounds 20-50 of an HFMDs arm (started from round 19): pool batches of 6 beside the real batches of 10 from
+    round 20 on, syntheses at rounds 20 and 40 inverting B_g = 100 samples a participant for T_g = 500 steps."""
+    sets = ["data.dataset='fmnist'", "model.name='mlp'", "data.clients=20", "train.rounds=50", "train.batch_size=10",
+            "method.name='hfmds'", "method.synthetic_batch_size=6", "train.eval_every=1"]  # fmt: skip
+    forward = model_flops("mlp", (1, 28, 28), 10)
+    cost = run_cost(load_config(None, sets), start=19)
+    real = 60_000 * 31  # every client, one epoch, rounds 20..50
+    assert cost.train == pytest.approx(3 * forward * real * (1 + 6 / 10))
+    assert cost.method == pytest.approx(3 * forward * 2 * 20 * 100 * 500)
+    assert cost.eval == pytest.approx(forward * 10_000 * 31)
+    before = run_cost(load_config(None, [*sets, "train.rounds=19"]))
+    assert before.method == 0 and before.train == pytest.approx(3 * forward * 60_000 * 19)
+    dynafed = ["data.dataset='fmnist'", "model.name='mlp'", "method.name='dynafed'", "train.rounds=30"]
+    assert run_cost(load_config(None, dynafed), start=20).method == 0  # past its synthesis
