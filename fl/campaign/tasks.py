@@ -150,11 +150,12 @@ def dynafed(store: Path) -> list[Task]:
 
 
 def bench(store: Path) -> list[Task]:
-    """(5) DynaFed's synthesis alone at width 128 (each path and CUDA switch), then the gpu tests; the task fails
-    when either part does (a part's failure is never reported as success)."""
-    script = ('rc=0; "$PYTHON" benchmarks/synthesis_bench.py --paper --out "$1" || rc=$?; '
+    """(5) scripts/gpu-bench.sh's benchmark (peaks; fleets; DynaFed for 1 and 3 seeds, fast and batched; DDPMs
+    one and ten together: the rates for ``plan --rates``), then the gpu tests; the task fails when either part does
+    (a part's failure is never reported as success)."""
+    script = ('rc=0; "$PYTHON" benchmarks/gpu_bench.py --out "$1" || rc=$?; '
               '"$PYTHON" -m pytest -q -m gpu tests/fl/test_gpu.py -p no:cacheprovider || rc=$?; exit $rc')  # fmt: skip
-    return [Task("bench", 5, ("bash", "-c", script, "bench", f"{store}/logs/synthesis_bench.json"), ("bench", "all"))]
+    return [Task("bench", 5, ("bash", "-c", script, "bench", f"{store}/logs/gpu_bench.json"), ("bench", "all"))]
 
 
 def plan(store: Path, python: str = "python3", ddpm_workers: int = 4) -> list[Task]:

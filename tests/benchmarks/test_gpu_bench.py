@@ -23,10 +23,26 @@ def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path
     fleets = [row for row in result["rows"] if row["part"] == "fleet" and "runs" in row]
     assert [row["runs"] for row in fleets] == [1, 2] and all(0 < row["share_of_peak"] for row in fleets)
     assert any("not built" in row.get("outcome", "") for row in result["rows"])  # what is not measured says so
+    dynafed = [(row["seeds"], row["path"]) for row in result["rows"] if row["part"] == "dynafed"]
+    assert dynafed == [(1, "fast+instance_norm"), (3, "fast+instance_norm"), (3, "batched (3 runs)")]
+    assert [row["clients"] for row in result["rows"] if row["part"] == "ddpm"] == [1, 2]
     plan = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan", "hfmds", "--rates", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert plan.returncode == 0, plan.stderr
     assert "total (one H100, minutes)" in plan.stdout and f"from {out}" in plan.stdout
+
+
+def test_the_whole_plan_sums_the_issue_target_apart():
+    """The plan of every open task prints #49's target (DDPM sets, HFMDs, DynaFed seeds and seed 0's controls)
+    beside the total: no more than the total, each row's minutes summed."""
+    plan = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    lines = plan.stdout.splitlines()
+    total = next(line for line in lines if line.startswith("total (one H100"))
+    target = next(line for line in lines if line.startswith("#49 target"))
+    numbers = [float(x) for x in total.split()[-2:]], [float(x) for x in target.split("  (goal")[0].split()[-2:]]
+    assert all(0 < t <= a for t, a in zip(numbers[1], numbers[0]))
 
 
 def test_the_plan_refuses_a_file_that_is_no_rates_file(tmp_path):

@@ -353,9 +353,9 @@ def test_the_n3000_group_runs_the_code_settings_with_fedavg_from_round_23(tmp_pa
     assert "--set train.estimate_every=20" in fedavg and fedavg.endswith("fedavg_from23 --overwrite --quiet")
 
 
-def test_the_bench_group_times_the_synthesis_then_runs_the_gpu_tests(tmp_path):
+def test_the_bench_group_runs_the_gpu_bench_then_the_gpu_tests(tmp_path):
     lines, store = recording_start(tmp_path, "bench", lambda c: any("pytest" in x for x in c))
-    bench = lines.index(f"benchmarks/synthesis_bench.py --paper --out {store}/logs/synthesis_bench.json")
+    bench = lines.index(f"benchmarks/gpu_bench.py --out {store}/logs/gpu_bench.json")
     assert lines[bench + 1] == "-m pytest -q -m gpu tests/fl/test_gpu.py -p no:cacheprovider"
 
 
@@ -455,7 +455,7 @@ def test_a_failed_part_of_the_bench_is_a_failed_task(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "python"
-    fake.write_text('#!/bin/sh\ncase "$*" in *synthesis_bench*) echo "CUDA out of memory"; exit 1 ;; esac\nexit 0\n')
+    fake.write_text('#!/bin/sh\ncase "$*" in *gpu_bench*) echo "CUDA out of memory"; exit 1 ;; esac\nexit 0\n')
     fake.chmod(0o755)
     done = subprocess.run(command, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(fake)}, capture_output=True)
     assert done.returncode == 1  # the benchmark's failure, though the gpu tests after it passed
