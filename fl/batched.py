@@ -78,10 +78,17 @@ def plan(
     index = torch.zeros(n_steps, m, batch_size, dtype=torch.long, device=device)
     weight = torch.zeros(n_steps, m, batch_size, device=device)
     for i, client in enumerate(lists):
-        for s, batch in enumerate(client):
-            index[s, i, : len(batch)] = batch
-            weight[s, i, : len(batch)] = 1
+        if client:  # one write a client, not one a step (each is a kernel launch on a GPU)
+            index[: len(client), i], weight[: len(client), i] = padded_batches(client, batch_size)
     return index, weight, counts
+
+
+def padded_batches(batches: list[torch.Tensor], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Index batches of at most ``width`` as (K, width) indices, padded with 0, and their (K, width) 0/1 mask."""
+    lengths = torch.tensor([len(b) for b in batches], device=batches[0].device)
+    short = [torch.nn.functional.pad(b, (0, width - len(b))) if len(b) < width else b for b in batches]
+    mask = torch.arange(width, device=lengths.device) < lengths[:, None]
+    return torch.stack(short), mask
 
 
 @dataclass

@@ -67,6 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from fl.batched import padded_batches
 from fl.methods.base import ClientRound, CyclicBatches, Extra, Method, Picture, ServerRound, require
 from fl.methods.fedcog import kl_logs
 from theory.errors import InputError
@@ -193,13 +194,13 @@ class Mixed:
         smaller: padded, mask 0)."""
         if self.pool is None:
             return None
-        device = self.pool[1].device
-        index = torch.zeros(steps, self.extra_width, dtype=torch.long, device=device)
-        mask = torch.zeros(steps, self.extra_width, dtype=self.pool[0].dtype, device=device)
-        for s in range(steps):
-            batch = self.batches.next()
-            index[s, : len(batch)], mask[s, : len(batch)] = batch, 1
-        return Extra(*self.pool, index, mask, (self.alpha, 1 - self.alpha), share=self.share is None)
+        if not steps:
+            index = torch.zeros(0, self.extra_width, dtype=torch.long, device=self.pool[1].device)
+            mask = torch.zeros(0, self.extra_width, dtype=self.pool[0].dtype, device=self.pool[1].device)
+        else:
+            index, mask = padded_batches([self.batches.next() for _ in range(steps)], self.extra_width)
+        weights = (self.alpha, 1 - self.alpha)
+        return Extra(*self.pool, index, mask.to(self.pool[0].dtype), weights, share=self.share is None)
 
     def take(self, sums: torch.Tensor | None, counts: torch.Tensor | None, share: dict | None) -> None:
         self.sums, self.counts = sums, counts
