@@ -31,7 +31,10 @@ How the unroll and its backward are computed (:class:`MatchingPath`, environment
 does not change the numbers beyond rounding: the reference path (:func:`unroll`: ``torch.func.grad`` through
 ``functional_call``) and the fast path (:class:`FastUnroll`: the model's layers as functions, an instance norm
 with hand-written first and second derivatives, ``torch.autograd.grad``; on CUDA also TF32, channels-last and one
-CUDA graph per inner step) give the same D_syn to 1e-10 in float64 (tests/fl/methods/test_dynafed_fast.py).
+CUDA graph per inner step) give the same D_syn to 1e-10 in float64 (tests/fl/methods/test_dynafed_fast.py). The
+batched path (``SHUFFLEFL_MATCHING=batched``: :func:`unroll_many`, the reference unroll vmapped over runs) lets a
+fleet compute the syntheses of several runs as one (:func:`synthesize_together`), each run's D_syn that of its
+synthesis alone to float64 rounding (tests/fl/test_fleet.py).
 
 The synthesis log (seconds, matching loss every ``log_every`` iterations, the learned α, the matching path) lands in
 the metrics row of round L; the run folder gets ``dynafed_dsyn.png`` (D_syn with each image's most likely soft label
