@@ -10,8 +10,9 @@ same precision (an n × n product, n = 8192):
 - **peak**: FP32, TF32 and BF16 matrix products (CUDA), FP32 on the CPU.
 - **fleet**: R = 1, 4, 16, 64 FedAvg runs of the HFMDs CNN on Fashion-MNIST-shaped samples, 20 clients each,
   batch 10, 10 local steps, in one :func:`fl.batched.train_groups` call (what ``fl.sweep --fleet`` does each
-  round), FP32 / TF32 / BF16 (autocast); run-rounds per second at 10 steps a round. A size that runs out of memory
-  is recorded as such and the larger ones skipped. A CUDA-graph path is not built yet: not measured.
+  round), FP32 / TF32 / BF16 (autocast); run-rounds per second at 10 steps a round. Then the same runs as HFMDs
+  arms after a synthesis (FP32: a pool batch of 10 beside every real batch, prototypes collected). A size that
+  runs out of memory is recorded as such and the larger ones skipped. A CUDA-graph path is not built yet: not measured.
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
   path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation);
   rates at the single fast path's FLOPs per seed-iteration.
@@ -113,6 +114,8 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
     from fl.clients import LocalConfig
     from fl.config import build_algorithm
     from fl.flat import FlatModel
+    from fl.methods.base import CyclicBatches
+    from fl.methods.hfmds import Mixed
     from fl.models import build_model
 
     torch.manual_seed(0)
@@ -125,16 +128,24 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
     y = torch.randint(0, 10, (n,), device=device)
     owned = torch.arange(n, device=device).reshape(clients, -1)
     server = flat.params.detach().clone()
+    pool_x, pool_y = torch.randn(2000, 1, 28, 28, device=device), torch.randint(0, 10, (2000,), device=device)
+
+    def hfmds_tasks() -> list:  # each client's HFMDs objective after a synthesis: a pool batch beside every step
+        return [Mixed(10, 0.1, (pool_x, pool_y), CyclicBatches(2000, batch, torch.Generator().manual_seed(i), device),
+                      prototypes=True) for i in range(clients)]  # fmt: skip
+
     rows = []
-    for name in precisions(device):
+    arms = [(name, "fedavg") for name in precisions(device)] + [("fp32", "hfmds")]
+    for name, arm in arms:
         for runs in sizes["runs"]:
 
-            def groups(runs=runs):
+            def groups(runs=runs, arm=arm):
                 contexts = [Context(server, {}, {}, flat.head_mask) for _ in range(clients)]
                 gens = [torch.Generator().manual_seed(i) for i in range(clients)]
-                return [Group(x, y, list(owned), gens, algorithm, contexts, 0.01, local) for _ in range(runs)]
+                return [Group(x, y, list(owned), gens, algorithm, contexts, 0.01, local,
+                              hfmds_tasks() if arm == "hfmds" else None) for _ in range(runs)]  # fmt: skip
 
-            row = {"part": "fleet", "precision": name, "runs": runs, "clients": clients, "steps": steps}
+            row = {"part": "fleet", "arm": arm, "precision": name, "runs": runs, "clients": clients, "steps": steps}
             try:
                 with Precision(name, device):
                     seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
