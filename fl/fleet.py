@@ -15,9 +15,10 @@ side as there are cores:
 - the others (the CPU's default backend, a per-client objective without a batched form: FedCOG) train their
   clients one after another as ``fl.run`` does, in a job of their own beside the other runs' jobs.
 
-Everything else of a run (its data, evaluation, the method's server hooks) runs in its thread with the fleet's
-turn: one run at a time, so no run's work interleaves another's. Every run therefore equals ``fl.run`` of its
-config alone. Models with dropout are refused (their draws would not be the run's alone); the jobs that run side by
+Runs with equal samples hold one copy of them (:class:`SharedTensors`: a fleet of seeds keeps the dataset once on
+the device). Everything else of a run (its data, evaluation, the method's server hooks) runs in its thread with the
+fleet's turn: one run at a time, so no run's work interleaves another's. Every run therefore equals ``fl.run`` of
+its config alone. Models with dropout are refused (their draws would not be the run's alone); the jobs that run side by
 side draw from no global random generator (every draw of training comes from generators seeded by (seed, round,
 client)).
 
@@ -231,6 +232,30 @@ def shape_key(flat: FlatModel, group: Group) -> tuple:
             tuple(x.shape[1:]), x.dtype, layout(group))  # fmt: skip
 
 
+class SharedTensors:
+    """One copy of each data tensor among the fleet's runs: a run whose samples equal an earlier run's (the same
+    dataset and preprocessing; its partition is index tensors of its own) uses that run's tensors, so a fleet of R
+    runs holds the dataset once on the device, not R times. Nothing writes into these tensors (the runs read
+    them; a method that adds samples, Fedssyn, makes new ones, which then are its own). ``saved``: bytes not held."""
+
+    def __init__(self) -> None:
+        self._kept: list[torch.Tensor] = []
+        self.saved = 0
+
+    def share(self, tensor: torch.Tensor) -> torch.Tensor:
+        for kept in self._kept:
+            same = (kept.shape, kept.dtype, kept.device) == (tensor.shape, tensor.dtype, tensor.device)
+            if kept is tensor or (same and torch.equal(kept, tensor)):
+                self.saved += 0 if kept is tensor else tensor.numel() * tensor.element_size()
+                return kept
+        self._kept.append(tensor)
+        return tensor
+
+    def share_data(self, data) -> None:
+        """A run's :class:`fl.clients.ClientSet`: its samples and test set replaced by the fleet's equal copies."""
+        data.x, data.y, data.test_x, data.test_y = (self.share(t) for t in (data.x, data.y, data.test_x, data.test_y))
+
+
 def run_fleet(
     runs: Sequence[tuple[RunConfig, Path, bool]], quiet: bool = True, rows: int = 0, threads: int = 0
 ) -> list[dict]:
@@ -241,6 +266,7 @@ def run_fleet(
     bar = tqdm(total=sum(rounds_to_train(*run[:3]) for run in runs), desc="fleet",
                unit="run-round", disable=None)  # fmt: skip
     rendezvous = Rendezvous(len(runs), rows, threads or len(os.sched_getaffinity(0)), bar.update)
+    shared = SharedTensors()  # used in the runs' turns: one at a time
     results: list[dict | BaseException | None] = [None] * len(runs)
     start = time.perf_counter()
 
@@ -250,6 +276,7 @@ def run_fleet(
         try:
             config = replace(config, train=replace(config.train, workers=1))  # no worker processes: the fleet is one
             exp = Experiment(config)
+            shared.share_data(exp.data)
             if has_dropout(exp.flat.model):
                 raise InputError(
                     f"{out}: model {config.model.name!r} has dropout; its draws in a fleet would not be the run's "

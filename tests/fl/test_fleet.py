@@ -73,13 +73,23 @@ def assert_same(a, b):
 
 
 @pytest.mark.parametrize("backend", ["batched", "sequential"])
-def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_root, tmp_path, backend):
+def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_root, tmp_path, backend, monkeypatch):
     """Batched: the four runs' clients in one vmapped computation a step; sequential (the CPU's default): each
-    run's clients one after another, the runs side by side on the cores."""
+    run's clients one after another, the runs side by side on the cores. The four runs hold one copy of the data."""
     configs = {
         (s, a): tiny(cifar_root, s, a, f"train.backend='{backend}'") for s in (0, 1) for a in ("fedavg", "scaffold")
     }
+    made = []
+
+    class Recorded(fleet_module.SharedTensors):
+        def __init__(self):
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(fleet_module, "SharedTensors", Recorded)
     fleet([(c, tmp_path / f"fleet_{s}_{a}") for (s, a), c in configs.items()])
+    (shared,) = made
+    assert len(shared._kept) == 4 and shared.saved > 0  # x, y, test x, test y: once for the four runs
     for (s, a), config in configs.items():
         assert_same(tmp_path / f"fleet_{s}_{a}", alone(config, tmp_path / f"alone_{s}_{a}"))
         rows = [json.loads(line) for line in (tmp_path / f"fleet_{s}_{a}" / "metrics.jsonl").read_text().splitlines()]
