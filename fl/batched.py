@@ -44,6 +44,7 @@ from torch.func import functional_call, grad, vmap
 from fl.algorithms import Algorithm, Context
 from fl.clients import STEP_KEY, batches, carried_rows
 from fl.flat import FlatModel
+from fl.optim import adam_update
 
 BACKENDS = ("auto", "sequential", "batched")
 
@@ -77,18 +78,20 @@ def plan(
     device = indices[0].device if indices else "cpu"
     index = torch.zeros(n_steps, m, batch_size, dtype=torch.long, device=device)
     weight = torch.zeros(n_steps, m, batch_size, device=device)
-    for i, client in enumerate(lists):
-        if client:  # one write a client, not one a step (each is a kernel launch on a GPU)
-            index[: len(client), i], weight[: len(client), i] = padded_batches(client, batch_size)
+    for i, client in enumerate(lists):  # one write a client, not one a step (each is a kernel launch on a GPU)
+        index[: len(client), i], weight[: len(client), i] = padded_batches(client, batch_size, device)
     return index, weight, counts
 
 
-def padded_batches(batches: list[torch.Tensor], width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Index batches of at most ``width`` as (K, width) indices, padded with 0, and their (K, width) 0/1 mask."""
-    lengths = torch.tensor([len(b) for b in batches], device=batches[0].device)
-    short = [torch.nn.functional.pad(b, (0, width - len(b))) if len(b) < width else b for b in batches]
-    mask = torch.arange(width, device=lengths.device) < lengths[:, None]
-    return torch.stack(short), mask
+def padded_batches(batches: list[torch.Tensor], width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Index batches of at most ``width`` as (K, width) indices, padded with 0, and their (K, width) 0/1 mask (K =
+    0 for no batch)."""
+    if not batches:
+        return torch.zeros(0, width, dtype=torch.long, device=device), torch.zeros(0, width, dtype=torch.bool,
+                                                                                   device=device)  # fmt: skip
+    lengths = torch.tensor([len(b) for b in batches], device=device)
+    short = [F.pad(b, (0, width - len(b))) if len(b) < width else b for b in batches]
+    return torch.stack(short), torch.arange(width, device=device) < lengths[:, None]
 
 
 @dataclass
@@ -161,11 +164,16 @@ def train_groups(
     by_layout: dict[tuple[int, bool], list[int]] = {}
     for k, group in enumerate(groups):
         by_layout.setdefault(layout(group), []).append(k)
-    out: list = [None] * len(groups)
-    for (width, features), members in by_layout.items():
-        trained = _train(flat, [groups[k] for k in members], width, features, randomness)
-        for k, result in zip(members, trained):
-            out[k] = result
+    trained = [r for (width, features), members in by_layout.items()
+               for r in _train(flat, [groups[k] for k in members], width, features, randomness)]  # fmt: skip
+    return _in_place(list(by_layout.values()), trained)
+
+
+def _in_place(parts: list[list[int]], results: list) -> list:
+    """The results of the groups listed part after part, back in the groups' own order."""
+    out: list = [None] * len(results)
+    for k, result in zip((k for part in parts for k in part), results):
+        out[k] = result
     return out
 
 
@@ -204,12 +212,8 @@ def _train(
     """:func:`train_groups` for groups of one layout: extra samples of ``width`` a row, features if wanted; the
     rows ordered by :func:`_units`, each unit's updates one computation."""
     units = _units(groups)
-    order = [k for unit in units for k in unit]
-    trained = _train_units(flat, [[groups[k] for k in unit] for unit in units], width, features, randomness)
-    out: list = [None] * len(groups)
-    for k, result in zip(order, trained):
-        out[k] = result
-    return out
+    return _in_place(units, _train_units(flat, [[groups[k] for k in unit] for unit in units], width, features,
+                                         randomness))  # fmt: skip
 
 
 def _train_units(
@@ -249,7 +253,8 @@ def _train_units(
     extras = [_Extras(g, c, n_steps, width, dtype) for g, c in zip(groups, counts)]
     plans = [_padded(index, weight.to(dtype), n_steps) for index, weight, _ in plans]
     cb = torch.cat([e.coefficients for e in extras])
-    sums = [None] * len(groups)
+    classes = max((t.feature_classes for e in extras for t in e.tasks if t is not None), default=0)
+    sums = counts_seen = None  # (rows, C, d), (rows, C): the real samples' features summed per class
     for s in range(n_steps):
         parts = [e.batch(g.x[index[s]], g.y[index[s]], weight[s], s)
                  for g, e, (index, weight) in zip(groups, extras, plans)]  # fmt: skip
@@ -265,13 +270,14 @@ def _train_units(
             state.step(g_all[start : start + state.m], s)
             start += state.m
         if features:
-            real, start = slice(0, xb.shape[1] - width), 0
-            for k, (g, e) in enumerate(zip(groups, extras)):
-                rows = slice(start, start + len(g.indices))
-                sums[k] = e.accumulate(sums[k], z[rows], yb[rows, real], mb[rows, real])
-                start += len(g.indices)
-    for e, kept, c in zip(extras, sums, counts):
-        e.hand_back(kept, c)
+            real = slice(0, xb.shape[1] - width)
+            onehot = F.one_hot(yb[:, real], classes).to(z.dtype) * mb[:, real, None]
+            step_sums, step_counts = torch.einsum("mbc,mbd->mcd", onehot, z), onehot.sum(1)
+            sums = step_sums if sums is None else sums + step_sums
+            counts_seen = step_counts if counts_seen is None else counts_seen + step_counts
+    rows = np.cumsum([0, *(len(g.indices) for g in groups)])
+    for e, c, a, b in zip(extras, counts, rows[:-1], rows[1:]):
+        e.hand_back(None if sums is None else (sums[a:b], counts_seen[a:b]), c)
     return [result for state in steps for result in state.finish()]
 
 
@@ -320,14 +326,6 @@ class _Extras:
         else:
             x_extra, y_extra = self.x[index], self.y[index]
         return torch.cat([xb, x_extra], 1), torch.cat([yb, y_extra], 1), torch.cat([mb, self.mask[s]], 1)
-
-    def accumulate(self, kept, z: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
-        """The per-class sums (m, C, d) and counts (m, C) of the real samples' features z (m, B, d), added to
-        ``kept``."""
-        classes = max((t.feature_classes for t in self.tasks if t is not None), default=0)
-        onehot = F.one_hot(y, classes).to(z.dtype) * mask[..., None]
-        sums, counts = torch.einsum("mbc,mbd->mcd", onehot, z), onehot.sum(1)
-        return (sums, counts) if kept is None else (kept[0] + sums, kept[1] + counts)
 
     def hand_back(self, kept, counts: torch.Tensor) -> None:
         """Each task's feature sums and counts (None where it took no step or wants none) and its share."""
@@ -410,13 +408,8 @@ class _Steps:
             g = g + self.corrections(W, self.clients)
         if local.weight_decay:
             g = g + local.weight_decay * W
-        if self.adam:  # torch.optim.Adam (β = 0.9, 0.999, ε = 1e-8), step t = (steps before) + s + 1 per client
-            self.first = torch.where(active, self.first.lerp(g, 0.1), self.first)
-            self.second = torch.where(active, self.second.mul(0.999).addcmul(g, g, value=0.001), self.second)
-            t = self.done + (s + 1)
-            step_size = (1 - 0.9**t).reciprocal() * lr  # what lr / tensor computes for a number lr
-            denom = self.second.sqrt() / (1 - 0.999**t).sqrt() + 1e-8
-            update = step_size * self.first / denom
+        if self.adam:  # step t = (steps before) + s + 1 per client
+            self.first, self.second, update = adam_update(self.first, self.second, g, self.done + (s + 1), lr, active)
         elif self.velocity is not None:
             self.velocity = torch.where(active, self.velocity * local.momentum + g, self.velocity)
             update = lr * self.velocity

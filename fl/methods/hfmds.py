@@ -194,11 +194,8 @@ class Mixed:
         smaller: padded, mask 0)."""
         if self.pool is None:
             return None
-        if not steps:
-            index = torch.zeros(0, self.extra_width, dtype=torch.long, device=self.pool[1].device)
-            mask = torch.zeros(0, self.extra_width, dtype=self.pool[0].dtype, device=self.pool[1].device)
-        else:
-            index, mask = padded_batches([self.batches.next() for _ in range(steps)], self.extra_width)
+        batches = [self.batches.next() for _ in range(steps)]
+        index, mask = padded_batches(batches, self.extra_width, self.pool[1].device)
         weights = (self.alpha, 1 - self.alpha)
         return Extra(*self.pool, index, mask.to(self.pool[0].dtype), weights, share=self.share is None)
 

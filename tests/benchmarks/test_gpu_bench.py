@@ -44,6 +44,13 @@ def test_the_whole_plan_sums_the_issue_target_apart():
     target = next(line for line in lines if line.startswith("#49 target"))
     numbers = [float(x) for x in total.split()[-2:]], [float(x) for x in target.split("  (goal")[0].split()[-2:]]
     assert all(0 < t <= a for t, a in zip(numbers[1], numbers[0]))
+    # the target is the rows' sum without N = 3000's two tasks and the benchmark (summed here from the rows)
+    rows = lines[lines.index(next(line for line in lines if line.startswith("task "))) + 1 : lines.index(total)]
+    kept = [row.split()[2:4] for row in rows if not any(k in row.split()[0] for k in ("n3000", "from23", "bench"))]
+    assert len(kept) < len(rows)
+    sums = [sum(float(row[k]) for row in kept) for k in (0, 1)]
+    assert abs(sums[0] - numbers[1][0]) <= 0.05 + 0.005 * len(kept)
+    assert abs(sums[1] - numbers[1][1]) <= 0.05 + 0.05 * len(kept)
 
 
 def test_the_plan_refuses_a_file_that_is_no_rates_file(tmp_path):

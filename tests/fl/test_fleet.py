@@ -90,6 +90,7 @@ def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_roo
     fleet([(c, tmp_path / f"fleet_{s}_{a}") for (s, a), c in configs.items()])
     (shared,) = made
     assert len(shared._kept) == 4 and shared.saved > 0  # x, y, test x, test y: once for the four runs
+    assert shared.saved == 3 * sum(t.numel() * t.element_size() for t in shared._kept)  # the 3 later runs' copies
     for (s, a), config in configs.items():
         assert_same(tmp_path / f"fleet_{s}_{a}", alone(config, tmp_path / f"alone_{s}_{a}"))
         rows = [json.loads(line) for line in (tmp_path / f"fleet_{s}_{a}" / "metrics.jsonl").read_text().splitlines()]

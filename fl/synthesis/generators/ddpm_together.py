@@ -27,12 +27,10 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
+from fl.optim import adam_update
 from fl.synthesis.generators.base import minibatches, to_unit
 from fl.synthesis.generators.ddpm import DDPM
 from theory.errors import InputError
-
-BETAS = (0.9, 0.999)  # torch.optim.AdamW's defaults, which DDPM.fit uses
-EPS = 1e-8
 
 
 class _Client:
@@ -163,25 +161,20 @@ def fit_together(
 
 
 def _step(W: dict, grads: dict, moments: tuple[dict, dict], taken: torch.Tensor, on: torch.Tensor, config) -> None:
-    """Each active row's gradient clipping (``clip_grad_norm_``'s formula) and AdamW step, in place in ``W``."""
+    """Each active row's gradient clipping (``clip_grad_norm_``'s formula) and AdamW step (torch.optim.AdamW's
+    defaults, as :meth:`DDPM.fit` uses them: β = 0.9, 0.999, ε = 1e-8), in place in ``W``."""
     first, second = moments
     rows = len(taken)
     coef = torch.ones(rows, device=taken.device)
     if config.grad_clip > 0:
         norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads.values()], 1).norm(dim=1)
         coef = (config.grad_clip / (norms + 1e-6)).clamp(max=1.0)
-    step_size = config.lr / (1 - BETAS[0] ** taken)
-    root = (1 - BETAS[1] ** taken).sqrt()
     for n, w in W.items():
         view = (-1,) + (1,) * (w.dim() - 1)
-        g = grads[n] * coef.view(view).to(w.dtype)
-        keep = on.view(view)
-        m = torch.where(keep, first[n].lerp(g, 1 - BETAS[0]), first[n])
-        v = torch.where(keep, second[n].mul(BETAS[1]).addcmul(g, g, value=1 - BETAS[1]), second[n])
-        decayed = w * (1 - config.lr * config.weight_decay)
-        denom = v.sqrt() / root.to(w.dtype).view(view) + EPS
-        updated = decayed - step_size.to(w.dtype).view(view) * m / denom
-        W[n], first[n], second[n] = torch.where(keep, updated, w), m, v
+        g, keep = grads[n] * coef.view(view).to(w.dtype), on.view(view)
+        first[n], second[n], update = adam_update(first[n], second[n], g, taken.view(view), config.lr,
+                                                  keep)  # fmt: skip
+        W[n] = torch.where(keep, w * (1 - config.lr * config.weight_decay) - update, w)  # AdamW: decay, then Adam
 
 
 def _end_epoch(client: _Client, r: int, W: dict, ema: dict | None, moments: tuple[dict, dict], taken) -> None:
