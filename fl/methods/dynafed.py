@@ -65,6 +65,7 @@ from fl.augment import DSA_STRATEGY, dsa, strategy_groups
 from fl.batched import FLEET
 from fl.estimators import soft_cross_entropy
 from fl.methods.base import WORK_FOLDER, Method, Picture, ServerRound, require
+from fl.precision import PRECISIONS, arithmetic, cuda_tf32
 from fl.torchfiles import load_safely
 from theory.errors import InputError
 
@@ -206,29 +207,6 @@ class MatchingPath:
         if not self.fast:
             return "batched" if self.batched else "reference"
         return "+".join(["fast", *(s for s in SWITCHES if getattr(self, s))])
-
-
-@contextlib.contextmanager
-def tf32(enabled: bool):
-    """float32 matrix products and cuDNN convolutions in TF32 while inside (when ``enabled``); restored after."""
-    if not enabled:
-        yield
-        return
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn
-    if hasattr(matmul, "fp32_precision") and hasattr(conv, "conv"):  # torch >= 2.9
-        saved = matmul.fp32_precision, conv.conv.fp32_precision
-        matmul.fp32_precision, conv.conv.fp32_precision = "tf32", "tf32"
-        try:
-            yield
-        finally:
-            matmul.fp32_precision, conv.conv.fp32_precision = saved
-    else:
-        saved = matmul.allow_tf32, conv.allow_tf32
-        matmul.allow_tf32, conv.allow_tf32 = True, True
-        try:
-            yield
-        finally:
-            matmul.allow_tf32, conv.allow_tf32 = saved
 
 
 def _mean_hw(a: torch.Tensor) -> torch.Tensor:
@@ -463,7 +441,7 @@ class FastUnroll:
     def unroll(self, start, inputs, label_logits, steps: int, lr, augment: Callable | None = None,
                class_mean: bool = False) -> torch.Tensor:  # fmt: skip
         """A(X, y, w^t, s') from ``start`` (see :func:`unroll`)."""
-        with tf32(self.path.tf32):
+        with cuda_tf32(True) if self.path.tf32 else contextlib.nullcontext():
             if not self.checked_layers:
                 self.check_layers(start, inputs)
             if self.path.graphs:
@@ -607,6 +585,10 @@ class Synthesis:
         self.augment = method.augmenter(s.generator, shape)
         flat.model.eval()
         self.path = (path or MatchingPath.from_environment()).on(device, dtype)
+        if method.precision != "auto" and self.path.fast:  # the precision decides TF32; autocast is not captured
+            graphs = self.path.graphs and method.precision != "bf16"
+            self.path = dataclasses.replace(self.path, tf32=False, graphs=graphs)
+        self.device = device
         self.fast = FastUnroll(flat.model, flat.layout, self.path) if self.path.fast else None
         self.learned = [v for v in (self.inputs, self.label_logits, self.lr) if v.requires_grad]
         self.progress = Progress(WORK_FOLDER.get(), method, trajectory, s.seed)
@@ -633,13 +615,20 @@ class Synthesis:
         method = self.method
         t, middle = method.draw_segment(self.draws, len(self.trajectory))  # w^t, t+s in the trajectory (0-based)
         self.zero_grad()
-        loss = match_loss(
-            self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
-            method.inner_steps, method.distance, self.augment, method.class_mean, self.fast,
-        )  # fmt: skip
-        loss.backward(inputs=self.learned)  # only these: the fast path's first inner step differentiates at a leaf
+        with self.arithmetic():
+            loss = match_loss(
+                self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
+                method.inner_steps, method.distance, self.augment, method.class_mean, self.fast,
+            )  # fmt: skip
+            loss.backward(inputs=self.learned)  # only these: the fast path's first inner step differentiates at a leaf
         self.advance(n_iter, loss)
         return loss.detach()
+
+    def arithmetic(self) -> contextlib.AbstractContextManager:
+        """The precision the matching runs in (``method.precision``; "auto": the device's own settings)."""
+        if self.method.precision == "auto":
+            return contextlib.nullcontext()
+        return arithmetic(self.method.precision, self.device)
 
     def zero_grad(self) -> None:
         self.optimiser.zero_grad()
@@ -666,6 +655,7 @@ class Synthesis:
         server["y_syn"] = self.label_logits.detach()
         server["alpha"] = self.lr.detach().clone()
         path = self.path.describe() if self.fast is None else self.fast.describe()
+        path += "" if self.method.precision == "auto" else f"; {self.method.precision}"
         if self.path.batched:
             path += f" ({self.together_with} run{'s' * (self.together_with > 1)})"
         s.log["synthesis"] = {
@@ -715,10 +705,11 @@ def iterate_together(jobs: list[Synthesis], n_iter: int) -> torch.Tensor:
     inputs, label_logits, lr = (
         torch.stack([getattr(job, k) for job in jobs]) for k in ("inputs", "label_logits", "lr")
     )
-    ends = unroll_many(flat.model, flat.named, starts, inputs, label_logits, method.inner_steps, lr,
-                       [job.augment for job in jobs], method.class_mean)  # fmt: skip
-    losses = torch.stack([distance(end, a, b, method.distance) for end, a, b in zip(ends, starts, targets)])
-    losses.sum().backward(inputs=[v for job in jobs for v in job.learned])
+    with jobs[0].arithmetic():
+        ends = unroll_many(flat.model, flat.named, starts, inputs, label_logits, method.inner_steps, lr,
+                           [job.augment for job in jobs], method.class_mean)  # fmt: skip
+        losses = torch.stack([distance(end, a, b, method.distance) for end, a, b in zip(ends, starts, targets)])
+        losses.sum().backward(inputs=[v for job in jobs for v in job.learned])
     for job, loss in zip(jobs, losses):
         job.advance(n_iter, loss)
     return losses.detach()
@@ -734,7 +725,10 @@ class DynaFed(Method):
     finetune_lr / finetune_optimizer: the server's fine-tuning after each aggregation from round L+1 (20 / 1e-4 /
     "adam", the authors' code; the paper leaves them open). log_every: iterations between logged matching
     losses. save_every: iterations between saves of the synthesis in progress (:class:`Progress`; the numbers do not
-    depend on it)."""
+    depend on it). precision: the arithmetic of the matching's products and convolutions (:mod:`fl.precision`):
+    "auto" (the device's: float32 on the CPU; on CUDA, TF32 on the fast path and cuDNN's default, TF32 convolutions,
+    on the others), or "fp32", "tf32" (emulated off CUDA) or "bf16" on any device; the server's fine-tuning is not
+    affected."""
 
     name: ClassVar[str] = "dynafed"
     trajectory_rounds: int = 20
@@ -758,6 +752,7 @@ class DynaFed(Method):
     target_draw: str = "paper"
     initial_checkpoint: bool = False
     class_mean: bool = False
+    precision: str = "auto"
 
     def check(self) -> DynaFed:
         require(self.segment >= 1, "segment", "must be >= 1")
@@ -786,6 +781,7 @@ class DynaFed(Method):
             require(False, "dsa_strategy", str(error))
         require(self.target_draw in TARGET_DRAWS, "target_draw", f"must be one of {', '.join(TARGET_DRAWS)}")
         require(self.target_draw == "paper" or self.segment >= 2, "segment", "must be >= 2 with target_draw 'code'")
+        require(self.precision in ("auto", *PRECISIONS), "precision", f"must be auto or one of {', '.join(PRECISIONS)}")
         return self
 
     def first_stateful_round(self) -> int:
