@@ -10,21 +10,25 @@ same precision (an n × n product, n = 8192):
 - **peak**: FP32, TF32 and BF16 matrix products (CUDA), FP32 on the CPU.
 - **fleet**: R = 1, 4, 16, 64 FedAvg runs of the HFMDs CNN on Fashion-MNIST-shaped samples, 20 clients each,
   batch 10, 10 local steps, in one :func:`fl.batched.train_groups` call (what ``fl.sweep --fleet`` does each
-  round), FP32 / TF32 / BF16 (autocast); run-rounds per second at 10 steps a round. Then the same runs as HFMDs
-  arms after a synthesis (FP32: a pool batch of 10 beside every real batch, prototypes collected). A size that
-  runs out of memory is recorded as such and the larger ones skipped. A CUDA-graph path is not built yet: not measured.
+  round), in torch's default precision (what fl.run runs in: on CUDA, TF32 convolutions and FP32 matrix
+  products; a share of the TF32 peak) and on CUDA in FP32 / TF32 / BF16 (autocast; fl/precision.py); run-rounds
+  per second at 10 steps a round. Then the same runs as HFMDs arms after a synthesis (default precision: a pool
+  batch of 10 beside every real batch, prototypes collected). A size that runs out of memory is recorded as such
+  and the larger ones skipped. A CUDA-graph path is not built yet: not measured.
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
-  path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation);
-  rates at the single fast path's FLOPs per seed-iteration.
+  path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation), in
+  the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed with the matching in FP32
+  and in BF16; rates at the single fast path's FLOPs per seed-iteration.
 - **ddpm**: one client's DDPM (configs/fedssyn_fmnist_ddpm.toml's U-Net, batch 128) training steps, then 10
   clients' DDPMs trained together (``method.train_together``: one vmapped step over the clients), at the single
   client's FLOPs per step.
 Writes JSON (``--out``, default results/bench/gpu.json): ``rates`` (FLOP/s by kind of work: the best fleet row,
-the synthesis, the DDPM) and every row; prints a table.
+the synthesis, the DDPM, each in the precision the campaign's runs use) and every row; prints a table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -39,6 +43,7 @@ from torch.utils.flop_counter import FlopCounterMode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fl.precision import PRECISIONS, arithmetic  # noqa: E402
 from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
 
 FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "batch": 10, "ddpm_batch": 128,
@@ -73,36 +78,29 @@ def counted(work: Callable[[], object]) -> float:
 
 
 def precisions(device: torch.device) -> list[str]:
-    return ["fp32", "tf32", "bf16"] if device.type == "cuda" else ["fp32"]
+    """ "default" (torch's own settings, what fl.run runs in: on CUDA, cuDNN's convolutions in TF32 and matrix
+    products in FP32), then fl/precision.py's three on CUDA; the CPU's default is FP32."""
+    return ["default", *PRECISIONS] if device.type == "cuda" else ["default"]
 
 
-class Precision:
-    """TF32 matrix products (``allow_tf32``) or BF16 autocast for what runs inside; FP32 otherwise."""
+def precision(name: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """What runs inside runs in precision ``name`` (:func:`precisions`)."""
+    return contextlib.nullcontext() if name == "default" else arithmetic(name, device)
 
-    def __init__(self, name: str, device: torch.device) -> None:
-        self.name, self.device = name, device
 
-    def __enter__(self):
-        if self.device.type == "cuda":
-            self.kept = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.name == "tf32"
-        self.autocast = torch.autocast(self.device.type, torch.bfloat16, enabled=self.name == "bf16")
-        self.autocast.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.autocast.__exit__(*exc)
-        if self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.kept
+def peak_of(name: str, peaks: dict) -> float:
+    """The matrix-product peak a row of precision ``name`` is a share of (default: TF32's on CUDA, where its
+    convolutions run in TF32; FP32 on the CPU)."""
+    return peaks.get(name, peaks.get("tf32", peaks.get("fp32", float("nan"))))
 
 
 def peak(device: torch.device, sizes: dict) -> list[dict]:
     n = sizes["peak_n"]
     rows = []
-    for name in precisions(device):
+    for name in PRECISIONS if device.type == "cuda" else ["fp32"]:
         dtype = torch.bfloat16 if name == "bf16" else torch.float32
         a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-        with Precision(name if name != "bf16" else "fp32", device):
+        with precision(name if name != "bf16" else "fp32", device):
             seconds = timed(lambda a=a, b=b: a @ b, device, sizes["repeats"])
         rows.append({"part": "peak", "precision": name, "n": n, "tflops": 2 * n**3 / seconds / 1e12})
     return rows
@@ -135,7 +133,7 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                       prototypes=True) for i in range(clients)]  # fmt: skip
 
     rows = []
-    arms = [(name, "fedavg") for name in precisions(device)] + [("fp32", "hfmds")]
+    arms = [(name, "fedavg") for name in precisions(device)] + [("default", "hfmds")]
     for name, arm in arms:
         for runs in sizes["runs"]:
 
@@ -147,7 +145,7 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
 
             row = {"part": "fleet", "arm": arm, "precision": name, "runs": runs, "clients": clients, "steps": steps}
             try:
-                with Precision(name, device):
+                with precision(name, device):
                     seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
                     flop = counted(lambda: train_groups(flat, groups(), "different"))
             except torch.cuda.OutOfMemoryError:
@@ -156,28 +154,34 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                 break
             tflops = flop / seconds / 1e12
             rows.append(row | {"seconds": seconds, "run_rounds_per_s": runs / seconds, "tflops": tflops,
-                               "share_of_peak": tflops / peaks.get(name, float("nan"))})  # fmt: skip
+                               "share_of_peak": tflops / peak_of(name, peaks)})  # fmt: skip
     rows.append({"part": "fleet", "outcome": "CUDA graphs: not built, not measured"})
     return rows
 
 
 def dynafed(device: torch.device, dry: bool) -> list[dict]:
     """One seed's synthesis on the fast path, then 3 seeds on the fast path (one after another) and batched (one
-    vmapped computation). The rate counts every row's work as the single fast path's FLOPs per seed-iteration, so
-    that the batched path's grouped convolutions (counted differently) compare at equal work."""
+    vmapped computation), in the device's own precision ("auto": what the campaign runs); then one seed with the
+    matching in FP32 and in BF16 (on CUDA: "auto" is TF32; the effect of each on D_syn: NOTEBOOK, the precision
+    study). The rate counts every row's work as the single fast path's FLOPs per seed-iteration, so that the batched
+    path's grouped convolutions (counted differently) compare at equal work."""
     rows = []
-    for seeds, paths in ((1, "auto"), (3, "auto,batched")):
+    cases = [(1, "auto", "auto"), (3, "auto,batched", "auto")]
+    cases += [(1, "auto", "fp32"), (1, "auto", "bf16")] if device.type == "cuda" else []
+    for seeds, paths, arithmetic_name in cases:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "synthesis.json"
             sizes = ["--quick"] if dry else ["--paper", "--iterations", "2", "--repeats", "1"]
             command = [sys.executable, "benchmarks/synthesis_bench.py", *sizes, "--paths", paths, "--seeds",
-                       str(seeds), "--device", device.type, "--out", str(out)]  # fmt: skip
+                       str(seeds), "--device", device.type, "--precision", arithmetic_name,
+                       "--out", str(out)]  # fmt: skip
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+            row = {"part": "dynafed", "seeds": seeds, "precision": arithmetic_name}
             if done.returncode:
-                rows.append({"part": "dynafed", "seeds": seeds, "outcome": f"failed: {done.stderr.strip()[-300:]}"})
+                rows.append(row | {"outcome": f"failed: {done.stderr.strip()[-300:]}"})
                 continue
-            rows += [{"part": "dynafed", "seeds": seeds, "path": r["ran"], "seed_iterations_per_s":
-                      r["seed_iterations_per_second"], "gflop_per_iteration": r["gflop_per_iteration"]}
+            rows += [row | {"path": r["ran"], "seed_iterations_per_s": r["seed_iterations_per_second"],
+                            "gflop_per_iteration": r["gflop_per_iteration"]}
                      for r in json.loads(out.read_text())["rows"]]  # fmt: skip
     single = next((r["gflop_per_iteration"] for r in rows if r.get("seeds") == 1 and "path" in r), None)
     for row in rows:
@@ -254,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = peak(device, sizes)
     peaks = {r["precision"]: r["tflops"] for r in rows}
     rows += fleet(device, sizes, peaks) + dynafed(device, args.dry) + ddpm(device, sizes)
-    best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r), default=0.0)
+    planned = ("default", "auto", None)  # the plan's rates: the precision the campaign's runs use
+    best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
+                       and r.get("precision") in planned), default=0.0)
             for part in ("fleet", "dynafed", "ddpm")}  # fmt: skip
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU, 1 thread"
     result = {"device": name, "dry": args.dry, "rates": {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12,

@@ -42,6 +42,7 @@ from fl.methods.base import ServerRound  # noqa: E402
 from fl.methods.dynafed import SWITCHES, DynaFed, MatchingPath, iterate_together  # noqa: E402
 from fl.methods.dynafed import Synthesis as DynaFedSynthesis  # noqa: E402
 from fl.models import build_model  # noqa: E402
+from fl.precision import PRECISIONS  # noqa: E402
 from fl.run import device_argument  # noqa: E402
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
@@ -57,7 +58,7 @@ class Synthesis:
         shape, classes = (1, args.size, args.size), 10
         model = build_model("convnet3", shape, classes, width=args.width).to(device=device, dtype=dtype)
         flat = FlatModel(model)
-        method = DynaFed(inner_steps=args.inner_steps, per_class=args.per_class, segment=5)
+        method = DynaFed(inner_steps=args.inner_steps, per_class=args.per_class, segment=5, precision=args.precision)
         data = SimpleNamespace(n_classes=classes, x=torch.empty(0, *shape))
         self.jobs, self.n_iter = [], 0
         for seed in range(args.seeds):
@@ -79,7 +80,8 @@ class Synthesis:
     def describe(self) -> str:
         job = self.jobs[0]
         ran = job.fast.describe() if job.fast is not None else job.path.describe()
-        return ran + (f" ({len(self.jobs)} runs)" if job.path.batched else "")
+        ran += f" ({len(self.jobs)} runs)" if job.path.batched else ""
+        return ran + ("" if job.method.precision == "auto" else f"; {job.method.precision}")
 
 
 def synchronise(device: torch.device) -> None:
@@ -118,7 +120,8 @@ def measure(args: argparse.Namespace, names: list[str], device: torch.device, dt
     rows = []
     for k, (name, synthesis, count) in enumerate(zip(names, syntheses, flops, strict=True)):
         ran = synthesis.describe()
-        rows.append({"path": name, "ran": ran, "seeds": args.seeds, "iterations_per_second": 1 / best[k],
+        rows.append({"path": name, "ran": ran, "precision": args.precision, "seeds": args.seeds,
+                     "iterations_per_second": 1 / best[k],
                      "seed_iterations_per_second": args.seeds / best[k], "seconds_per_iteration": best[k],
                      "cpu_seconds_per_iteration": best_cpu[k], "gflop_per_iteration": count / 1e9,
                      "tflops": count / best[k] / 1e12, "speedup": best[0] / best[k],
@@ -151,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         type=positive_int,
         default=1,
         help="syntheses per iteration (default 1; the batched path computes them as one)",
+    )
+    add(
+        "--precision",
+        choices=("auto", *PRECISIONS),
+        default="auto",
+        help="the matching's arithmetic "
+        "(DynaFed's method.precision: auto, the device's; fp32, tf32 (emulated off CUDA) or bf16)",
     )
     add("--threads", type=positive_int, help="torch CPU threads (default: torch's choice; 1 with --quick)")
     add("--quick", action="store_true", help="width 4, 16 px, 2 per class, 3 steps, 2 iterations, 1 repeat, "
@@ -196,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = paths or default
     device_name = (torch.cuda.get_device_name(device) if device.type == "cuda"
                    else f"CPU, {torch.get_num_threads()} threads")  # fmt: skip
-    print(f"DynaFed synthesis on {device_name}, {args.dtype}: ConvNet-3 width {args.width}, {args.per_class * 10} "
+    print(f"DynaFed synthesis on {device_name}, {args.dtype} ({args.precision} arithmetic): ConvNet-3 width "
+          f"{args.width}, {args.per_class * 10} "
           f"images of {args.size}x{args.size}, s' = {args.inner_steps}, DSA; best of {args.repeats} x "
           f"{args.iterations} iterations")  # fmt: skip
     rows = measure(args, paths, device, dtype)

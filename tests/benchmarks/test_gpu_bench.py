@@ -26,6 +26,9 @@ def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path
     assert any("not built" in row.get("outcome", "") for row in result["rows"])  # what is not measured says so
     dynafed = [(row["seeds"], row["path"]) for row in result["rows"] if row["part"] == "dynafed"]
     assert dynafed == [(1, "fast+instance_norm"), (3, "fast+instance_norm"), (3, "batched (3 runs)")]
+    # on the CPU every row is in the default precision, whose rows give the plan's rates
+    assert {row["precision"] for row in fleets} == {"default"}
+    assert {row["precision"] for row in result["rows"] if row["part"] == "dynafed"} == {"auto"}
     assert [row["clients"] for row in result["rows"] if row["part"] == "ddpm"] == [1, 2]
     plan = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan", "hfmds", "--rates", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip

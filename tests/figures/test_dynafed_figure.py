@@ -170,6 +170,18 @@ def test_the_n0_control_never_carries_the_claim(tmp_path, store):
     assert "what the matching adds (DynaFed code settings, N = 300, dsa minus the N = 0 control" in text
 
 
+def test_an_arm_matched_in_another_precision_is_left_to_the_precision_study(tmp_path, store):
+    folder = tmp_path / "figs" / "dynafed-table1" / "cpu"
+    folder.mkdir(parents=True)
+    write_run(store / "dynafed_fmnist_a001_fedavg_w32_r50_from23", [0.5] * 50, width=32, rounds=50)
+    learned = {"name": "dynafed", "iterations": 300, "augment": "dsa"}
+    write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa", [0.5] * 24 + [0.6] * 26, learned, 24, 32, 50)
+    bf16 = learned | {"precision": "bf16"}
+    write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa_bf16", [0.5] * 24 + [0.9] * 26, bf16, 24, 32, 50)
+    built = dynafed.build("cpu", folder)
+    assert len(built.rows) == 2 and "+10.00 points over FedAvg" in built.claim.text
+
+
 def test_judged_at_its_end_the_smaller_gain_decides_and_a_lower_bound_never_gives_a_size(tmp_path, store):
     """DynaFed stopped at round 153 of 200, FedAvg ran to 200 and dips over rounds 149-153: the gain at the common
     rounds is large, DynaFed's own last 5 against FedAvg's rounds 196-200 smaller; the verdict and the size come
