@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -54,6 +56,9 @@ def test_the_whole_plan_sums_the_issue_target_apart():
     sums = [sum(float(row[k]) for row in kept) for k in (0, 1)]
     assert abs(sums[0] - numbers[1][0]) <= 0.05 + 0.005 * len(kept)
     assert abs(sums[1] - numbers[1][1]) <= 0.05 + 0.05 * len(kept)
+    if numbers[1][0] > 12:  # over the goal: the factor on every planned rate that meets it
+        needed = next(line for line in lines if "the goal needs" in line)
+        assert float(needed.split("needs ")[1].split("x")[0]) == pytest.approx(numbers[1][0] / 12, abs=0.01)
 
 
 def test_the_plan_refuses_a_file_that_is_no_rates_file(tmp_path):
