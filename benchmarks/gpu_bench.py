@@ -18,7 +18,8 @@ same precision (an n × n product, n = 8192):
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
   path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation), in
   the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed with the matching in FP32
-  and in BF16; rates at the single fast path's FLOPs per seed-iteration.
+  and in BF16; rates at the single fast path's FLOPs per seed-iteration; memory: the bytes autograd saves for an
+  iteration's backward (fast path) and on CUDA the allocated and reserved peaks (CUDA-graph pools are reserved).
 - **ddpm**: one client's DDPM (configs/fedssyn_fmnist_ddpm.toml's U-Net, batch 128) training steps, then 10
   clients' DDPMs trained together (``method.train_together``: one vmapped step over the clients), at the single
   client's FLOPs per step.
@@ -180,8 +181,10 @@ def dynafed(device: torch.device, dry: bool) -> list[dict]:
             if done.returncode:
                 rows.append(row | {"outcome": f"failed: {done.stderr.strip()[-300:]}"})
                 continue
+            memory = ("saved_gib", "cuda_peak_gib", "cuda_reserved_peak_gib")  # a synthesis's memory (admission)
             rows += [row | {"path": r["ran"], "seed_iterations_per_s": r["seed_iterations_per_second"],
                             "gflop_per_iteration": r["gflop_per_iteration"]}
+                         | {k: r[k] for k in memory if r.get(k) is not None}
                      for r in json.loads(out.read_text())["rows"]]  # fmt: skip
     single = next((r["gflop_per_iteration"] for r in rows if r.get("seeds") == 1 and "path" in r), None)
     for row in rows:

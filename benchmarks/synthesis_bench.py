@@ -24,6 +24,7 @@ compares the paths per synthesis.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -89,24 +90,42 @@ def synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def flops_per_iteration(args: argparse.Namespace, path: MatchingPath, device: torch.device, dtype) -> float:
-    """FLOPs of one outer iteration on ``path`` run eagerly (graphs off: the counter sees no replayed kernel)."""
+def flops_per_iteration(args: argparse.Namespace, path: MatchingPath, device, dtype) -> tuple[float, int | None]:
+    """(FLOPs, bytes saved for the backward) of one outer iteration on ``path`` run eagerly (graphs off: the counter
+    sees no replayed kernel). The saved bytes are those of the distinct storages autograd keeps for the backward
+    (the unroll's graph, held until the iteration's backward): what a synthesis needs beyond its own state, on any
+    device (on CUDA the peak beside them: ``cuda_peak_gib``); the fast path only (None on the others)."""
     counted = Synthesis(args, dataclasses.replace(path, graphs=False), device, dtype)
     counted.iteration()  # the first unroll also checks the fast path's layers against the module (two forwards)
-    with FlopCounterMode(display=False) as counter:
-        counted.iteration()
-    return counter.get_total_flops()
+    storages = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+    with FlopCounterMode(display=False) as counter, hooks if path.fast else contextlib.nullcontext():
+        counted.iteration()  # torch.func (the reference and batched paths) takes no saved-tensor hooks: not measured
+    return counter.get_total_flops(), sum(storages.values()) if path.fast else None
 
 
 def measure(args: argparse.Namespace, names: list[str], device: torch.device, dtype: torch.dtype) -> list[dict]:
     """Every path: its FLOPs per iteration, then --repeats rounds in which each path in turn runs --iterations
     (interleaved, so that a machine busy with other work slows every path alike); the best round counts."""
     paths = [MatchingPath.parse(name) for name in names]
-    flops = [flops_per_iteration(args, path, device, dtype) for path in paths]
+    flops, saved = zip(*(flops_per_iteration(args, path, device, dtype) for path in paths), strict=True)
     syntheses = [Synthesis(args, path, device, dtype) for path in paths]
-    for synthesis in syntheses:
-        for _ in range(args.warmup):
+    peaks = [{} for _ in paths]
+    for k, synthesis in enumerate(syntheses):
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        for _ in range(args.warmup):  # a graph path captures here: its pools count in the reserved peak
             synthesis.iteration()
+        if device.type == "cuda":
+            synchronise(device)
+            peaks[k] = {"cuda_peak_gib": torch.cuda.max_memory_allocated(device) / 2**30,
+                        "cuda_reserved_peak_gib": torch.cuda.max_memory_reserved(device) / 2**30}  # fmt: skip
     best, best_cpu = [float("inf")] * len(paths), [float("inf")] * len(paths)
     for _ in range(args.repeats):
         for k, synthesis in enumerate(syntheses):
@@ -125,7 +144,8 @@ def measure(args: argparse.Namespace, names: list[str], device: torch.device, dt
                      "seed_iterations_per_second": args.seeds / best[k], "seconds_per_iteration": best[k],
                      "cpu_seconds_per_iteration": best_cpu[k], "gflop_per_iteration": count / 1e9,
                      "tflops": count / best[k] / 1e12, "speedup": best[0] / best[k],
-                     "cpu_time_ratio": best_cpu[0] / best_cpu[k]})  # fmt: skip
+                     "cpu_time_ratio": best_cpu[0] / best_cpu[k],
+                     "saved_gib": None if saved[k] is None else saved[k] / 2**30} | peaks[k])  # fmt: skip
     return rows
 
 
@@ -215,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['path']:>32s}  {row['iterations_per_second']:8.3f} it/s  {row['gflop_per_iteration']:9.2f} "
               f"GFLOP/it  {row['tflops']:8.4f} TFLOP/s  N=1000: {1000 * row['seconds_per_iteration']:8.1f} s  "
               f"x{row['speedup']:.2f} against {rows[0]['path']} (process CPU time: x{row['cpu_time_ratio']:.2f})  "
-              f"({row['ran']})")  # fmt: skip
+              + ("" if row["saved_gib"] is None else f"saved for the backward {row['saved_gib']:.3f} GiB  ")
+              + f"({row['ran']})")  # fmt: skip
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(

@@ -31,6 +31,10 @@ def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path
     # on the CPU every row is in the default precision, whose rows give the plan's rates
     assert {row["precision"] for row in fleets} == {"default"}
     assert {row["precision"] for row in result["rows"] if row["part"] == "dynafed"} == {"auto"}
+    assert [row["saved_gib"] > 0 for row in result["rows"] if row["part"] == "dynafed" and "saved_gib" in row] == [
+        True,
+        True,
+    ]
     assert [row["clients"] for row in result["rows"] if row["part"] == "ddpm"] == [1, 2]
     plan = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan", "hfmds", "--rates", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
