@@ -655,9 +655,9 @@ class Synthesis:
         server["y_syn"] = self.label_logits.detach()
         server["alpha"] = self.lr.detach().clone()
         path = self.path.describe() if self.fast is None else self.fast.describe()
-        path += "" if self.method.precision == "auto" else f"; {self.method.precision}"
         if self.path.batched:
             path += f" ({self.together_with} run{'s' * (self.together_with > 1)})"
+        path += "" if self.method.precision == "auto" else f"; {self.method.precision}"
         s.log["synthesis"] = {
             "seconds": time.perf_counter() - self.start, "loss": self.losses, "alpha": float(self.lr.detach()),
             "path": path,
