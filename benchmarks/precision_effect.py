@@ -28,6 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fl.config import from_dict  # noqa: E402
 from fl.torchfiles import load_safely  # noqa: E402
 from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
 from theory.errors import InputError  # noqa: E402
@@ -64,7 +65,9 @@ def arm(run: Path) -> dict:
 
 
 def same_but_precision(a: dict, b: dict) -> list[str]:
-    """The config keys (section.key) in which two runs differ, precision and output folders aside."""
+    """The config keys (section.key) in which two runs differ, the precision aside; each config read as fl.run
+    reads it (keys added since a run was made take their defaults)."""
+    a, b = from_dict(a).to_dict(), from_dict(b).to_dict()
     keys = []
     for section in sorted(set(a) | set(b)):
         left, right = a.get(section, {}), b.get(section, {})
@@ -99,7 +102,7 @@ def compare(reference: dict, other: dict) -> dict:
 
 def table(rows: list[dict]) -> str:
     """The rows as a markdown table."""
-    head = ("arm (precision)", "seed", "‖ΔX‖/‖X‖", "max |ΔX|", "top label agrees", "label TV", "α",
+    head = ("arm (precision)", "seed", "‖ΔX‖/‖X‖", "max abs ΔX", "top label agrees", "label TV", "α",
             "matching loss (last)", "final %", "Δ final", f"mean last {LAST} %", f"Δ last {LAST}")  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -133,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{run['run']}: matched in {run['precision']} on {run['device'] or 'an unknown device'}, "
                          "not in FP32")  # fmt: skip
     for other in arms:
-        differ = same_but_precision(reference["config"], other["config"])
+        try:
+            differ = same_but_precision(reference["config"], other["config"])
+        except InputError as error:
+            parser.error(f"{other['run']} or {reference['run']}: {error}")
         if differ:
             parser.error(f"{other['run']} differs from {reference['run']} in {', '.join(differ)}, not in the "
                          "precision alone")  # fmt: skip
