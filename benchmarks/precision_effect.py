@@ -13,7 +13,8 @@ Per arm: D_syn's images against the reference's, ‖X − X_ref‖ / ‖X_ref‖
 it), the share of images whose soft label's top class agrees, the total-variation distance between the soft labels
 (mean over images), the learned inner step α, the matching loss at its last logged iteration; the test accuracy at
 the last round and its mean over the last 5, and their change from the reference in points. Writes
-``precision.json`` and ``precision.png`` (accuracy by round, matching loss by iteration) into ``--out``.
+``precision.json`` and ``precision.png`` (accuracy by round, matching loss by iteration, the ``--spread`` seeds'
+beside them for scale) into ``--out``.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "precision.json").write_text(json.dumps(result, indent=1))
     from plots.precision import plot_precision
 
-    everyone = [reference, *arms]
+    everyone = [reference, *arms, *spread]  # the other seeds' curves for scale
     labels = [f"{a['precision'] if a['precision'] != 'auto' else 'fp32'} (seed {a['seed']})" for a in everyone]
     curves = {label: tuple(map(list, zip(*a["curve"]))) for label, a in zip(labels, everyone)}
     losses = {label: tuple(map(list, zip(*a["synthesis"]["loss"]))) for label, a in zip(labels, everyone)}
