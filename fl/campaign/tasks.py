@@ -35,6 +35,9 @@ class Task:
 # during its synthesis (19 of it CUDA-graph pools); 16 fl.run processes held 70 (~4.4 each); a DDPM-sets trainer
 # was not measured alone: 4 a worker assumed. The benchmark runs fleets up to 64 runs: 30 assumed. Every fl.run on
 # CUDA now records its peak in summary.json (cuda_peak_gib, cuda_reserved_peak_gib): the next lease measures these.
+# A synthesis's own tensors: autograd saves 10.2 GiB for one outer iteration's backward at the paper's settings
+# (ConvNet-3 width 128, 150 images, s' = 20, fast path; counted on the CPU by benchmarks/synthesis_bench.py --paper),
+# per seed, so a fleet whose seeds synthesise as one computation (no graphs) needs about that per seed beside its runs.
 KIND_GIB = {"dynafed": 24.0, "fl": 4.5, "ddpm": 4.0, "bench": 30.0}
 
 
