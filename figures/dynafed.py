@@ -101,8 +101,9 @@ def seed_of(run: Path) -> int:
 
 def collect(runs: Path, scale: str) -> list[dict]:
     """The arms at the scale's protocol, one entry per run: FedAvg first, then the DynaFed arms (the device's own
-    precision: ``method.precision`` "auto"), each sorted by seed. An entry is the run's numbers with its ``label`` (the arm, the same over seeds), ``seed`` and ``start``
-    (the round whose state FedAvg started from; a DynaFed arm's synthesis round − 1, so the two pair by it)."""
+    precision: ``method.precision`` "auto"), each sorted by seed. An entry is the run's numbers with its ``label``
+    (the arm, the same over seeds), ``seed`` and ``start`` (the round whose state FedAvg started from; a DynaFed
+    arm's synthesis round − 1, so the two pair by it)."""
     fedavg, dynafed = [], []
     for run in arm_runs(runs, scale, "dynafed_fmnist_a001_fedavg{tag}_from*"):
         numbers = arm_numbers(run)
@@ -112,7 +113,7 @@ def collect(runs: Path, scale: str) -> list[dict]:
             fedavg.append(numbers | {"label": label, "seed": seed_of(run), "start": start})
     for run in arm_runs(runs, scale, "dynafed_fmnist_a001_*{tag}_n*_*"):
         if json.loads((run / "config.json").read_text())["method"].get("precision", "auto") != "auto":
-            continue  # the matching in another precision: the precision study's (benchmarks/precision_effect.py)
+            continue  # the matching in another precision: the precision study's (python -m figures.precision)
         numbers = arm_numbers(run)
         if numbers and numbers.get("synthesis") is not None:  # an arm still before (or in) its synthesis waits
             setting = run.name.removeprefix("dynafed_fmnist_a001_").split("_n", 1)[0].removesuffix(PROTOCOLS[scale][2])

@@ -1,5 +1,5 @@
 """DynaFed arms matched in several precisions: test accuracy over rounds and the matching loss over iterations
-(``benchmarks/precision_effect.py``)."""
+(``python -m figures.precision``)."""
 
 from __future__ import annotations
 

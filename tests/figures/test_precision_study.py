@@ -1,4 +1,4 @@
-"""benchmarks/precision_effect.py on run folders written here: D_syn's and the accuracy's changes against the FP32
+"""``python -m figures.precision`` on run folders written here: D_syn's and the accuracy's changes against the FP32
 arm computed independently, and the folders it refuses (another setting than the precision, a reference that is not
 FP32, an unfinished synthesis), each in one line."""
 
@@ -13,7 +13,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "precision_effect.py"
 
 
 def write_run(folder: Path, accuracy: list[float], inputs: torch.Tensor, logits: torch.Tensor, precision: str = "",
@@ -32,8 +31,8 @@ def write_run(folder: Path, accuracy: list[float], inputs: torch.Tensor, logits:
 
 
 def run(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "figures.precision", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
 @pytest.fixture
@@ -51,33 +50,42 @@ def runs(tmp_path):
     return tmp_path, reference, tf32, other_seed, (x, moved, logits, flipped)
 
 
-def test_the_changes_against_the_fp32_arm(runs):
+def test_the_changes_against_the_fp32_twin_and_the_rule_over_seeds(runs):
     tmp_path, reference, tf32, other_seed, (x, _, logits, flipped) = runs
+    tf32_seed1 = write_run(tmp_path / "tf32_seed1", [0.5, 0.6, 0.71, 0.71, 0.71, 0.71, 0.71], x, logits, "tf32", 1)
     out = tmp_path / "out"
-    done = run(reference, tf32, "--spread", other_seed, "--out", out)
+    done = run(reference, tf32, other_seed, tf32_seed1, "--out", out)
     assert done.returncode == 0, done.stderr
     result = json.loads((out / "precision.json").read_text())
-    (row,) = result["rows"]
+    row, row1 = result["rows"]
     assert row["precision"] == "tf32" and row["alpha"] == pytest.approx(0.2)
     assert row["dsyn_relative_difference"] == pytest.approx(0.5 / float(x.double().norm()))
     assert row["dsyn_max_pixel_difference"] == pytest.approx(0.5, rel=1e-6)
-    assert row["label_top_class_agreement"] == 0.75
+    assert row["label_top_class_agreement"] == 0.75 and row1["label_top_class_agreement"] == 1.0
     p, q = torch.softmax(flipped.double(), 1), torch.softmax(logits.double(), 1)
     assert row["label_total_variation"] == pytest.approx(float((p - q).abs().sum() / 2 / 4))
     assert row["final_change_points"] == pytest.approx(2.0)
     assert row["mean_last5_change_points"] == pytest.approx(1.2)  # 75.2 − 74.0, the last 5 rounds
-    assert result["fp32_seeds"]["sd_points"] == pytest.approx(float(torch.tensor([74.0, 70.0]).std()))
+    (summary,) = result["precisions"]
+    assert summary["seeds"] == [0, 1] and summary["change_points"] == pytest.approx(1.1)
+    assert summary["change_sd"] == pytest.approx(float(torch.tensor([1.2, 1.0], dtype=torch.float64).std()))
+    # arms 75.2, 71.0 against FP32 74.0, 70.0: a difference of 1.1 within sqrt(2.97² + 2.83²)
+    assert summary["above_fp32"] == "not resolved"
     assert (out / "precision.png").stat().st_size > 0
-    assert "| tf32 | 0 |" in done.stdout and "sd 2.83 points" in done.stdout
+    assert "| tf32 | 0 |" in done.stdout and "tf32 (seeds 0, 1) against FP32 (seeds 0, 1)" in done.stdout
 
 
 def test_what_it_refuses_in_one_line(runs, tmp_path):
     _, reference, tf32, _, (x, _, logits, _) = runs
-    other = write_run(tmp_path / "other", [0.5] * 7, x, logits, "bf16", seed=3)
+    alone = write_run(tmp_path / "alone", [0.5] * 7, x, logits, "bf16", seed=3)
+    longer = write_run(tmp_path / "longer", [0.5] * 8, x, logits, "bf16")
     gpu = write_run(tmp_path / "gpu", [0.5] * 7, x, logits, device="cuda:0")
     unfinished = write_run(tmp_path / "unfinished", [0.5] * 7, x, logits, "tf32", iteration=2)
-    cases = [((reference, other), "differs from ref in train.seed, not in the precision alone"),
-             ((gpu, tf32), "gpu: matched in auto on cuda:0, not in FP32"),
+    cases = [((reference, alone), "alone: matched in bf16 on cpu, and no FP32 arm of seed 3 to compare it with"),
+             ((reference, longer), "longer differs from ref in train.rounds, not in the precision alone"),
+             ((gpu, tf32), "gpu: matched in auto on cuda:0, and no FP32 arm of seed 0"),
+             ((reference, reference), "two FP32 arms of seed 0"),
+             ((reference,), "no arm in another precision than FP32"),
              ((reference, unfinished), "its synthesis has not finished"),
              ((reference, tmp_path / "nothing"), "not a DynaFed run past its synthesis")]  # fmt: skip
     for args, message in cases:
