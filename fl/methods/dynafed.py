@@ -529,7 +529,10 @@ class Progress:
     def __init__(self, folder: Path | None, method: DynaFed, trajectory: torch.Tensor, seed: int) -> None:
         self.path = None if folder is None else folder / self.FILE
         digest = hashlib.sha256(trajectory.detach().cpu().double().numpy().tobytes())
-        digest.update(repr((dataclasses.replace(method, save_every=1), seed)).encode())  # what shapes the numbers
+        shaping = repr((dataclasses.replace(method, save_every=1), seed))  # what shapes the numbers
+        if method.precision == "auto":  # as before the setting existed: a synthesis saved then still resumes
+            shaping = shaping.replace(", precision='auto'", "")
+        digest.update(shaping.encode())
         self.key = digest.hexdigest()
 
     def restore(self, inputs, label_logits, lr, optimiser, lr_optimiser, draws, generator) -> tuple[int, list, float]:

@@ -3,13 +3,24 @@ pre-rounded operands (forward and backward), the precision switch, and DynaFed's
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fl.flat import FlatModel
-from fl.methods.dynafed import MATCHING_ENV, DynaFed, MatchingPath, Synthesis, relative_error, synthesize_together
+from fl.methods.dynafed import (
+    MATCHING_ENV,
+    DynaFed,
+    MatchingPath,
+    Progress,
+    Synthesis,
+    relative_error,
+    synthesize_together,
+)
 from fl.models import build_model
 from fl.precision import PRECISIONS, EmulatedTF32, arithmetic, check_precision, round_tf32
 from tests.fl.methods.test_dynafed_fast import CLASSES, SHAPE, server_round
@@ -132,3 +143,16 @@ def test_the_batched_synthesis_runs_in_the_precision_too():
     assert out["tf32", "batched"][1] == "batched (1 run); tf32"
     effect = relative_error(out["tf32", "batched"][0], out["fp32", "batched"][0])
     assert relative_error(out["tf32", "batched"][0], out["tf32", "auto"][0]) < effect / 10
+
+
+def test_a_saved_synthesis_counts_for_its_own_precision_only():
+    """The progress key: "auto" keys as before the setting existed (the method's repr without it), so a synthesis
+    saved by earlier code resumes; another precision gets a key of its own."""
+    trajectory = torch.zeros(3, 4)
+    keys = {p: Progress(None, DynaFed(precision=p), trajectory, 0).key for p in ("auto", *PRECISIONS)}
+    assert len(set(keys.values())) == 4
+    earlier = repr((dataclasses.replace(DynaFed(), save_every=1), 0)).replace(", precision='auto'", "")
+    assert "precision" not in earlier and earlier.endswith("class_mean=False), 0)")
+    digest = hashlib.sha256(trajectory.double().numpy().tobytes())
+    digest.update(earlier.encode())
+    assert keys["auto"] == digest.hexdigest()
