@@ -223,3 +223,30 @@ def test_dynafed_fast_matching_on_cuda_in_float32_with_tf32():
     assert relative_error(loss, loss_ref) < 1e-3
     assert relative_error(grad_x, grad_x_ref) < 5e-2
     assert float(F.cosine_similarity(grad_x.flatten(), grad_x_ref.flatten(), 0)) > 0.999
+
+
+def test_the_cpu_emulation_of_tf32_is_what_cuda_computes():
+    """fl.precision's emulated TF32 (operands rounded to nearest, ties away, FP32 accumulation) against CUDA's
+    TF32 convolution and matrix product, forward and backward, on the same float32 operands: the emulation lies far
+    closer to CUDA's TF32 than CUDA's FP32 does (were the hardware to truncate instead, the two would differ about
+    as much as TF32 and FP32 do, and this fails)."""
+    from fl.methods.dynafed import relative_error
+    from fl.precision import arithmetic
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 32, 14, 14, generator=generator)
+    w = torch.randn(64, 32, 3, 3, generator=generator)
+    g = torch.randn(8, 64, 12, 12, generator=generator)
+    a, b = torch.randn(256, 512, generator=generator), torch.randn(512, 128, generator=generator)
+
+    def work(device: str, precision: str) -> list[torch.Tensor]:
+        xs, ws = (t.to(device).requires_grad_() for t in (x, w))
+        with arithmetic(precision, device):
+            y = torch.nn.functional.conv2d(xs, ws)
+            grads = torch.autograd.grad(y, (xs, ws), g.to(device))
+            product = a.to(device) @ b.to(device)
+        return [t.detach().cpu() for t in (y, *grads, product)]
+
+    emulated, tf32, fp32 = work("cpu", "tf32"), work("cuda", "tf32"), work("cuda", "fp32")
+    for mine, theirs, exact in zip(emulated, tf32, fp32, strict=True):
+        assert relative_error(mine, theirs) < 0.3 * relative_error(exact, theirs)
