@@ -25,20 +25,20 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from figures.scripted import seed_list
+from figures.dynafed import synthesis
+from figures.scripted import accuracy_numbers, read_rows, seed_list
 from figures.verdict import direction, mean_sd
 from fl.config import from_dict
 from fl.torchfiles import load_safely
 from plots.precision import plot_precision
-from theory.cli import ArgumentParser, output_file_problem
+from theory.cli import ArgumentParser, make_dir
 from theory.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LAST = 5  # rounds averaged at the end
+LAST = 5  # rounds averaged at the end (accuracy_numbers' "last5")
 
 
 def precision_of(config: dict) -> str:
@@ -55,16 +55,15 @@ def arm(run: Path) -> dict:
     config = json.loads(files[0].read_text())
     if config.get("method", {}).get("name") != "dynafed":
         raise InputError(f"{run}: method {config.get('method', {}).get('name')!r}, not dynafed")
-    rows = [json.loads(line) for line in files[1].read_text().splitlines() if line.strip()]
-    curve = [(r["round"], r["test_accuracy"]) for r in rows if r.get("test_accuracy") is not None]
-    synthesis = next((r["method"]["synthesis"] for r in rows if "synthesis" in r.get("method", {})), None)
+    rows = read_rows(run)
+    numbers, logged = accuracy_numbers(rows, last=LAST), synthesis(rows)
     saved = load_safely(files[2], "saved DynaFed synthesis", "restore it from the run ledger")
     provenance = run / "provenance.json"
     device = json.loads(provenance.read_text()).get("device", "") if provenance.is_file() else ""
-    if synthesis is None or saved.get("iteration") != config["method"].get("iterations", 1000):
+    if logged is None or saved.get("iteration") != config["method"].get("iterations", 1000):
         raise InputError(f"{run}: its synthesis has not finished")
     return {"run": run.name, "precision": precision_of(config), "seed": config["train"].get("seed", 0),
-            "config": config, "device": device, "curve": curve, "synthesis": synthesis,
+            "config": config, "device": device, "numbers": numbers, "synthesis": logged,
             "inputs": saved["inputs"].double(), "labels": torch.softmax(saved["label_logits"].double(), 1),
             "alpha": float(saved["lr"])}  # fmt: skip
 
@@ -89,8 +88,8 @@ def compare(reference: dict, other: dict) -> dict:
     """``other``'s D_syn and accuracy against ``reference``'s (see the module docstring)."""
     x, y = other["inputs"], reference["inputs"]
     top = (other["labels"].argmax(1) == reference["labels"].argmax(1)).double().mean()
-    final = {k: v["curve"][-1][1] for k, v in (("ref", reference), ("arm", other))}
-    last = {k: float(np.mean([a for _, a in v["curve"][-LAST:]])) for k, v in (("ref", reference), ("arm", other))}
+    final = {k: v["numbers"]["final"] for k, v in (("ref", reference), ("arm", other))}
+    last = {k: v["numbers"]["last5"] for k, v in (("ref", reference), ("arm", other))}
     return {
         "run": other["run"], "precision": other["precision"], "seed": other["seed"],
         "dsyn_relative_difference": float((x - y).norm() / y.norm()),
@@ -151,7 +150,7 @@ def pair(runs: list[dict]) -> tuple[dict[int, dict], list[tuple[dict, dict]]]:
 
 
 def last_mean(run: dict) -> float:
-    return float(np.mean([a for _, a in run["curve"][-LAST:]]))
+    return run["numbers"]["last5"]
 
 
 def summaries(twins: dict[int, dict], pairs: list[tuple[dict, dict]]) -> list[dict]:
@@ -173,25 +172,24 @@ def summaries(twins: dict[int, dict], pairs: list[tuple[dict, dict]]) -> list[di
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m figures.precision", description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+", help="DynaFed arms: an FP32 one per seed, and the others")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "precision")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "precision",
+                        help="the output folder (refused when it holds files another tool made)")  # fmt: skip
+    parser.add_argument("--overwrite", action="store_true", help="write into an --out another tool made")
     args = parser.parse_args(argv)
-    for name in ("precision.json", "precision.png"):
-        if (problem := output_file_problem(args.out / name, name)) is not None:
-            parser.error(problem)
     try:
         runs = [arm(run) for run in args.runs]
         twins, pairs = pair(runs)
+        if not pairs:
+            raise InputError("no arm in another precision than FP32 among the runs given")
+        make_dir(args.out, "output folder", tool="figures.precision", overwrite=args.overwrite)
     except InputError as error:
         parser.error(str(error))
-    if not pairs:
-        parser.error("no arm in another precision than FP32 among the runs given")
     rows = [compare(twin, other) for twin, other in pairs]
     summary = summaries(twins, pairs)
-    args.out.mkdir(parents=True, exist_ok=True)
     result = {"rows": rows, "precisions": summary, "fp32_arms": {str(k): v["run"] for k, v in sorted(twins.items())}}
     (args.out / "precision.json").write_text(json.dumps(result, indent=1))
     labels = [f"{'fp32' if is_fp32(a) else a['precision']} (seed {a['seed']})" for a in runs]
-    curves = {label: tuple(map(list, zip(*a["curve"]))) for label, a in zip(labels, runs)}
+    curves = {label: tuple(map(list, zip(*a["numbers"]["curve"]))) for label, a in zip(labels, runs)}
     losses = {label: tuple(map(list, zip(*a["synthesis"]["loss"]))) for label, a in zip(labels, runs)}
     plot_precision(curves, losses, args.out / "precision.png", "DynaFed: the matching in FP32, TF32, BF16")
     print(table(rows))

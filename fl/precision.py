@@ -35,7 +35,7 @@ def round_tf32(x: torch.Tensor) -> torch.Tensor:
     bits = x.contiguous().view(torch.int32)
     half, mask = 1 << (TF32_DROPPED_BITS - 1), ~((1 << TF32_DROPPED_BITS) - 1)
     rounded = ((bits + half) & mask).view(torch.float32)  # a carry into the exponent is the correct rounding up
-    return torch.where(torch.isfinite(x), rounded, x).view(x.shape)
+    return torch.where(torch.isfinite(x), rounded, x)
 
 
 _aten = torch.ops.aten

@@ -194,14 +194,17 @@ class MatchingPath:
     def from_environment(cls) -> MatchingPath:
         return cls.parse(os.environ.get(MATCHING_ENV, "auto"))
 
-    def on(self, device: torch.device | str, dtype: torch.dtype) -> MatchingPath:
-        """The switches that apply on ``device`` in ``dtype``: no CUDA switch off CUDA (a CPU run's numbers do not
-        depend on what a GPU would have used), TF32 only in float32."""
+    def on(self, device: torch.device | str, dtype: torch.dtype, precision: str = "auto") -> MatchingPath:
+        """The switches that apply on ``device`` in ``dtype`` with the method's ``precision``: no CUDA switch off
+        CUDA (a CPU run's numbers do not depend on what a GPU would have used), TF32 only in float32 and only where
+        the precision is the device's own ("auto"; otherwise :func:`fl.precision.arithmetic` decides it), no CUDA
+        graph under BF16 autocast (its casts are not captured)."""
         if not self.fast:
             return MatchingPath.parse("batched" if self.batched else "reference")
         cuda = torch.device(device).type == "cuda"
-        tf32 = cuda and self.tf32 and dtype == torch.float32
-        return MatchingPath(True, self.instance_norm, tf32, cuda and self.channels_last, cuda and self.graphs)
+        tf32 = cuda and self.tf32 and dtype == torch.float32 and precision == "auto"
+        graphs = cuda and self.graphs and precision != "bf16"
+        return MatchingPath(True, self.instance_norm, tf32, cuda and self.channels_last, graphs)
 
     def describe(self) -> str:
         if not self.fast:
@@ -587,10 +590,7 @@ class Synthesis:
         self.draws, self.generator = np.random.default_rng(s.seed), s.generator
         self.augment = method.augmenter(s.generator, shape)
         flat.model.eval()
-        self.path = (path or MatchingPath.from_environment()).on(device, dtype)
-        if method.precision != "auto" and self.path.fast:  # the precision decides TF32; autocast is not captured
-            graphs = self.path.graphs and method.precision != "bf16"
-            self.path = dataclasses.replace(self.path, tf32=False, graphs=graphs)
+        self.path = (path or MatchingPath.from_environment()).on(device, dtype, method.precision)
         self.device = device
         self.fast = FastUnroll(flat.model, flat.layout, self.path) if self.path.fast else None
         self.learned = [v for v in (self.inputs, self.label_logits, self.lr) if v.requires_grad]

@@ -82,8 +82,9 @@ def test_emulated_convolutions_round_every_operand_of_the_backward():
 def test_the_switch_runs_each_precision_and_restores_what_was_before():
     generator = torch.Generator().manual_seed(2)
     a, b = torch.randn(8, 8, generator=generator), torch.randn(8, 8, generator=generator)
+    plain = a @ b
     with arithmetic("fp32", "cpu"):
-        assert torch.equal(a @ b, a @ b) and (a @ b).dtype == torch.float32
+        assert torch.equal(a @ b, plain) and (a @ b).dtype == torch.float32
     with arithmetic("tf32", "cpu"):
         assert torch.equal(a @ b, round_tf32(a) @ round_tf32(b))
     with arithmetic("bf16", "cpu"):
@@ -151,8 +152,22 @@ def test_a_saved_synthesis_counts_for_its_own_precision_only():
     trajectory = torch.zeros(3, 4)
     keys = {p: Progress(None, DynaFed(precision=p), trajectory, 0).key for p in ("auto", *PRECISIONS)}
     assert len(set(keys.values())) == 4
-    earlier = repr((dataclasses.replace(DynaFed(), save_every=1), 0)).replace(", precision='auto'", "")
+    method = dataclasses.replace(DynaFed(), save_every=1)  # its repr as written before the field existed:
+    fields = ", ".join(f"{f.name}={getattr(method, f.name)!r}" for f in dataclasses.fields(method)
+                       if f.name != "precision")  # fmt: skip
+    earlier = f"(DynaFed({fields}), 0)"
     assert "precision" not in earlier and earlier.endswith("class_mean=False), 0)")
     digest = hashlib.sha256(trajectory.double().numpy().tobytes())
     digest.update(earlier.encode())
     assert keys["auto"] == digest.hexdigest()
+
+
+def test_the_path_leaves_tf32_and_graphs_to_the_precision_on_cuda():
+    """On CUDA "auto" keeps the fast path's TF32 switch; an explicit precision drops it (fl.precision decides), and
+    BF16 autocast drops the graphs; the CPU gets no CUDA switch whatever the precision."""
+    auto = MatchingPath()
+    assert auto.on("cuda", torch.float32, "auto").describe() == "fast+instance_norm+tf32+channels_last+graphs"
+    assert auto.on("cuda", torch.float32, "fp32").describe() == "fast+instance_norm+channels_last+graphs"
+    assert auto.on("cuda", torch.float32, "tf32").describe() == "fast+instance_norm+channels_last+graphs"
+    assert auto.on("cuda", torch.float32, "bf16").describe() == "fast+instance_norm+channels_last"
+    assert {auto.on("cpu", torch.float32, p).describe() for p in ("auto", *PRECISIONS)} == {"fast+instance_norm"}
