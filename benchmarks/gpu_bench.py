@@ -14,7 +14,9 @@ same precision (an n × n product, n = 8192):
   products; a share of the TF32 peak) and on CUDA in FP32 / TF32 / BF16 (autocast; fl/precision.py); run-rounds
   per second at 10 steps a round. Then the same runs as HFMDs arms after a synthesis (default precision: a pool
   batch of 10 beside every real batch, prototypes collected). A size that runs out of memory is recorded as such
-  and the larger ones skipped. A CUDA-graph path is not built yet: not measured.
+  and the larger ones skipped. In the default precision each size runs twice: its local steps after the first
+  replayed as a graph (``graphs`` "auto": a CUDA graph on CUDA, what fl.run does there; ``--dry``: "on", the CPU's
+  traced stand-in, so that the tests run the path) and eagerly ("off"); FP32 / TF32 / BF16 run eagerly.
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
   path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation), in
   the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed with the matching in FP32
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -49,7 +52,7 @@ from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
 
 FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "batch": 10, "ddpm_batch": 128,
         "ddpm_base": 32, "ddpm_clients": 10, "ddpm_steps": 10, "repeats": 3}  # fmt: skip
-DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 2, "batch": 4, "ddpm_batch": 2, "ddpm_base": 8,
+DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 3, "batch": 4, "ddpm_batch": 2, "ddpm_base": 8,
        "ddpm_clients": 2, "ddpm_steps": 2, "repeats": 1}  # fmt: skip
 
 
@@ -134,8 +137,11 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                       prototypes=True) for i in range(clients)]  # fmt: skip
 
     rows = []
-    arms = [(name, "fedavg") for name in precisions(device)] + [("default", "hfmds")]
-    for name, arm in arms:
+    recorded = "on" if device.type == "cpu" else "auto"  # the CPU's traced graph only where asked: --dry
+    arms = [(name, "fedavg", graphs) for name in precisions(device)
+            for graphs in ((recorded, "off") if name == "default" else ("off",))]  # fmt: skip
+    arms += [("default", "hfmds", recorded), ("default", "hfmds", "off")]
+    for name, arm, graphs in arms:
         for runs in sizes["runs"]:
 
             def groups(runs=runs, arm=arm):
@@ -144,9 +150,10 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                 return [Group(x, y, list(owned), gens, algorithm, contexts, 0.01, local,
                               hfmds_tasks() if arm == "hfmds" else None) for _ in range(runs)]  # fmt: skip
 
-            row = {"part": "fleet", "arm": arm, "precision": name, "runs": runs, "clients": clients, "steps": steps}
+            row = {"part": "fleet", "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
+                   "steps": steps}  # fmt: skip
             try:
-                with precision(name, device):
+                with precision(name, device), graphs_set(graphs):
                     seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
                     flop = counted(lambda: train_groups(flat, groups(), "different"))
             except torch.cuda.OutOfMemoryError:
@@ -156,8 +163,23 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
             tflops = flop / seconds / 1e12
             rows.append(row | {"seconds": seconds, "run_rounds_per_s": runs / seconds, "tflops": tflops,
                                "share_of_peak": tflops / peak_of(name, peaks)})  # fmt: skip
-    rows.append({"part": "fleet", "outcome": "CUDA graphs: not built, not measured"})
     return rows
+
+
+@contextlib.contextmanager
+def graphs_set(value: str):
+    """``SHUFFLEFL_GRAPHS`` = value inside (fl/graphs.py), the caller's setting back after."""
+    from fl.graphs import GRAPHS_ENV
+
+    before = os.environ.get(GRAPHS_ENV)
+    os.environ[GRAPHS_ENV] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[GRAPHS_ENV]
+        else:
+            os.environ[GRAPHS_ENV] = before
 
 
 def dynafed(device: torch.device, dry: bool) -> list[dict]:
@@ -261,9 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = peak(device, sizes)
     peaks = {r["precision"]: r["tflops"] for r in rows}
     rows += fleet(device, sizes, peaks) + dynafed(device, args.dry) + ddpm(device, sizes)
-    planned = ("default", "auto", None)  # the plan's rates: the precision the campaign's runs use
+    planned = ("default", "auto", None)  # the plan's rates: the precision (and graphs) the campaign's runs use
     best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
-                       and r.get("precision") in planned), default=0.0)
+                       and r.get("precision") in planned and r.get("graphs", "auto") in ("auto", "on")), default=0.0)
             for part in ("fleet", "dynafed", "ddpm")}  # fmt: skip
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU, 1 thread"
     result = {"device": name, "dry": args.dry, "rates": {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12,

@@ -13,7 +13,9 @@ engine's step (:func:`fl.engine.local_train`), row by row:
 - the algorithm's correction (``vmap`` of :meth:`~fl.algorithms.Algorithm.correction` over the rows and the
   clients' stacked states), weight decay λw, then plain SGD, heavy-ball momentum or Adam (torch.optim.Adam's
   formulas with each client's own step count);
-- ``chunk`` bounds the clients per vmap call (memory: about chunk × B samples of activations at once).
+- ``chunk`` bounds the clients per vmap call (memory: about chunk × B samples of activations at once);
+- on CUDA, a round's steps after the first are recorded once as a CUDA graph and replayed (:mod:`fl.graphs`,
+  ``SHUFFLEFL_GRAPHS``; not with dropout): the same kernels, launched in one call a step.
 
 A method's per-client objective is batched when it is a :class:`~fl.methods.base.BatchedTask` (HFMDs' mixed
 batches and prototypes): each row's batch is its real batch padded to B followed by its extra samples padded to b,
@@ -30,6 +32,7 @@ partial participation); in float32 to rounding.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -44,6 +47,7 @@ from torch.func import functional_call, grad, vmap
 from fl.algorithms import Algorithm, Context
 from fl.clients import STEP_KEY, batches, carried_rows
 from fl.flat import FlatModel
+from fl.graphs import StepNotRecordable, graph_kind, replay
 from fl.optim import adam_update
 
 BACKENDS = ("auto", "sequential", "batched")
@@ -255,12 +259,15 @@ def _train_units(
     cb = torch.cat([e.coefficients for e in extras])
     classes = max((t.feature_classes for e in extras for t in e.tasks if t is not None), default=0)
     sums = counts_seen = None  # (rows, C, d), (rows, C): the real samples' features summed per class
-    for s in range(n_steps):
-        parts = [e.batch(g.x[index[s]], g.y[index[s]], weight[s], s)
+    arange = torch.arange(classes, device=flat.params.device)
+
+    def body(s: int | torch.Tensor) -> None:  # step s: an int eagerly, a 0-d tensor in a recorded graph
+        nonlocal sums, counts_seen
+        parts = [e.batch(g.x[_at(index, s)], g.y[_at(index, s)], _at(weight, s), s)
                  for g, e, (index, weight) in zip(groups, extras, plans)]  # fmt: skip
         xb, yb, mb = (torch.cat(p) if len(p) > 1 else p[0] for p in zip(*parts))
         W = torch.cat([state.W for state in steps]) if len(steps) > 1 else steps[0].W
-        if s == 0 and any(e.share for e in extras):
+        if isinstance(s, int) and s == 0 and any(e.share for e in extras):
             g_real, _ = gradients(W, xb, yb, mb, cb * cb.new_tensor([1.0, 0.0]))
             g_extra, _ = gradients(W, xb, yb, mb, cb * cb.new_tensor([0.0, 1.0]))
             _shares(extras, g_real, g_extra)
@@ -271,10 +278,42 @@ def _train_units(
             start += state.m
         if features:
             real = slice(0, xb.shape[1] - width)
-            onehot = F.one_hot(yb[:, real], classes).to(z.dtype) * mb[:, real, None]
+            onehot = (yb[:, real, None] == arange).to(z.dtype) * mb[:, real, None]  # one_hot without its host check
             step_sums, step_counts = torch.einsum("mbc,mbd->mcd", onehot, z), onehot.sum(1)
             sums = step_sums if sums is None else sums + step_sums
             counts_seen = step_counts if counts_seen is None else counts_seen + step_counts
+
+    def put(state: tuple[torch.Tensor, ...]) -> None:
+        nonlocal sums, counts_seen
+        tensors = iter(state)
+        for unit in steps:
+            unit.put(tensors)
+        if features:
+            sums, counts_seen = next(tensors), next(tensors)
+
+    def take() -> tuple[torch.Tensor, ...]:
+        return (*(t for unit in steps for t in unit.take()), *((sums, counts_seen) if features else ()))
+
+    def advance(state: tuple[torch.Tensor, ...], s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        put(state)
+        body(s)
+        return take()
+
+    kind = None if has_dropout(model) else graph_kind(flat.params.device)  # dropout's draws: eagerly
+    first = 1 if kind and n_steps > 2 else n_steps  # step 0 eagerly (gradient shares, features begun), then a graph
+    for s in range(first):
+        body(s)
+    if first < n_steps:
+        before = take()
+        try:
+            put(replay(advance, before, first, n_steps, kind))
+        except StepNotRecordable as error:  # on CUDA, a capture that failed: the steps eagerly (the CPU's trace raises)
+            if kind != "cuda":
+                raise
+            warnings.warn(f"{error}; the local steps run without a CUDA graph", RuntimeWarning, stacklevel=2)
+            put(before)
+            for s in range(first, n_steps):
+                body(s)
     rows = np.cumsum([0, *(len(g.indices) for g in groups)])
     for e, c, a, b in zip(extras, counts, rows[:-1], rows[1:]):
         e.hand_back(None if sums is None else (sums[a:b], counts_seen[a:b]), c)
@@ -319,13 +358,13 @@ class _Extras:
         """Step s's rows: the real batch (m, B, ...) followed by the extra samples (m, b, ...)."""
         if not self.width:
             return xb, yb, mb
-        index = self.index[s]
+        index = _at(self.index, s)
         if self.x is None:  # no task of this group has extra samples: zero-weight padding
             x_extra = xb.new_zeros(xb.shape[0], self.width, *xb.shape[2:])
             y_extra = yb.new_zeros(yb.shape[0], self.width)
         else:
             x_extra, y_extra = self.x[index], self.y[index]
-        return torch.cat([xb, x_extra], 1), torch.cat([yb, y_extra], 1), torch.cat([mb, self.mask[s]], 1)
+        return torch.cat([xb, x_extra], 1), torch.cat([yb, y_extra], 1), torch.cat([mb, _at(self.mask, s)], 1)
 
     def hand_back(self, kept, counts: torch.Tensor) -> None:
         """Each task's feature sums and counts (None where it took no step or wants none) and its share."""
@@ -349,6 +388,11 @@ def _shares(extras: list[_Extras], g_real: torch.Tensor, g_extra: torch.Tensor) 
                 share = float(n_extra[r]) / max(float(n_real[r]) + float(n_extra[r]), 1e-300)
                 e.shares[j] = {"pool_share": share, "cosine": float(cosine[r])}
         start += len(e.tasks)
+
+
+def _at(t: torch.Tensor, s: int | torch.Tensor) -> torch.Tensor:
+    """``t[s]``; for a 0-d tensor s by ``index_select``, which reads no value on the host (a recorded graph's step)."""
+    return t[s] if isinstance(s, int) else t.index_select(0, s.reshape(1)).squeeze(0)
 
 
 def _padded(index: torch.Tensor, weight: torch.Tensor, n_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -375,6 +419,7 @@ class _Steps:
         local, x0 = group.local, group.contexts[0].x
         starts = [g.contexts[0].x.detach().expand(n, -1) for g, n in zip(groups, self.sizes)]
         self.W = torch.cat(starts).clone() if len(starts) > 1 else starts[0].clone()
+        self.limits = self.counts.to(self.W.device)  # K_i where the steps run (no copy from the host in a step)
         self.lr = group.lr
         if len(groups) > 1:
             rates = [g.lr for g, n in zip(groups, self.sizes) for _ in range(n)]
@@ -403,7 +448,7 @@ class _Steps:
 
     def step(self, g: torch.Tensor, s: int) -> None:
         local, lr, W = self.local, self.lr, self.W
-        active = (self.counts > s).to(W.device)[:, None]
+        active = (self.limits > s)[:, None]
         if self.corrections is not None:
             g = g + self.corrections(W, self.clients)
         if local.weight_decay:
@@ -416,6 +461,19 @@ class _Steps:
         else:
             update = lr * g
         self.W = torch.where(active, W - update, W)
+
+    def take(self) -> list[torch.Tensor]:
+        """What a step changes: W, then the momentum or the Adam moments where the optimiser has them."""
+        return [self.W, *([self.velocity] if self.velocity is not None else []),
+                *([self.first, self.second] if self.adam else [])]  # fmt: skip
+
+    def put(self, tensors) -> None:
+        """Take back what :meth:`take` gave, in its order, from the iterator ``tensors``."""
+        self.W = next(tensors)
+        if self.velocity is not None:
+            self.velocity = next(tensors)
+        if self.adam:
+            self.first, self.second = next(tensors), next(tensors)
 
     def finish(self) -> list[tuple[torch.Tensor, list[int]]]:
         """Each group's (W, K_i), the kept optimiser state written back into the contexts as the sequential backend

@@ -45,6 +45,7 @@ from fl.engine import (
 from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
+from fl.graphs import GRAPHS_ENV
 from fl.methods import Picture, Setup, Split, new_state
 from fl.methods.base import WORK_FOLDER
 from fl.sinks import TensorBoard, require_tensorboard
@@ -259,7 +260,8 @@ class Experiment:
 
 def where_it_ran(exp: Experiment) -> dict:
     """What provenance.json keeps of the machine and the data a run started on: the device (its name on CUDA),
-    torch, the core count and the one trainer thread, and the data actually read (dataset, folder, sizes)."""
+    torch, the core count and the one trainer thread, ``SHUFFLEFL_GRAPHS`` (:mod:`fl.graphs`: how the batched steps
+    are launched, no number changes) and the data actually read (dataset, folder, sizes)."""
     device = str(exp.device)
     if exp.device.type == "cuda":
         device += f" ({torch.cuda.get_device_name(exp.device)})"
@@ -268,6 +270,7 @@ def where_it_ran(exp: Experiment) -> dict:
         "torch": torch.__version__,
         "cpu_count": os.cpu_count(),
         "trainer_threads": 1 if exp.device.type == "cpu" else torch.get_num_threads(),
+        "graphs": os.environ.get(GRAPHS_ENV) or "auto",
         "data": exp.data_used,
     }
 

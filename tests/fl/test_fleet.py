@@ -10,9 +10,11 @@ import json
 import pytest
 import torch
 
+import fl.batched as batched_module
 import fl.fleet as fleet_module
 from fl.config import load_config
 from fl.fleet import Rendezvous, run_fleet
+from fl.graphs import GRAPHS_ENV
 from fl.run import execute
 from fl.sweep import main as sweep_main
 from fl.sweep import prepare_run
@@ -65,6 +67,19 @@ def untimed(tree):
     return [untimed(v) for v in tree] if isinstance(tree, list) else tree
 
 
+def graphs_on(monkeypatch, on: bool) -> list:
+    """SHUFFLEFL_GRAPHS on or off; the list of recorded replays (their kinds) that the calls append to."""
+    monkeypatch.setenv(GRAPHS_ENV, "on" if on else "off")
+    replays, real = [], batched_module.replay
+
+    def counting(advance, state, start, stop, kind):
+        replays.append(kind)
+        return real(advance, state, start, stop, kind)
+
+    monkeypatch.setattr(batched_module, "replay", counting)
+    return replays
+
+
 def assert_same(a, b):
     rows_a, x_a = numbers(a)
     rows_b, x_b = numbers(b)
@@ -72,10 +87,14 @@ def assert_same(a, b):
     assert torch.equal(x_a, x_b)
 
 
-@pytest.mark.parametrize("backend", ["batched", "sequential"])
+@pytest.mark.parametrize("backend", ["batched", "sequential", "batched-graphed"])
 def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_root, tmp_path, backend, monkeypatch):
     """Batched: the four runs' clients in one vmapped computation a step; sequential (the CPU's default): each
-    run's clients one after another, the runs side by side on the cores. The four runs hold one copy of the data."""
+    run's clients one after another, the runs side by side on the cores. The four runs hold one copy of the data.
+    batched-graphed: the fleet's steps after the first of a round recorded once and replayed (fl/graphs.py; on the
+    CPU a traced graph), the runs alone eager."""
+    graphed = backend.endswith("-graphed")
+    backend = backend.removesuffix("-graphed")
     configs = {
         (s, a): tiny(cifar_root, s, a, f"train.backend='{backend}'") for s in (0, 1) for a in ("fedavg", "scaffold")
     }
@@ -87,7 +106,10 @@ def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_roo
             made.append(self)
 
     monkeypatch.setattr(fleet_module, "SharedTensors", Recorded)
+    replays = graphs_on(monkeypatch, graphed)
     fleet([(c, tmp_path / f"fleet_{s}_{a}") for (s, a), c in configs.items()])
+    monkeypatch.setenv(GRAPHS_ENV, "off")
+    assert (len(replays) == 4) if graphed else not replays  # one recording a round, the four runs' clients in it
     (shared,) = made
     assert len(shared._kept) == 4 and shared.saved > 0  # x, y, test x, test y: once for the four runs
     assert shared.saved == 3 * sum(t.numel() * t.element_size() for t in shared._kept)  # the 3 later runs' copies
@@ -120,15 +142,21 @@ def test_a_fleet_stopped_midway_resumes_to_the_same_numbers(cifar_root, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["fedcog", "hfmds", "dynafed", "hfmds-batched"])
-def test_a_fleet_with_a_method_equals_its_runs_alone(cifar_root, tmp_path, method):
-    """hfmds-batched: HFMDs' mixed batches and prototypes (fl.methods.base.BatchedTask) in the shared vmapped call."""
+@pytest.mark.parametrize("method", ["fedcog", "hfmds", "dynafed", "hfmds-batched", "hfmds-batched-graphed"])
+def test_a_fleet_with_a_method_equals_its_runs_alone(cifar_root, tmp_path, method, monkeypatch):
+    """hfmds-batched: HFMDs' mixed batches and prototypes (fl.methods.base.BatchedTask) in the shared vmapped call;
+    graphed: its steps after a round's first recorded and replayed (fl/graphs.py), the runs alone eager."""
+    graphed = method.endswith("-graphed")
+    replays = graphs_on(monkeypatch, graphed)
+    method = method.removesuffix("-graphed")
     make = {"fedcog": fedcog_args, "hfmds": hfmds_args, "dynafed": dynafed_args, "hfmds-batched": hfmds_args}[method]
     backend = ["--set", "train.backend='batched'"] if method.endswith("batched") else []
     configs = [from_args([*make(cifar_root, tmp_path, "fedavg"), *backend], seed) for seed in (0, 1)]
     fleet([(c, tmp_path / f"fleet{k}") for k, c in enumerate(configs)])
+    monkeypatch.setenv(GRAPHS_ENV, "off")
     for k, config in enumerate(configs):
         assert_same(tmp_path / f"fleet{k}", alone(config, tmp_path / f"alone{k}"))
+    assert bool(replays) == graphed
     if backend:
         rows = [json.loads(line) for line in (tmp_path / "fleet0" / "metrics.jsonl").read_text().splitlines()]
         assert {row["fleet"] for row in rows} == {2} and "pool_share" in rows[-1]["method"]

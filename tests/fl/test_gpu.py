@@ -1,7 +1,8 @@
 """The engine on CUDA (marker ``gpu``; every test here skips without a CUDA device): every algorithm's rounds,
 sequential and batched, against the CPU in float64; the estimators; a DDPM's training step and sampling; a run
 interrupted and resumed through ``python -m fl.run --device cuda``; DynaFed's fast matching path (TF32,
-channels-last, CUDA graphs) against the CPU's reference path.
+channels-last, CUDA graphs) against the CPU's reference path; the batched rounds with their steps replayed as a
+CUDA graph (fl/graphs.py) against the eager rounds, bit for bit.
 
 Tolerances: float64 rounds on CUDA agree with the CPU to 1e-9 (the same arithmetic, different summation order in
 the kernels); the estimators to 1e-6 relative; a resumed CUDA run repeats the uninterrupted one to 1e-6 in the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -71,6 +73,22 @@ def rounds(device: str, name: str, backend: str, n_rounds: int = 2):
         state, record = run_round(state, flat, algorithm, data, local, seed=3)
     assert record["backend"] == backend
     return state
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "fedpvr"])
+def test_cuda_graphs_change_no_number(name, monkeypatch):
+    """The batched rounds with their steps recorded as a CUDA graph and replayed (fl/graphs.py) equal the eager
+    rounds bit for bit on CUDA: the replayed kernels are the eager ones. A capture that failed would warn (and
+    run eagerly): here it is an error."""
+    monkeypatch.setenv("SHUFFLEFL_GRAPHS", "off")
+    eager = rounds("cuda", name, "batched")
+    monkeypatch.setenv("SHUFFLEFL_GRAPHS", "on")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graphed = rounds("cuda", name, "batched")
+    assert torch.equal(graphed.x, eager.x)
+    for key, value in eager.clients.items():
+        assert torch.equal(graphed.clients[key], value)
 
 
 @pytest.mark.parametrize("name", ["fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "fedpvr"])

@@ -142,6 +142,7 @@ def test_a_named_data_root_that_does_not_exist_is_an_error(cifar_root, tmp_path,
 def test_provenance_records_the_data_and_the_device(finished, cifar_root):
     entry = json.loads((finished / "provenance.json").read_text())
     assert entry["device"] == "cpu" and entry["trainer_threads"] == 1 and entry["cpu_count"] == os.cpu_count()
+    assert entry["graphs"] == (os.environ.get("SHUFFLEFL_GRAPHS") or "auto")
     assert entry["data"]["dataset"] == "cifar10" and entry["data"]["folder"].startswith(str(cifar_root))
     assert entry["data"]["train"] > 0 and entry["data"]["test"] > 0
 

@@ -1,0 +1,118 @@
+"""Replayed steps (fl/graphs.py): a batched round's local steps recorded once and replayed change no number. On the
+CPU the recording is a traced FX graph (SHUFFLEFL_GRAPHS=on), which holds the CUDA graph's contract: a step that
+reads a value on the host or makes a tensor from host data is refused, and a value baked into the recording would
+show as a different number here. Every algorithm with SGD, momentum and weight decay, Adam with τ steps; merged
+groups; HFMDs' mixed batches and prototypes in a fleet: bit for bit in float64."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import fl.batched as batched_module
+from fl.algorithms import ALGORITHMS
+from fl.clients import LocalConfig
+from fl.config import build_algorithm
+from fl.graphs import GRAPHS_ENV, StepNotRecordable, graph_kind, replay
+from tests.fl.algorithms.test_alg_batched import PARAMS, run
+from theory.errors import InputError
+
+
+def test_the_setting_picks_the_kind_and_refuses_a_bad_value_in_one_line(monkeypatch):
+    monkeypatch.delenv(GRAPHS_ENV, raising=False)
+    assert graph_kind("cpu") is None and graph_kind("cuda") == "cuda"
+    monkeypatch.setenv(GRAPHS_ENV, "on")
+    assert graph_kind("cpu") == "trace" and graph_kind("cuda") == "cuda"
+    monkeypatch.setenv(GRAPHS_ENV, "off")
+    assert graph_kind("cpu") is None and graph_kind("cuda") is None
+    monkeypatch.setenv(GRAPHS_ENV, "yes")
+    with pytest.raises(InputError, match="SHUFFLEFL_GRAPHS='yes': expected one of auto, on, off"):
+        graph_kind("cpu")
+
+
+def test_a_traced_replay_equals_the_eager_steps_and_counts_s_up():
+    g = torch.Generator().manual_seed(0)
+    x, w0 = torch.randn(6, 3, dtype=torch.float64, generator=g), torch.randn(3, dtype=torch.float64, generator=g)
+
+    def advance(state, s):
+        (w,) = state
+        row = x.index_select(0, s.reshape(1)).squeeze(0)
+        return (w - 0.1 * (s + 1) * torch.tanh(row * w),)
+
+    eager = (w0,)
+    for s in range(2, 6):
+        eager = advance(eager, torch.tensor(s))
+    (replayed,) = replay(advance, (w0,), 2, 6, "trace")
+    assert torch.equal(replayed, eager[0]) and not torch.equal(replayed, w0)
+    assert replay(advance, (w0,), 3, 3, "trace")[0] is w0
+
+
+def test_a_step_that_reads_a_value_on_the_host_is_refused():
+    x = torch.arange(6.0)
+
+    def indexed(state, s):  # a tensor as a Python index: .item() inside, a sync a CUDA capture refuses
+        return (state[0] + x[s],)
+
+    with pytest.raises(StepNotRecordable, match="reads a tensor's value on the host"):
+        replay(indexed, (torch.zeros(()),), 0, 2, "trace")
+
+
+def test_a_step_that_makes_a_tensor_from_host_data_is_refused():
+    def fresh(state, s):
+        return (state[0] + torch.tensor([1.0, 2.0]),)
+
+    with pytest.raises(StepNotRecordable, match="from host data"):
+        replay(fresh, (torch.zeros(2),), 0, 2, "trace")
+
+
+def test_an_unknown_kind_is_a_programming_error():
+    with pytest.raises(ValueError, match="graph kind"):
+        replay(lambda state, s: state, (torch.zeros(1),), 0, 1, "tape")
+
+
+def _graphed_and_eager(tiny, monkeypatch, algorithm, local):
+    monkeypatch.setenv(GRAPHS_ENV, "off")
+    eager = run(tiny, algorithm, local)
+    recorded = []
+    real = batched_module.replay
+
+    def counting(advance, state, start, stop, kind):
+        recorded.append((start, stop, kind))
+        return real(advance, state, start, stop, kind)
+
+    monkeypatch.setattr(batched_module, "replay", counting)
+    monkeypatch.setenv(GRAPHS_ENV, "on")
+    graphed = run(tiny, algorithm, local)
+    assert recorded and all(start == 1 and stop > 2 and kind == "trace" for start, stop, kind in recorded)
+    return eager, graphed
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize(
+    "options",
+    [{"momentum": 0.9, "weight_decay": 0.01}, {"optimizer": "adam", "steps": 5}],
+    ids=["momentum-wd", "adam-tau"],
+)
+def test_a_graphed_round_equals_the_eager_round_bit_for_bit(tiny, monkeypatch, name, options):
+    algorithm = build_algorithm({"name": name, **PARAMS.get(name, {})})
+    local = LocalConfig(epochs=2, batch_size=3, participation=0.75, backend="batched", **options)
+    (eager_state, eager_records), (graphed_state, graphed_records) = _graphed_and_eager(
+        tiny, monkeypatch, algorithm, local
+    )
+    assert torch.equal(graphed_state.x, eager_state.x)
+    for key in algorithm.server_keys:
+        assert torch.equal(graphed_state.server[key], eager_state.server[key])
+    for key in algorithm.client_keys:
+        assert torch.equal(graphed_state.clients[key], eager_state.clients[key])
+    assert [r["clients"] for r in graphed_records] == [r["clients"] for r in eager_records]
+
+
+def test_plain_sgd_and_uniform_chunks_graphed_equal_eager(tiny, monkeypatch):
+    algorithm = build_algorithm({"name": "fedavg"})
+    for options in ({}, {"weighting": "uniform", "chunk": 2}):
+        local = dataclasses.replace(LocalConfig(epochs=2, batch_size=3, participation=0.75, backend="batched"),
+                                    **options)  # fmt: skip
+        (eager_state, _), (graphed_state, _) = _graphed_and_eager(tiny, monkeypatch, algorithm, local)
+        assert torch.equal(graphed_state.x, eager_state.x)
