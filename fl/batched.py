@@ -310,7 +310,7 @@ def _train_units(
         except StepNotRecordable as error:  # on CUDA, a capture that failed: the steps eagerly (the CPU's trace raises)
             if kind != "cuda":
                 raise
-            warnings.warn(f"{error}; the local steps run without a CUDA graph", RuntimeWarning, stacklevel=2)
+            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
             put(before)
             for s in range(first, n_steps):
                 body(s)

@@ -42,15 +42,19 @@ class StepNotRecordable(RuntimeError):
     """The step reads a value on the host or makes a tensor from host data: it cannot be recorded as a graph."""
 
 
+_failed_captures: list[str] = []  # this process's failed CUDA captures: after one, the steps run eagerly
+
+
 def graph_kind(device: torch.device | str) -> str | None:
-    """How steps on ``device`` are replayed under ``SHUFFLEFL_GRAPHS``: "cuda", "trace" or None (eagerly)."""
+    """How steps on ``device`` are replayed under ``SHUFFLEFL_GRAPHS``: "cuda", "trace" or None (eagerly; also on
+    CUDA once a capture failed in this process, so that a run does not try again every round)."""
     setting = os.environ.get(GRAPHS_ENV, "auto") or "auto"
     if setting not in GRAPH_SETTINGS:
         raise InputError(f"{GRAPHS_ENV}={setting!r}: expected one of {', '.join(GRAPH_SETTINGS)}")
     if setting == "off":
         return None
     if torch.device(device).type == "cuda":
-        return "cuda"
+        return None if _failed_captures else "cuda"
     return "trace" if setting == "on" else None
 
 
@@ -100,7 +104,8 @@ def _cuda(advance: Advance, state: State, start: int, stop: int) -> State:
                 kept.copy_(new)
             s.add_(1)
     except RuntimeError as error:  # an operation the capture refuses: nothing of the state was changed
-        raise StepNotRecordable(f"the CUDA capture failed: {error}") from error
+        _failed_captures.append(str(error))
+        raise StepNotRecordable(f"the CUDA capture failed ({error}); this process runs its steps eagerly") from error
     del out
     for _ in range(stop - start):
         graph.replay()

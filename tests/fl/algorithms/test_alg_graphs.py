@@ -116,3 +116,31 @@ def test_plain_sgd_and_uniform_chunks_graphed_equal_eager(tiny, monkeypatch):
                                     **options)  # fmt: skip
         (eager_state, _), (graphed_state, _) = _graphed_and_eager(tiny, monkeypatch, algorithm, local)
         assert torch.equal(graphed_state.x, eager_state.x)
+
+
+def test_a_failed_cuda_capture_warns_runs_the_round_eagerly_and_is_not_tried_again(tiny, monkeypatch):
+    """Stand-ins for CUDA (no GPU here): a capture that fails leaves the state as it was, the round runs eagerly to
+    the eager numbers with one warning, and the process's later rounds are not captured again."""
+    import fl.graphs as graphs_module
+
+    algorithm = build_algorithm({"name": "fedavg"})
+    local = LocalConfig(epochs=2, batch_size=3, participation=0.75, backend="batched", momentum=0.9)
+    monkeypatch.setenv(GRAPHS_ENV, "off")
+    eager_state, _ = run(tiny, algorithm, local)
+    monkeypatch.setenv(GRAPHS_ENV, "auto")
+    monkeypatch.setattr(graphs_module, "_failed_captures", [])
+    monkeypatch.setattr(batched_module, "graph_kind", lambda device: graphs_module.graph_kind("cuda"))
+    tries = []
+
+    def failing(advance, state, start, stop, kind):
+        tries.append(kind)
+        advance(tuple(t.clone() for t in state), torch.tensor(start))  # what a capture leaves bound: undone after
+        graphs_module._failed_captures.append("operation not permitted when stream is capturing")
+        raise StepNotRecordable("the CUDA capture failed (stand-in); this process runs its steps eagerly")
+
+    monkeypatch.setattr(batched_module, "replay", failing)
+    with pytest.warns(RuntimeWarning, match="capture failed") as caught:
+        state, _ = run(tiny, algorithm, local)
+    assert torch.equal(state.x, eager_state.x)
+    assert tries == ["cuda"] and len(caught) == 1  # two rounds, one try
+    assert graphs_module.graph_kind("cuda") is None
