@@ -16,7 +16,9 @@ same precision (an n × n product, n = 8192):
   batch of 10 beside every real batch, prototypes collected). A size that runs out of memory is recorded as such
   and the larger ones skipped. In the default precision each size runs twice: its local steps after the first
   replayed as a graph (``graphs`` "auto": a CUDA graph on CUDA, what fl.run does there; ``--dry``: "on", the CPU's
-  traced stand-in, so that the tests run the path) and eagerly ("off"); FP32 / TF32 / BF16 run eagerly.
+  traced stand-in, so that the tests run the path) and eagerly ("off"); FP32 / TF32 / BF16 run eagerly. A round
+  of 10 steps pays a capture (a warm-up step and the recording), so 16 runs also train 100 steps a round both ways.
+  FLOPs are counted eagerly (a replayed graph dispatches nothing the counter sees).
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
   path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation), in
   the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed with the matching in FP32
@@ -50,10 +52,11 @@ sys.path.insert(0, str(ROOT))
 from fl.precision import PRECISIONS, arithmetic  # noqa: E402
 from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
 
-FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "batch": 10, "ddpm_batch": 128,
-        "ddpm_base": 32, "ddpm_clients": 10, "ddpm_steps": 10, "repeats": 3}  # fmt: skip
-DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 3, "batch": 4, "ddpm_batch": 2, "ddpm_base": 8,
-       "ddpm_clients": 2, "ddpm_steps": 2, "repeats": 1}  # fmt: skip
+FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "long_runs": 16, "long_steps": 100,
+        "batch": 10, "ddpm_batch": 128, "ddpm_base": 32, "ddpm_clients": 10, "ddpm_steps": 10,
+        "repeats": 3}  # fmt: skip
+DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 3, "long_runs": 1, "long_steps": 4, "batch": 4,
+       "ddpm_batch": 2, "ddpm_base": 8, "ddpm_clients": 2, "ddpm_steps": 2, "repeats": 1}  # fmt: skip
 
 
 def synchronise(device: torch.device) -> None:
@@ -123,9 +126,8 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
     torch.manual_seed(0)
     flat = FlatModel(build_model("hfmds-cnn", (1, 28, 28), 10).to(device))
     algorithm = build_algorithm({"name": "fedavg"})
-    clients, steps, batch = sizes["clients"], sizes["steps"], sizes["batch"]
-    local = LocalConfig(1, batch, steps=steps, backend="batched")
-    n = clients * steps * batch
+    clients, batch = sizes["clients"], sizes["batch"]
+    n = clients * max(sizes["steps"], sizes["long_steps"]) * batch
     x = torch.randn(n, 1, 28, 28, device=device)
     y = torch.randint(0, 10, (n,), device=device)
     owned = torch.arange(n, device=device).reshape(clients, -1)
@@ -138,13 +140,16 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
 
     rows = []
     recorded = "on" if device.type == "cpu" else "auto"  # the CPU's traced graph only where asked: --dry
-    arms = [(name, "fedavg", graphs) for name in precisions(device)
+    short, long = (sizes["steps"], sizes["runs"]), (sizes["long_steps"], (sizes["long_runs"],))
+    arms = [(name, "fedavg", graphs, *short) for name in precisions(device)
             for graphs in ((recorded, "off") if name == "default" else ("off",))]  # fmt: skip
-    arms += [("default", "hfmds", recorded), ("default", "hfmds", "off")]
-    for name, arm, graphs in arms:
-        for runs in sizes["runs"]:
+    arms += [("default", "hfmds", graphs, *short) for graphs in (recorded, "off")]
+    arms += [("default", "fedavg", graphs, *long) for graphs in (recorded, "off")]  # a capture's cost spread thin
+    for name, arm, graphs, steps, sizes_r in arms:
+        local = LocalConfig(1, batch, steps=steps, backend="batched")
+        for runs in sizes_r:
 
-            def groups(runs=runs, arm=arm):
+            def groups(runs=runs, arm=arm, local=local):
                 contexts = [Context(server, {}, {}, flat.head_mask) for _ in range(clients)]
                 gens = [torch.Generator().manual_seed(i) for i in range(clients)]
                 return [Group(x, y, list(owned), gens, algorithm, contexts, 0.01, local,
@@ -153,9 +158,11 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
             row = {"part": "fleet", "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
                    "steps": steps}  # fmt: skip
             try:
-                with precision(name, device), graphs_set(graphs):
-                    seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
-                    flop = counted(lambda: train_groups(flat, groups(), "different"))
+                with precision(name, device):
+                    with graphs_set(graphs):
+                        seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
+                    with graphs_set("off"):  # a replayed graph dispatches nothing the counter sees: count eagerly
+                        flop = counted(lambda: train_groups(flat, groups(), "different"))
             except torch.cuda.OutOfMemoryError:
                 rows.append(row | {"outcome": "out of memory"})
                 torch.cuda.empty_cache()

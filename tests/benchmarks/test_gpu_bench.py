@@ -24,9 +24,10 @@ def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path
     assert parts == {"peak", "fleet", "dynafed", "ddpm"}
     fleets = [row for row in result["rows"] if row["part"] == "fleet" and "runs" in row]
     # each arm and size with its steps replayed as a graph (on the CPU the traced stand-in) and eagerly
-    assert [(row["arm"], row["graphs"], row["runs"]) for row in fleets] == [
-        (arm, graphs, runs) for arm in ("fedavg", "hfmds") for graphs in ("on", "off") for runs in (1, 2)
-    ]
+    # and a longer round (4 steps here, 100 on the device) both ways: a capture's cost spread over more steps
+    assert [(row["arm"], row["graphs"], row["runs"], row["steps"]) for row in fleets] == [
+        (arm, graphs, runs, 3) for arm in ("fedavg", "hfmds") for graphs in ("on", "off") for runs in (1, 2)
+    ] + [("fedavg", "on", 1, 4), ("fedavg", "off", 1, 4)]
     assert all(0 < row["share_of_peak"] for row in fleets)
     dynafed = [(row["seeds"], row["path"]) for row in result["rows"] if row["part"] == "dynafed"]
     assert dynafed == [(1, "fast+instance_norm"), (3, "fast+instance_norm"), (3, "batched (3 runs)")]
