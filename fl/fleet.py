@@ -4,7 +4,7 @@ Each run is an ordinary ``fl.run`` (:func:`fl.run.execute`) in a thread of its o
 algorithm and method, writes its folder (config, metrics, checkpoints, provenance, summary), resumes and stops as
 ``fl.run`` does. Where its round trains its participants, it hands the work to the fleet's :class:`Rendezvous`
 and waits; once every live run has arrived, the fleet computes all of it, each job on one core, as many side by
-side as there are cores:
+side as there are cores (on CUDA one after another: :func:`side_by_side`):
 
 - runs whose clients train batched (``train.backend = "batched"``, or "auto" on CUDA; :mod:`fl.batched`) are
   trained in one call of :func:`fl.batched.train_groups` per shape (model, dtype, device, batch size, the tasks'
@@ -262,10 +262,11 @@ def run_fleet(
     """Every run (config, folder, resume[, start_from checkpoint, accept_code_change]) of ``runs`` to its end in
     one process (see the module's docstring); their summaries, in order. The caller holds the folders' locks and
     made them ready (fl.sweep, :func:`main`). ``rows``: at most this many client rows per batched call (0: see
-    :class:`Rendezvous`); ``threads``: jobs side by side (0: the cores this process may use)."""
+    :class:`Rendezvous`); ``threads``: jobs side by side (0: the cores this process may use; on CUDA one:
+    :func:`side_by_side`)."""
     bar = tqdm(total=sum(rounds_to_train(*run[:3]) for run in runs), desc="fleet",
                unit="run-round", disable=None)  # fmt: skip
-    rendezvous = Rendezvous(len(runs), rows, threads or len(os.sched_getaffinity(0)), bar.update)
+    rendezvous = Rendezvous(len(runs), rows, side_by_side([run[0] for run in runs], threads), bar.update)
     shared = SharedTensors()  # used in the runs' turns: one at a time
     results: list[dict | BaseException | None] = [None] * len(runs)
     start = time.perf_counter()
@@ -311,6 +312,16 @@ def run_fleet(
         torch.set_num_threads(threads_before)
         bar.close()
     return outcome(runs, results, interrupted)
+
+
+def side_by_side(configs: Sequence[RunConfig], threads: int) -> int:
+    """How many of a computation's jobs run side by side: one where any run is on CUDA (a CUDA graph's capture, the
+    batched steps' (:mod:`fl.graphs`) or DynaFed's matching's, must not meet another thread's CUDA work, and one
+    GPU runs the default stream's kernels in turn anyway); else ``threads``, 0: the cores this process may use."""
+    device = [config.train.device for config in configs]
+    if any(d.startswith("cuda") or (d == "auto" and torch.cuda.is_available()) for d in device):
+        return 1
+    return threads or len(os.sched_getaffinity(0))
 
 
 def rounds_to_train(config: RunConfig, out: Path, resume: bool) -> int:

@@ -289,3 +289,18 @@ def test_a_batched_synthesis_stopped_at_an_iteration_resumes_bit_for_bit(cifar_r
         assert_same(a, b)
         x_a, x_b = (torch.load(out / "checkpoint.pt", weights_only=True)["method"]["server"]["x_syn"] for out in (a, b))
         assert torch.equal(x_a, x_b)
+
+
+def test_on_cuda_a_fleets_jobs_run_one_after_another(cifar_root, monkeypatch):
+    """A CUDA graph's capture (fl/graphs.py, DynaFed's matching) must not meet another thread's CUDA work: a fleet
+    with a run on CUDA computes its jobs one at a time; on the CPU side by side on the cores (or as asked)."""
+    cpu = tiny(cifar_root, 0)
+    assert fleet_module.side_by_side([cpu], 3) == 3
+    assert fleet_module.side_by_side([cpu], 0) == len(fleet_module.os.sched_getaffinity(0))
+    cuda = tiny(cifar_root, 0, "fedavg", "train.device='cuda'")
+    assert fleet_module.side_by_side([cpu, cuda], 3) == 1
+    auto = tiny(cifar_root, 0, "fedavg", "train.device='auto'")
+    monkeypatch.setattr(fleet_module.torch.cuda, "is_available", lambda: True)
+    assert fleet_module.side_by_side([auto], 3) == 1
+    monkeypatch.setattr(fleet_module.torch.cuda, "is_available", lambda: False)
+    assert fleet_module.side_by_side([auto], 3) == 3
