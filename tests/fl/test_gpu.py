@@ -165,6 +165,28 @@ def test_hfmds_synthesis_and_resume_on_cuda(cifar_root, tmp_path, monkeypatch):
         assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
 
 
+def test_hfmds_inversions_together_on_cuda_equal_the_cpus_one_by_one():
+    """HFMDs' syntheses on CUDA invert every client at once (fl.methods.hfmds.inversion_parts); in float64 each
+    client's x̂ equals the CPU's inversion of that client alone to 1e-9."""
+    from fl.methods.hfmds import invert, invert_together
+    from fl.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("hfmds-cnn", (1, 28, 28), 10).double()
+    clients = []
+    for k, n in enumerate((17, 30)):
+        g = torch.Generator().manual_seed(k)
+        x, y = torch.randn(n, 1, 28, 28, generator=g, dtype=torch.float64), torch.randint(0, 10, (n,), generator=g)
+        clients.append((x, y, torch.randn(n, model.feature_dim, generator=g, dtype=torch.float64), k))
+    alone = [invert(model, x, y, p, 0.5, 4, 0.02, torch.Generator().manual_seed(10 + k))[0] for x, y, p, k in clients]
+    on_cuda = [(x.cuda(), y.cuda(), p.cuda(),
+                torch.randn(x.shape, generator=torch.Generator().manual_seed(10 + k), dtype=torch.float64).cuda())
+               for x, y, p, k in clients]  # fmt: skip
+    together = invert_together(model.cuda(), on_cuda, 0.5, 4, 0.02)
+    for (x_hat, _), expected in zip(together, alone):
+        torch.testing.assert_close(x_hat.cpu(), expected, rtol=1e-9, atol=1e-9)
+
+
 def test_dynafed_resumed_before_round_l_on_cuda(cifar_root, tmp_path, monkeypatch):
     """DynaFed resumed before its synthesis on CUDA: the checkpoint loads the recorded trajectory onto the device,
     and recording the next round once failed there (a CUDA trajectory concatenated with a CPU row)."""

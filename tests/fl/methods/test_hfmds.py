@@ -15,7 +15,18 @@ from torch import nn
 
 import fl.run as run_module
 from fl.methods.base import CyclicBatches
-from fl.methods.hfmds import FMDS, HFMDs, Mixed, cam, hard_features, invert, psnr, update_prototypes
+from fl.methods.hfmds import (
+    FMDS,
+    HFMDs,
+    Mixed,
+    cam,
+    hard_features,
+    inversion_parts,
+    invert,
+    invert_together,
+    psnr,
+    update_prototypes,
+)
 from fl.run import main
 from tests.fl.conftest import assert_close_tree, assert_one_line_config_error, interrupt_at
 
@@ -98,6 +109,39 @@ def test_inversion_lowers_its_objective(mu):
     x_hat, losses = invert(model, x_real, y_real, prototypes, mu, 200, 0.05, torch.Generator().manual_seed(0))
     assert x_hat.shape == x_real.shape and losses[-1] < 0.5 * losses[0]
     assert all(p.grad is None for p in model.parameters())  # the model stays fixed and untouched
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_clients_inverted_together_are_each_inverted_alone(dtype):
+    """Several clients' inversions as one computation (what CUDA runs: one Adam over all pixels, the objective
+    summed over the clients' means) give each client's x̂ and objective as its inversion alone: the model acts row by
+    row and Adam element by element (float64: to 1e-12, the convolution's kernels may differ with the rows; the
+    HFMDs CNN, clients of 17, 30 and 30 rows)."""
+    from fl.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("hfmds-cnn", (1, 28, 28), 10).to(dtype)
+    clients, alone = [], []
+    for k, n in enumerate((17, 30, 30)):
+        g = torch.Generator().manual_seed(k)
+        x, y = torch.randn(n, 1, 28, 28, generator=g, dtype=dtype), torch.randint(0, 10, (n,), generator=g)
+        prototypes = torch.randn(n, model.feature_dim, generator=g, dtype=dtype)
+        alone.append(invert(model, x, y, prototypes, 0.5, 4, 0.02, torch.Generator().manual_seed(10 + k)))
+        start = torch.randn(x.shape, generator=torch.Generator().manual_seed(10 + k), dtype=dtype)
+        clients.append((x, y, prototypes, start))
+    together = invert_together(model, clients, 0.5, 4, 0.02)
+    tolerance = {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
+    for (x_alone, losses_alone), (x_together, losses_together) in zip(alone, together):
+        torch.testing.assert_close(x_together, x_alone, **tolerance)
+        assert len(losses_together) == 4 and losses_together == pytest.approx(losses_alone, rel=1e-6)
+    assert not torch.equal(together[0][0], clients[0][3])  # the pixels moved
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_cuda_inverts_every_client_at_once_and_the_cpu_one_at_a_time():
+    clients = ["a", "b", "c"]
+    assert inversion_parts(clients, torch.device("cuda")) == [clients]
+    assert inversion_parts(clients, torch.device("cpu")) == [["a"], ["b"], ["c"]]
 
 
 def test_mixed_step_is_eq_6_and_accumulates_real_features():
@@ -292,3 +336,26 @@ def test_hfmds_trains_batched_to_float_rounding_of_the_sequential_backend(cifar_
     assert bat["method"]["clients"].keys() == seq["method"]["clients"].keys()
     for k, kept in seq["method"]["clients"].items():
         torch.testing.assert_close(bat["method"]["clients"][k], kept, rtol=1e-10, atol=1e-12)
+
+
+def test_a_synthesis_with_every_client_inverted_at_once_gives_the_one_by_one_pool(cifar_root, tmp_path, monkeypatch):
+    """What CUDA runs (every participant's inversion in one computation) on the CPU in float32: the run's pool, its
+    synthesis log and the rounds after equal the one-by-one run's to float rounding."""
+    import fl.methods.hfmds as hfmds_module
+
+    alone, together = tmp_path / "alone", tmp_path / "together"
+    assert main(hfmds_args(cifar_root, alone, "fedavg")) == 0
+    calls = []
+
+    def at_once(clients, device):
+        calls.append(len(clients))
+        return [clients]
+
+    monkeypatch.setattr(hfmds_module, "inversion_parts", at_once)
+    assert main(hfmds_args(cifar_root, together, "fedavg")) == 0
+    assert calls == [2]  # one synthesis, its two participants in one computation
+    pools = [
+        torch.load(out / "checkpoint.pt", weights_only=True)["method"]["server"]["pool_x"] for out in (alone, together)
+    ]
+    torch.testing.assert_close(pools[1], pools[0], rtol=1e-4, atol=1e-4)
+    assert_close_tree(metrics(together), metrics(alone), rel=1e-4)
