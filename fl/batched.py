@@ -446,7 +446,7 @@ class _Steps:
                 self.second = torch.stack([c.client["adam_v"] for c in contexts])
                 self.done = torch.stack([c.client[STEP_KEY] for c in contexts])
 
-    def step(self, g: torch.Tensor, s: int) -> None:
+    def step(self, g: torch.Tensor, s: int | torch.Tensor) -> None:
         local, lr, W = self.local, self.lr, self.W
         active = (self.limits > s)[:, None]
         if self.corrections is not None:
