@@ -9,10 +9,11 @@ baseline keeps each client's own set (D_i ∪ D̃_i).
 
 Generators and synthetic sets are cached on disk: client i's folder is keyed by everything that determines its
 trained generator (dataset, the client's sample indices, ρ, generator name and config, epochs, DP settings, seed)
-and holds the checkpoint of every epoch; the images drawn for each (ñ, sample_epoch, sample_steps) sit beside
-them. Re-running FL never retrains, and ñ and "generator epochs" (Fig. 4a-b) are swept by sampling only. The sets
-and the training info of a cache travel to another machine with ``python -m fl.synthesis pack|unpack``
-(:mod:`fl.synthesis.pack`: a GPU lease's DDPM sets reused on the CPU), found there by the same keys.
+and holds the checkpoint of every epoch (with ``min_steps``, of its last only); the images drawn for each (ñ,
+sample_epoch, sample_steps) sit beside them. Re-running FL never retrains, and ñ and "generator epochs" (Fig. 4a-b)
+are swept by sampling only. The sets and the training info of a cache travel to another machine with ``python -m
+fl.synthesis pack|unpack`` (:mod:`fl.synthesis.pack`: a GPU lease's DDPM sets reused on the CPU), found there by
+the same keys.
 
 The run-time method and its baselines (``method.name``: fedssyn, own, central-real, central-synthetic) are in
 :mod:`fl.methods.fedssyn`; D_i alone is "none", the real-data shuffle at the same p is ``data.p``.
@@ -319,10 +320,15 @@ class _Training:
             log(f"  generator {folder.name}: resuming after epoch {self.resumed}")
         self.generator = torch.Generator().manual_seed(self.torch_seed + self.resumed)
         self.epochs = config.client_epochs(len(subset), self.model.config.batch_size)
+        self.last_only = bool(config.min_steps)  # it samples from its last epoch alone: the others are not kept
 
     def checkpoint(self, epoch: int, fitted) -> None:
+        """Epoch ``epoch``'s weights and the progress that points at them; with ``min_steps`` (only the last epoch
+        is ever sampled; a small client trains hundreds of epochs) the epoch before's checkpoint is then removed."""
         write_atomically(self.folder / f"generator_epoch{epoch}.pt", lambda tmp: torch.save(fitted.state_dict(), tmp))
         _write_json(self.progress_path, {"epochs": epoch, "seconds": time.perf_counter() - self.start})
+        if self.last_only and epoch > 1:
+            (self.folder / f"generator_epoch{epoch - 1}.pt").unlink(missing_ok=True)  # written here, one epoch ago
 
     def finish(self, losses: list[dict], **more) -> dict:
         """``generator.json``: the training's record (``more`` added), written once it is done."""

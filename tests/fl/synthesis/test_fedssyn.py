@@ -324,8 +324,13 @@ def test_min_steps_trains_each_client_at_least_that_many_steps_and_samples_its_l
     expected = [max(2, -(-12 // -(-s // 4))) for s in subsets]
     assert fake_generator.epochs_asked == expected and [info["epochs"] for info in infos] == expected
     assert [len(s[1]) for s in sets] == [6, 6]
+    kept = {folder: sorted(f.name for f in folder.glob("generator_epoch*.pt")) for folder in tmp_path.glob("client*")}
+    assert sorted(kept.values()) == sorted([f"generator_epoch{e}.pt"] for e in expected)  # the last epoch's alone
     synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=6, epochs=2), 0, tmp_path, print)
     assert fake_generator.fits == 4  # min_steps is part of the generator's key
+    plain = [sorted(f.name for f in folder.glob("generator_epoch*.pt")) for folder in tmp_path.glob("client*")
+             if folder not in kept]  # fmt: skip
+    assert plain == [["generator_epoch1.pt", "generator_epoch2.pt"]] * 2  # without min_steps: every epoch's
 
 
 @pytest.mark.parametrize(
