@@ -8,8 +8,8 @@ changes when the work is launched, not what it computes.
 A step that can be recorded is a pure function ``advance(state, s) -> state`` of a tuple of tensors and the step
 index ``s`` (a 0-d long tensor on the state's device), reading other tensors that stay unchanged while it is
 replayed. It must not read a tensor's value on the host (``.item()``, ``float(t)``, a tensor used as a Python
-index) nor make a tensor from host data: a CUDA capture fails on the first, and a recorded graph replays the
-same value at every step for either.
+index) nor make a tensor from host data: a CUDA capture fails on the first, and the second would be recorded once
+and replayed unchanged at every step.
 
 The CPU has no CUDA graphs. There, "on" holds the same contract with a traced FX graph (``make_fx``): it records
 the step's aten operations once (a read of a value on the host is refused while tracing) and replays them with
@@ -45,12 +45,18 @@ class StepNotRecordable(RuntimeError):
 _failed_captures: list[str] = []  # this process's failed CUDA captures: after one, the steps run eagerly
 
 
-def graph_kind(device: torch.device | str) -> str | None:
-    """How steps on ``device`` are replayed under ``SHUFFLEFL_GRAPHS``: "cuda", "trace" or None (eagerly; also on
-    CUDA once a capture failed in this process, so that a run does not try again every round)."""
+def graphs_setting() -> str:
+    """``SHUFFLEFL_GRAPHS`` ("auto" where unset); another value is an InputError (one line)."""
     setting = os.environ.get(GRAPHS_ENV, "auto") or "auto"
     if setting not in GRAPH_SETTINGS:
         raise InputError(f"{GRAPHS_ENV}={setting!r}: expected one of {', '.join(GRAPH_SETTINGS)}")
+    return setting
+
+
+def graph_kind(device: torch.device | str) -> str | None:
+    """How steps on ``device`` are replayed under ``SHUFFLEFL_GRAPHS``: "cuda", "trace" or None (eagerly; also on
+    CUDA once a capture failed in this process, so that a run does not try again every round)."""
+    setting = graphs_setting()
     if setting == "off":
         return None
     if torch.device(device).type == "cuda":

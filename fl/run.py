@@ -45,7 +45,7 @@ from fl.engine import (
 from fl.estimators import measure
 from fl.federation import assemble, split_clients
 from fl.flat import FlatModel
-from fl.graphs import GRAPHS_ENV
+from fl.graphs import graphs_setting
 from fl.methods import Picture, Setup, Split, new_state
 from fl.methods.base import WORK_FOLDER
 from fl.sinks import TensorBoard, require_tensorboard
@@ -270,7 +270,7 @@ def where_it_ran(exp: Experiment) -> dict:
         "torch": torch.__version__,
         "cpu_count": os.cpu_count(),
         "trainer_threads": 1 if exp.device.type == "cpu" else torch.get_num_threads(),
-        "graphs": os.environ.get(GRAPHS_ENV) or "auto",
+        "graphs": graphs_setting(),
         "data": exp.data_used,
     }
 

@@ -207,3 +207,10 @@ def test_a_crafted_or_foreign_checkpoint_is_one_line_without_torchs_advice(stopp
         assert "weights_only" not in err and "torch.load" not in err
     assert not marker.exists()
     assert not (tmp_path / "from").exists()  # --init-from is checked before its run folder is made
+
+
+def test_a_bad_graphs_setting_is_refused_in_one_line_before_any_round(cifar_root, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SHUFFLEFL_GRAPHS", "yes")
+    assert main(base_args(cifar_root, tmp_path / "r")) == 2
+    one_line_error(capsys, "SHUFFLEFL_GRAPHS='yes': expected one of auto, on, off")
+    assert not (tmp_path / "r" / "metrics.jsonl").exists()
