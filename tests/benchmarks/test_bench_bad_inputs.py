@@ -20,12 +20,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def bench_main(name: str):
-    """The ``main`` of benchmarks/NAME.py, loaded from its file (``benchmarks`` here is this test folder)."""
+def load_bench(name: str):
+    """benchmarks/NAME.py as a module, loaded from its file (``benchmarks`` here is this test folder)."""
     spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.main
+    return module
+
+
+def bench_main(name: str):
+    """The ``main`` of benchmarks/NAME.py."""
+    return load_bench(name).main
 
 
 @pytest.mark.parametrize("argv", [["--clients", "0"], ["--repeats", "0"], ["--threads", "-1"], ["--clients", "x"]])

@@ -3,22 +3,17 @@ same client and seed; bad input refused in one line before any work or file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.test_bench_bad_inputs import load_bench
 from tests.fl.synthesis.test_pack import TINY_DDPM
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench():
-    spec = importlib.util.spec_from_file_location("ddpm_steps", ROOT / "benchmarks" / "ddpm_steps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("ddpm_steps")
 
 
 def tiny(root: Path) -> list[str]:

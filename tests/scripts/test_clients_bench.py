@@ -3,20 +3,15 @@ H100 shared with other runs once ended the whole benchmark at ConvNet-3, N = 100
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.test_bench_bad_inputs import load_bench as load_bench_named
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("clients_bench", ROOT / "benchmarks" / "clients_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_named("clients_bench")
 
 
 def test_a_cell_out_of_memory_is_skipped_and_the_rest_run(tmp_path, monkeypatch):
