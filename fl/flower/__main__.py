@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
 import os
 import signal
@@ -84,6 +85,7 @@ def simulate(
     except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C; SIGTERM (ray.init replaces its handler: sys.exit)
         if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM:
             raise
+        quiet_engine()
         server.stop_and_wait()
         if isinstance(server.error, InputError):  # "interrupted after round t; continue with --resume ..."
             raise server.error from None
@@ -95,6 +97,14 @@ def simulate(
     if not summary.exists():
         raise InputError(f"{out}: the Flower run ended without a summary (see the log above)")
     return read_object(summary, "summary.json of the Flower run")
+
+
+def quiet_engine() -> None:
+    """After the user's stop, Flower's engine threads report what the stop does to them (a client actor that dies
+    as Ray shuts down: ``ActorDiedError`` with its traceback, depending on what was in flight): the consequence of
+    the stop, not an error of the run, so Flower's log is silenced from here on; the run's own one-line message
+    still ends the output."""
+    logging.getLogger("flwr").setLevel(logging.CRITICAL + 1)
 
 
 def shutdown_ray() -> None:
