@@ -42,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -173,20 +174,11 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
     return rows
 
 
-@contextlib.contextmanager
-def graphs_set(value: str):
+def graphs_set(value: str) -> contextlib.AbstractContextManager:
     """``SHUFFLEFL_GRAPHS`` = value inside (fl/graphs.py), the caller's setting back after."""
     from fl.graphs import GRAPHS_ENV
 
-    before = os.environ.get(GRAPHS_ENV)
-    os.environ[GRAPHS_ENV] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[GRAPHS_ENV]
-        else:
-            os.environ[GRAPHS_ENV] = before
+    return mock.patch.dict(os.environ, {GRAPHS_ENV: value})
 
 
 def dynafed(device: torch.device, dry: bool) -> list[dict]:
