@@ -58,6 +58,7 @@ FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "lon
         "repeats": 3}  # fmt: skip
 DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 3, "long_runs": 1, "long_steps": 4, "batch": 4,
        "ddpm_batch": 2, "ddpm_base": 8, "ddpm_clients": 2, "ddpm_steps": 2, "repeats": 1}  # fmt: skip
+DYNAFED_SECONDS = 150  # one synthesis case's limit (its process: start, warm-up, capture, 2 timed iterations)
 
 
 def synchronise(device: torch.device) -> None:
@@ -120,6 +121,7 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
     from fl.clients import LocalConfig
     from fl.config import build_algorithm
     from fl.flat import FlatModel
+    from fl.graphs import graph_kind
     from fl.methods.base import CyclicBatches
     from fl.methods.hfmds import Mixed
     from fl.models import build_model
@@ -162,6 +164,7 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                 with precision(name, device):
                     with graphs_set(graphs):
                         seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
+                        replayed = graph_kind(device)  # None also after a failed capture: the steps ran eagerly
                     with graphs_set("off"):  # a replayed graph dispatches nothing the counter sees: count eagerly
                         flop = counted(lambda: train_groups(flat, groups(), "different"))
             except torch.cuda.OutOfMemoryError:
@@ -169,7 +172,8 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                 torch.cuda.empty_cache()
                 break
             tflops = flop / seconds / 1e12
-            rows.append(row | {"seconds": seconds, "run_rounds_per_s": runs / seconds, "tflops": tflops,
+            rows.append(row | {"replayed": replayed, "seconds": seconds, "run_rounds_per_s": runs / seconds,
+                               "tflops": tflops,
                                "share_of_peak": tflops / peak_of(name, peaks)})  # fmt: skip
     return rows
 
@@ -197,8 +201,12 @@ def dynafed(device: torch.device, dry: bool) -> list[dict]:
             command = [sys.executable, "benchmarks/synthesis_bench.py", *sizes, "--paths", paths, "--seeds",
                        str(seeds), "--device", device.type, "--precision", arithmetic_name,
                        "--out", str(out)]  # fmt: skip
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
             row = {"part": "dynafed", "seeds": seeds, "precision": arithmetic_name}
+            try:  # a case that hangs (a capture, the allocator) costs its minutes, not the bench's remaining parts
+                done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=DYNAFED_SECONDS)
+            except subprocess.TimeoutExpired:
+                rows.append(row | {"outcome": f"failed: over {DYNAFED_SECONDS} s"})
+                continue
             if done.returncode:
                 rows.append(row | {"outcome": f"failed: {done.stderr.strip()[-300:]}"})
                 continue
@@ -268,35 +276,74 @@ def ddpm(device: torch.device, sizes: dict) -> list[dict]:
     ]
 
 
+PARTS = ("fleet", "dynafed", "ddpm")  # after the peaks, which every run measures (the shares need them)
+
+
+def rates_of(rows: list[dict]) -> dict[str, float]:
+    """FLOP/s by kind of work for ``plan --rates``: the best row of each part in the precision (and graphs) the
+    campaign's runs use; 0 where no such row was measured."""
+    planned = ("default", "auto", None)
+    best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
+                       and r.get("precision") in planned and r.get("graphs", "auto") in ("auto", "on")), default=0.0)
+            for part in PARTS}  # fmt: skip
+    return {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12, "ddpm": best["ddpm"] * 1e12}
+
+
+def show(row: dict) -> None:
+    print("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="gpu-bench.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--dry", action="store_true", help="tiny sizes on the CPU (that every part runs)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "gpu.json")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (all)")
     args = parser.parse_args(argv)
     if (problem := output_file_problem(args.out, "gpu.json")) is not None:
         parser.error(problem)
+    parts = [part for part in args.parts.split(",") if part]
+    if not parts or set(parts) - set(PARTS):
+        parser.error(f"--parts {args.parts!r}: expected some of {', '.join(PARTS)}")
     device = torch.device("cpu" if args.dry or not torch.cuda.is_available() else "cuda")
     if device.type == "cpu":
         torch.set_num_threads(1)
     sizes = DRY if args.dry else FULL
-    rows = peak(device, sizes)
-    peaks = {r["precision"]: r["tflops"] for r in rows}
-    rows += fleet(device, sizes, peaks) + dynafed(device, args.dry) + ddpm(device, sizes)
-    planned = ("default", "auto", None)  # the plan's rates: the precision (and graphs) the campaign's runs use
-    best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
-                       and r.get("precision") in planned and r.get("graphs", "auto") in ("auto", "on")), default=0.0)
-            for part in ("fleet", "dynafed", "ddpm")}  # fmt: skip
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU, 1 thread"
-    result = {"device": name, "dry": args.dry, "rates": {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12,
-              "ddpm": best["ddpm"] * 1e12}, "rows": rows}  # fmt: skip
+    print(f"device: {name}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    failed: list[str] = []
+
+    def measure(part: str, work: Callable[[], list[dict]]) -> None:
+        """Run one part; its rows (or its failure, as a row) are printed and the JSON rewritten at once, so that a
+        bench cut off at its limit still leaves every part measured before."""
+        started = time.perf_counter()
+        try:
+            new = work()
+        except Exception as error:  # a part's failure is recorded and the bench goes on; the exit status says so
+            new = [{"part": part, "outcome": f"failed: {type(error).__name__}: {str(error)[-300:]}"}]
+        failed.extend(part for row in new if str(row.get("outcome", "")).startswith("failed"))
+        for row in new:
+            show(row)
+        rows.extend(new)
+        print(f"  ({part}: {time.perf_counter() - started:.0f} s)", flush=True)
+        result = {"device": name, "dry": args.dry, "parts": parts, "complete": False, "rates": rates_of(rows),
+                  "rows": rows}  # fmt: skip
+        args.out.write_text(json.dumps(result, indent=1))
+
+    measure("peak", lambda: peak(device, sizes))
+    peaks = {r["precision"]: r["tflops"] for r in rows if r["part"] == "peak" and "tflops" in r}
+    work = {"fleet": lambda: fleet(device, sizes, peaks), "dynafed": lambda: dynafed(device, args.dry),
+            "ddpm": lambda: ddpm(device, sizes)}  # fmt: skip
+    for part in parts:
+        measure(part, work[part])
+    result = json.loads(args.out.read_text()) | {"complete": True}
     args.out.write_text(json.dumps(result, indent=1))
-    print(f"device: {name}")
-    for row in rows:
-        print("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
     print(f"rates (FLOP/s) for `bash scripts/gpu-campaign.sh plan --rates {args.out}`: "
           + ", ".join(f"{k} {v:.3g}" for k, v in result["rates"].items()))  # fmt: skip
-    return 0
+    if failed:
+        print(f"failed: {', '.join(sorted(set(failed)))}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
