@@ -18,12 +18,15 @@ same precision (an n × n product, n = 8192):
   replayed as a graph (``graphs`` "auto": a CUDA graph on CUDA, what fl.run does there; ``--dry``: "on", the CPU's
   traced stand-in, so that the tests run the path) and eagerly ("off"); FP32 / TF32 / BF16 run eagerly. A round
   of 10 steps pays a capture (a warm-up step and the recording), so 16 runs also train 100 steps a round both ways.
-  FLOPs are counted eagerly (a replayed graph dispatches nothing the counter sees).
-- **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast
-  path), then 3 seeds one after another and batched (``SHUFFLEFL_MATCHING=batched``: one vmapped computation), in
-  the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed with the matching in FP32
-  and in BF16; rates at the single fast path's FLOPs per seed-iteration; memory: the bytes autograd saves for an
-  iteration's backward (fast path) and on CUDA the allocated and reserved peaks (CUDA-graph pools are reserved).
+  FLOPs at equal work: one client of one run counted eagerly, times runs × clients (torch's counter overcounts
+  the grouped convolutions' backward of a vmapped step, and sees nothing of a replayed graph). On CUDA each row
+  starts with no cached memory and records its allocated and reserved peaks.
+- **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast path),
+  then 3 seeds one after another and, in a process of their own, batched (``SHUFFLEFL_MATCHING=batched``: one
+  vmapped computation), in the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed
+  with the matching in FP32 and in BF16; rates at the single fast path's FLOPs per seed-iteration; memory: the bytes
+  autograd saves for an iteration's backward (fast path) and on CUDA the allocated and reserved peaks (CUDA-graph
+  pools are reserved).
 - **ddpm**: one client's DDPM (configs/fedssyn_fmnist_ddpm.toml's U-Net, batch 128) training steps, then 10
   clients' DDPMs trained together (``method.train_together``: one vmapped step over the clients), at the single
   client's FLOPs per step.
@@ -34,6 +37,7 @@ the synthesis, the DDPM, each in the precision the campaign's runs use) and ever
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import subprocess
@@ -144,38 +148,57 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
     rows = []
     recorded = "on" if device.type == "cpu" else "auto"  # the CPU's traced graph only where asked: --dry
     short, long = (sizes["steps"], sizes["runs"]), (sizes["long_steps"], (sizes["long_runs"],))
-    arms = [(name, "fedavg", graphs, *short) for name in precisions(device)
-            for graphs in ((recorded, "off") if name == "default" else ("off",))]  # fmt: skip
+    arms = [("default", "fedavg", graphs, *steps) for steps in (short, long) for graphs in (recorded, "off")]
     arms += [("default", "hfmds", graphs, *short) for graphs in (recorded, "off")]
-    arms += [("default", "fedavg", graphs, *long) for graphs in (recorded, "off")]  # a capture's cost spread thin
+    arms += [(name, "fedavg", "off", *short) for name in PRECISIONS if device.type == "cuda"]
     for name, arm, graphs, steps, sizes_r in arms:
         local = LocalConfig(1, batch, steps=steps, backend="batched")
+
+        def groups(runs: int, k: int = clients, arm=arm, local=local) -> list:  # runs of k clients each
+            contexts = [Context(server, {}, {}, flat.head_mask) for _ in range(k)]
+            gens = [torch.Generator().manual_seed(i) for i in range(k)]
+            return [Group(x, y, list(owned[:k]), gens, algorithm, contexts, 0.01, local,
+                          hfmds_tasks()[:k] if arm == "hfmds" else None) for _ in range(runs)]  # fmt: skip
+
+        # FLOPs at equal work: one client of one run counted eagerly, times runs × clients. torch's counter
+        # overcounts a grouped convolution's backward (quadratically in the groups a vmapped step makes: counted
+        # over 4 clients it gives 1.9x a client's FLOPs a sample, over 2 runs of 4 3.1x), and a replayed graph
+        # dispatches nothing it sees
+        with precision(name, device), graphs_set("off"):
+            single = counted(lambda arm=arm, local=local: train_groups(flat, groups(1, 1), "different"))
         for runs in sizes_r:
-
-            def groups(runs=runs, arm=arm, local=local):
-                contexts = [Context(server, {}, {}, flat.head_mask) for _ in range(clients)]
-                gens = [torch.Generator().manual_seed(i) for i in range(clients)]
-                return [Group(x, y, list(owned), gens, algorithm, contexts, 0.01, local,
-                              hfmds_tasks() if arm == "hfmds" else None) for _ in range(runs)]  # fmt: skip
-
             row = {"part": "fleet", "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
                    "steps": steps}  # fmt: skip
+            fresh_memory(device)
             try:
-                with precision(name, device):
-                    with graphs_set(graphs):
-                        seconds = timed(lambda: train_groups(flat, groups(), "different"), device, sizes["repeats"])
-                        replayed = graph_kind(device)  # None also after a failed capture: the steps ran eagerly
-                    with graphs_set("off"):  # a replayed graph dispatches nothing the counter sees: count eagerly
-                        flop = counted(lambda: train_groups(flat, groups(), "different"))
+                with precision(name, device), graphs_set(graphs):
+                    seconds = timed(lambda r=runs: train_groups(flat, groups(r), "different"), device, sizes["repeats"])
+                    replayed = graph_kind(device)  # None also after a failed capture: the steps ran eagerly
             except torch.cuda.OutOfMemoryError:
-                rows.append(row | {"outcome": "out of memory"})
-                torch.cuda.empty_cache()
+                rows.append(row | {"outcome": "out of memory"} | memory(device))
+                fresh_memory(device)
                 break
-            tflops = flop / seconds / 1e12
+            tflops = single * runs * clients / seconds / 1e12
             rows.append(row | {"replayed": replayed, "seconds": seconds, "run_rounds_per_s": runs / seconds,
-                               "tflops": tflops,
-                               "share_of_peak": tflops / peak_of(name, peaks)})  # fmt: skip
+                               "tflops": tflops, "share_of_peak": tflops / peak_of(name, peaks)}
+                        | memory(device))  # fmt: skip
     return rows
+
+
+def fresh_memory(device: torch.device) -> None:
+    """Each fleet row starts from no cached CUDA memory and a reset peak, so that its peak is its own."""
+    if device.type == "cuda":
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def memory(device: torch.device) -> dict:
+    """The row's CUDA peaks (allocated, reserved; GiB): what admission to a shared chip must allow for it."""
+    if device.type != "cuda":
+        return {}
+    return {"cuda_peak_gib": torch.cuda.max_memory_allocated(device) / 2**30,
+            "cuda_reserved_peak_gib": torch.cuda.max_memory_reserved(device) / 2**30}  # fmt: skip
 
 
 def graphs_set(value: str) -> contextlib.AbstractContextManager:
@@ -192,7 +215,7 @@ def dynafed(device: torch.device, dry: bool) -> list[dict]:
     study). The rate counts every row's work as the single fast path's FLOPs per seed-iteration, so that the batched
     path's grouped convolutions (counted differently) compare at equal work."""
     rows = []
-    cases = [(1, "auto", "auto"), (3, "auto,batched", "auto")]
+    cases = [(1, "auto", "auto"), (3, "auto", "auto"), (3, "batched", "auto")]  # each a process with the chip
     cases += [(1, "auto", "fp32"), (1, "auto", "bf16")] if device.type == "cuda" else []
     for seeds, paths, arithmetic_name in cases:
         with tempfile.TemporaryDirectory() as tmp:
@@ -208,7 +231,7 @@ def dynafed(device: torch.device, dry: bool) -> list[dict]:
                 rows.append(row | {"outcome": f"failed: over {DYNAFED_SECONDS} s"})
                 continue
             if done.returncode:
-                rows.append(row | {"outcome": f"failed: {done.stderr.strip()[-300:]}"})
+                rows.append(row | {"outcome": f"failed: {done.stderr.strip()[-600:]}"})
                 continue
             memory = ("saved_gib", "cuda_peak_gib", "cuda_reserved_peak_gib")  # a synthesis's memory (admission)
             rows += [row | {"path": r["ran"], "seed_iterations_per_s": r["seed_iterations_per_second"],
