@@ -25,9 +25,13 @@ def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path
     fleets = [row for row in result["rows"] if row["part"] == "fleet" and "runs" in row]
     # each arm and size with its steps replayed as a graph (on the CPU the traced stand-in) and eagerly
     # and a longer round (4 steps here, 100 on the device) both ways: a capture's cost spread over more steps
+    short = [(arm, graphs, runs, 3) for graphs in ("on", "off") for runs in (1, 2) for arm in ("fedavg", "hfmds")]
     assert [(row["arm"], row["graphs"], row["runs"], row["steps"]) for row in fleets] == [
-        (arm, graphs, runs, 3) for arm in ("fedavg", "hfmds") for graphs in ("on", "off") for runs in (1, 2)
-    ] + [("fedavg", "on", 1, 4), ("fedavg", "off", 1, 4)]
+        *(row for row in short if row[0] == "fedavg"),
+        ("fedavg", "on", 1, 4),
+        ("fedavg", "off", 1, 4),
+        *(row for row in short if row[0] == "hfmds"),
+    ]
     assert all(0 < row["share_of_peak"] for row in fleets)
     dynafed = [(row["seeds"], row["path"]) for row in result["rows"] if row["part"] == "dynafed"]
     assert dynafed == [(1, "fast+instance_norm"), (3, "fast+instance_norm"), (3, "batched (3 runs)")]
