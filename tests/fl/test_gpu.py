@@ -288,10 +288,11 @@ def test_the_cpu_emulation_of_tf32_is_what_cuda_computes():
         return [t.detach().cpu() for t in (y, *grads, product)]
 
     emulated, tf32, fp32 = work("cpu", "tf32"), work("cuda", "tf32"), work("cuda", "fp32")
-    # TF32 permits tensor cores, it does not demand them: where cuDNN or cuBLAS chose a float32 kernel anyway
-    # (on the 2026-11-27 H100 the small convolution's forward gave CUDA's FP32 result bit for bit), the output
-    # says nothing of the emulation and is left out; at least one output must have run in TF32
-    in_tf32 = [relative_error(exact, theirs) > 0 for theirs, exact in zip(tf32, fp32, strict=True)]
+    # TF32 permits tensor cores, it does not demand them: where cuDNN or cuBLAS chose a float32 kernel anyway, the
+    # output says nothing of the emulation and is left out. On the 2026-11-27 H100 the convolution's forward gave
+    # CUDA's FP32 result bit for bit, and an input gradient differed from it by 2.4e-8 (another float32 summation
+    # order); TF32's rounding moves these outputs by ~3e-4. At least one output must have run in TF32
+    in_tf32 = [relative_error(exact, theirs) > 1e-5 for theirs, exact in zip(tf32, fp32, strict=True)]
     assert any(in_tf32)
     for mine, theirs, exact, checked in zip(emulated, tf32, fp32, in_tf32, strict=True):
         if checked:
