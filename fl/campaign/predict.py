@@ -51,16 +51,32 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     return cost.total, spent, said
 
 
+BENCHES = ROOT / "results" / "ledger" / "bench"  # gpu-bench's records, a folder a lease (named by its date)
+
+
+def newest_bench(folder: Path = BENCHES) -> Path | None:
+    """The newest gpu-bench JSON of the ledger (its folders sort by date), None where there is none."""
+    found = sorted(folder.glob("*/gpu.json"))
+    return found[-1] if found else None
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the checkout where it lies inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def rates_from(rates_file: Path | None) -> dict[str, float]:
     """FLOP/s by kind of work: the planned rates (fl/cost.py), those of ``rates_file`` (``{"rates": {kind: FLOP/s}}``,
-    e.g. gpu-bench's JSON) in their place where given."""
+    e.g. gpu-bench's JSON; where None, the ledger's newest bench: what the chip was measured to do) in their place
+    where given."""
     from fl.cost import PLANNED
 
     planned = {kind: rate.flop_s for kind, rate in PLANNED.items()}
+    rates_file = rates_file if rates_file is not None else newest_bench()
     if rates_file is not None:
         try:
             given = json.loads(rates_file.read_text())["rates"]
-            planned |= {k: float(given[k]) for k in planned if k in given}
+            planned |= {k: float(given[k]) for k in planned if k in given and float(given[k]) > 0}
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise InputError(f"{rates_file}: not a rates file ({{'rates': {{kind: FLOP/s}}}}): {error}") from None
     return planned
@@ -78,6 +94,7 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
     gpu-bench's, replaces them) and at the last lease's measured ones; the totals."""
     from fl.cost import MEASURED, PLANNED
 
+    rates_file = rates_file if rates_file is not None else newest_bench()
     planned = rates_from(rates_file)
     tasks, skipped = open_tasks([t for t in plan(Path("STORE")) if group in t.groups], ledger)
     measured = {k: r.flop_s for k, r in MEASURED.items()} | {"ddpm": measured_ddpm_rate()}
@@ -97,10 +114,10 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
         if target[0] > GOAL_MINUTES:  # minutes are FLOPs over rates: every rate x f divides them by f
             scale = target[0] / GOAL_MINUTES
             needed = ", ".join(f"{kind} {planned[kind] * scale / 1e12:.3g}" for kind in planned)
-            print(f"  the goal needs {scale:.2f}x these planned rates: {needed} TFLOP/s (gpu-bench measures them)")
-    print("rates in FLOP/s, planned; measured on the last lease:")
+            print(f"  the goal needs {scale:.2f}x the plan's rates: {needed} TFLOP/s")
+    print("rates in FLOP/s: the plan's (a gpu-bench's where one measured them); the 16-process lease's:")
     for kind, rate in PLANNED.items():
-        source = f"from {rates_file}" if planned[kind] != rate.flop_s else rate.source
+        source = f"from {shown(rates_file)}" if planned[kind] != rate.flop_s else rate.source
         print(f"  {kind}: {planned[kind]:.3g} ({source}); {measured[kind]:.3g} ({MEASURED[kind].source})")
     print("How: fl/cost.py counts each task's FLOPs (forward FLOPs by torch's FlopCounterMode, x3 for training); its "
           "minutes are those FLOPs over the rate of each kind of work, as if it had the chip alone")  # fmt: skip
