@@ -15,8 +15,9 @@ same precision (an n × n product, n = 8192):
   per second at 10 steps a round. Then the same runs as HFMDs arms after a synthesis (default precision: a pool
   batch of 10 beside every real batch, prototypes collected). A size that runs out of memory is recorded as such
   and the larger ones skipped. In the default precision each size runs twice: its local steps after the first
-  replayed as a graph (``graphs`` "auto": a CUDA graph on CUDA, what fl.run does there; ``--dry``: "on", the CPU's
-  traced stand-in, so that the tests run the path) and eagerly ("off"); FP32 / TF32 / BF16 run eagerly. A round
+  replayed as a graph (``graphs`` "on": a CUDA graph on CUDA; ``--dry``: the CPU's traced stand-in, so that the
+  tests run the path) and eagerly ("off"); FP32 / TF32 / BF16 run eagerly. The rates come from the rows run as
+  "auto" runs them (one run replayed, a fleet eagerly: fl/graphs.py says why). A round
   of 10 steps pays a capture (a warm-up step and the recording), so 16 runs also train 100 steps a round both ways.
   FLOPs at equal work: one client of one run counted eagerly, times runs × clients (torch's counter overcounts
   the grouped convolutions' backward of a vmapped step, and sees nothing of a replayed graph). On CUDA each row
@@ -146,7 +147,7 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                       prototypes=True) for i in range(clients)]  # fmt: skip
 
     rows = []
-    recorded = "on" if device.type == "cpu" else "auto"  # the CPU's traced graph only where asked: --dry
+    recorded = "on"  # graphs for every size (on the CPU the traced stand-in, --dry); "auto" replays one run's alone
     short, long = (sizes["steps"], sizes["runs"]), (sizes["long_steps"], (sizes["long_runs"],))
     arms = [("default", "fedavg", graphs, *steps) for steps in (short, long) for graphs in (recorded, "off")]
     arms += [("default", "hfmds", graphs, *short) for graphs in (recorded, "off")]
@@ -302,12 +303,18 @@ def ddpm(device: torch.device, sizes: dict) -> list[dict]:
 PARTS = ("fleet", "dynafed", "ddpm")  # after the peaks, which every run measures (the shares need them)
 
 
-def rates_of(rows: list[dict]) -> dict[str, float]:
-    """FLOP/s by kind of work for ``plan --rates``: the best row of each part in the precision (and graphs) the
+def as_auto_runs(row: dict, cuda: bool) -> bool:
+    """Whether a row ran as ``SHUFFLEFL_GRAPHS=auto`` runs its work (fl/graphs.py: on CUDA one run's steps replayed,
+    a fleet's eagerly; on the CPU eagerly); rows without graphs (a synthesis, a DDPM) do."""
+    return "graphs" not in row or (row["graphs"] != "off") == (cuda and row["runs"] == 1)
+
+
+def rates_of(rows: list[dict], cuda: bool) -> dict[str, float]:
+    """FLOP/s by kind of work for ``plan --rates``: the best row of each part in the precision and graphs the
     campaign's runs use; 0 where no such row was measured."""
     planned = ("default", "auto", None)
     best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
-                       and r.get("precision") in planned and r.get("graphs", "auto") in ("auto", "on")), default=0.0)
+                       and r.get("precision") in planned and as_auto_runs(r, cuda)), default=0.0)
             for part in PARTS}  # fmt: skip
     return {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12, "ddpm": best["ddpm"] * 1e12}
 
@@ -350,8 +357,8 @@ def main(argv: list[str] | None = None) -> int:
             show(row)
         rows.extend(new)
         print(f"  ({part}: {time.perf_counter() - started:.0f} s)", flush=True)
-        result = {"device": name, "dry": args.dry, "parts": parts, "complete": False, "rates": rates_of(rows),
-                  "rows": rows}  # fmt: skip
+        result = {"device": name, "dry": args.dry, "parts": parts, "complete": False,
+                  "rates": rates_of(rows, device.type == "cuda"), "rows": rows}  # fmt: skip
         args.out.write_text(json.dumps(result, indent=1))
 
     measure("peak", lambda: peak(device, sizes))

@@ -299,7 +299,7 @@ def _train_units(
         body(s)
         return take()
 
-    kind = None if has_dropout(model) else graph_kind(flat.params.device)  # dropout's draws: eagerly
+    kind = None if has_dropout(model) else graph_kind(flat.params.device, len(groups))  # dropout: eagerly
     first = 1 if kind and n_steps > 2 else n_steps  # step 0 eagerly (gradient shares, features begun), then a graph
     for s in range(first):
         body(s)

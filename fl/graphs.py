@@ -16,9 +16,16 @@ the step's aten operations once (a read of a value on the host is refused while 
 the next step's index, so a Python number that changes from step to step shows up as different numbers in the
 tests, as a stale value would on CUDA. On the CPU it buys no speed; it is how the tests check the contract.
 
-The environment variable ``SHUFFLEFL_GRAPHS`` chooses: "auto" or unset (CUDA graphs on CUDA, none elsewhere), "on"
-(also the traced graph off CUDA), "off". It does not change a run's numbers (tested bit for bit on the CPU in
-float64), so it is not part of a run's config.
+The environment variable ``SHUFFLEFL_GRAPHS`` chooses: "auto" or unset (on CUDA, CUDA graphs for the clients of
+one run; none for a fleet's several runs, nor elsewhere), "on" (graphs for fleets too, and the traced graph off
+CUDA), "off". It does not change a run's numbers (tested bit for bit on the CPU in float64), so it is not part of a
+run's config.
+
+Why "auto" leaves fleets eager: on an H100 (gpu-bench, 2026-11-27; results/ledger/bench/2026-11-27-h100) rounds of
+10 steps of 20 clients of the HFMDs CNN ran 1.41x faster replayed for one FedAvg run (1.30x for an HFMDs arm), but
+for fleets of 4, 16 and 64 runs 0.98x, 0.74x and 0.85x (HFMDs 1.12x, 1.05x, 0.88x), 1.01x for 16 runs at 100 steps
+a round, while the graphs' pools raised the reserved memory 1.6-2.7x (64 runs: 64 GiB against 24). A fleet's step
+is not launch-bound: its vmapped convolutions over runs x clients take the time.
 """
 
 from __future__ import annotations
@@ -53,11 +60,12 @@ def graphs_setting() -> str:
     return setting
 
 
-def graph_kind(device: torch.device | str) -> str | None:
-    """How steps on ``device`` are replayed under ``SHUFFLEFL_GRAPHS``: "cuda", "trace" or None (eagerly; also on
-    CUDA once a capture failed in this process, so that a run does not try again every round)."""
+def graph_kind(device: torch.device | str, runs: int = 1) -> str | None:
+    """How steps of ``runs`` runs' clients on ``device`` are replayed under ``SHUFFLEFL_GRAPHS``: "cuda", "trace"
+    or None (eagerly; on CUDA under "auto" for a fleet of several runs, and once a capture failed in this process,
+    so that a run does not try again every round)."""
     setting = graphs_setting()
-    if setting == "off":
+    if setting == "off" or (setting == "auto" and runs > 1):
         return None
     if torch.device(device).type == "cuda":
         return None if _failed_captures else "cuda"

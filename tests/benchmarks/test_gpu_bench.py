@@ -78,3 +78,21 @@ def test_the_plan_refuses_a_file_that_is_no_rates_file(tmp_path):
     done = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan", "--rates", str(bad)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 2 and "not a rates file" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_the_rates_come_from_the_rows_run_as_auto_runs_them():
+    """The plan's fl rate is that of the work as fl.run and fleets do it: on CUDA one run's steps replayed, a
+    fleet's eagerly (fl/graphs.py); on the CPU eagerly. The H100's rows of 2026-11-27 (ledger) give 2.74 TFLOP/s:
+    16 runs eagerly at 100 steps a round."""
+    from tests.benchmarks.test_bench_bad_inputs import load_bench
+
+    bench = load_bench("gpu_bench")
+    rows = [{"part": "fleet", "precision": "default", "graphs": graphs, "runs": runs, "tflops": tflops}
+            for graphs, runs, tflops in [("on", 1, 1.0), ("off", 1, 0.5), ("on", 4, 9.0), ("off", 4, 3.0)]]  # fmt: skip
+    rows += [{"part": "fleet", "precision": "bf16", "graphs": "off", "runs": 4, "tflops": 99.0}]
+    rows += [{"part": "dynafed", "precision": "auto", "tflops": 15.0}, {"part": "ddpm", "tflops": 6.0}]
+    assert bench.rates_of(rows, cuda=True) == {"fl": 3.0e12, "dynafed": 15.0e12, "ddpm": 6.0e12}
+    assert bench.rates_of(rows[1:2], cuda=True)["fl"] == 0.0  # one run eagerly is not how CUDA runs it
+    assert bench.rates_of(rows, cuda=False)["fl"] == 3.0e12
+    lease = json.loads((ROOT / "results" / "ledger" / "bench" / "2026-11-27-h100" / "gpu.json").read_text())
+    assert bench.rates_of(lease["rows"], cuda=True)["fl"] == pytest.approx(2.744e12, rel=1e-3)

@@ -23,8 +23,10 @@ from theory.errors import InputError
 def test_the_setting_picks_the_kind_and_refuses_a_bad_value_in_one_line(monkeypatch):
     monkeypatch.delenv(GRAPHS_ENV, raising=False)
     assert graph_kind("cpu") is None and graph_kind("cuda") == "cuda"
+    assert graph_kind("cuda", runs=4) is None  # "auto": a fleet's steps eagerly (measured: no faster replayed)
     monkeypatch.setenv(GRAPHS_ENV, "on")
     assert graph_kind("cpu") == "trace" and graph_kind("cuda") == "cuda"
+    assert graph_kind("cpu", runs=4) == "trace" and graph_kind("cuda", runs=4) == "cuda"
     monkeypatch.setenv(GRAPHS_ENV, "off")
     assert graph_kind("cpu") is None and graph_kind("cuda") is None
     monkeypatch.setenv(GRAPHS_ENV, "yes")
@@ -129,7 +131,7 @@ def test_a_failed_cuda_capture_warns_runs_the_round_eagerly_and_is_not_tried_aga
     eager_state, _ = run(tiny, algorithm, local)
     monkeypatch.setenv(GRAPHS_ENV, "auto")
     monkeypatch.setattr(graphs_module, "_failed_captures", [])
-    monkeypatch.setattr(batched_module, "graph_kind", lambda device: graphs_module.graph_kind("cuda"))
+    monkeypatch.setattr(batched_module, "graph_kind", lambda device, runs: graphs_module.graph_kind("cuda", runs))
     tries = []
 
     def failing(advance, state, start, stop, kind):
