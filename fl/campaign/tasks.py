@@ -31,14 +31,18 @@ class Task:
     minutes: float = 0.0  # predicted minutes on the device (0: from its FLOPs at start, fl/cost.py; unknown: 0)
 
 
-# Peak GPU memory by kind of task (GiB), from the lease of 2026-11-27 (one H100, 80 GiB): a DynaFed arm holds ~23
-# during its synthesis (19 of it CUDA-graph pools); 16 fl.run processes held 70 (~4.4 each); a DDPM-sets trainer
-# was not measured alone: 4 a worker assumed. The benchmark runs fleets up to 64 runs: 30 assumed. Every fl.run on
-# CUDA now records its peak in summary.json (cuda_peak_gib, cuda_reserved_peak_gib): the next lease measures these.
-# A synthesis's own tensors: autograd saves 10.2 GiB for one outer iteration's backward at the paper's settings
-# (ConvNet-3 width 128, 150 images, s' = 20, fast path; counted on the CPU by benchmarks/synthesis_bench.py --paper),
-# per seed, so a fleet whose seeds synthesise as one computation (no graphs) needs about that per seed beside its runs.
-KIND_GIB = {"dynafed": 24.0, "fl": 4.5, "ddpm": 4.0, "bench": 30.0}
+# Peak GPU memory by kind of task (GiB). The lease of 2026-11-27 (one H100, 80 GiB): a DynaFed arm held ~23 during its
+# synthesis (19 of it CUDA-graph pools); 16 fl.run processes held 70 (~4.4 each). gpu-bench on an H100 the same day
+# (results/ledger/bench/2026-11-27-h100; CUDA's allocated / reserved peaks): one seed's synthesis (fast path, TF32,
+# graphs) 10.9 / 21.7, three seeds one after another in one process 11.3 / 43.4 (each seed keeps its graph pools),
+# three batched 32.9 / 33.5; one run of 20 clients (HFMDs CNN) 0.7-1.4 / 1.4-5.4, as an HFMDs arm 2.0-2.5 / 7.5-8.6; a
+# fleet of 16 runs eagerly 4.7 / 9.9, of 64 15.2 / 23.7 (HFMDs arms 22.5 / 41.8); a DDPM (batch 128) was not measured
+# alone: 4 a worker assumed. The benchmark's own rows reach 78 reserved (64 HFMDs arms replayed as graphs; 69
+# allocated where 64 runs in BF16 ran out): 64 admits it beside little else. The per-process cap
+# (set_per_process_memory_fraction) makes a process release its cache before it exceeds its share, so admission by
+# these peaks holds while reserved memory above the allocated peak is given back under pressure. Every fl.run on CUDA
+# records its peaks in summary.json.
+KIND_GIB = {"dynafed": 24.0, "fl": 4.5, "ddpm": 4.0, "bench": 64.0}
 
 
 MARGIN = 0.9  # the share of the device's memory the scheduler commits
