@@ -88,6 +88,21 @@ TARGET_GROUPS = ("ddpm-sets", "hfmds", "seeds-dynafed", "controls")
 GOAL_MINUTES = 12
 
 
+def plan_minutes(tasks: list[Task], rates: dict) -> tuple[list[tuple[Task, float, float, str]], float, float]:
+    """Each task's (task, FLOPs, minutes on one H100 at ``rates``, what is counted), the total minutes and those of
+    #49's target set (:data:`TARGET_GROUPS`)."""
+    rows = [(task, *predict(task, rates)) for task in tasks]
+    total = sum(row[2] for row in rows)
+    target = sum(row[2] for row in rows if set(row[0].groups) & set(TARGET_GROUPS))
+    return rows, total, target
+
+
+def target_minutes(rates: dict, ledger: Path = ROOT / "results" / "ledger") -> tuple[float, float]:
+    """(all open tasks, #49's target set): minutes on one H100 at ``rates``, the ledger's finished tasks left out."""
+    tasks, _ = open_tasks([t for t in plan(Path("STORE")) if "all" in t.groups], ledger)
+    return plan_minutes(tasks, rates)[1:]
+
+
 def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "results" / "ledger") -> int:
     """Each open task of ``group`` (those finished in the run ledger left out, as ``start`` leaves them): its
     predicted minutes on one H100 at the planned rates (``rates_file``: a JSON ``{"rates": {kind: FLOP/s}}``, e.g.
@@ -100,12 +115,9 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
     measured = {k: r.flop_s for k, r in MEASURED.items()} | {"ddpm": measured_ddpm_rate()}
     print(f"{len(tasks)} open tasks of group {group} ({len(skipped)} finished in the ledger left out)")
     print(f"{'task':52} {'PFLOP':>7} {'min plan':>8} {'min lease':>9}  counted")
-    total, target = [0.0, 0.0], [0.0, 0.0]
-    for task in tasks:
-        flop, minutes_planned, said = predict(task, planned)
-        minutes_measured = predict(task, measured)[1]
-        for sums in (total, target) if set(task.groups) & set(TARGET_GROUPS) else (total,):
-            sums[0], sums[1] = sums[0] + minutes_planned, sums[1] + minutes_measured
+    rows, sums = plan_minutes(tasks, planned), plan_minutes(tasks, measured)
+    total, target = [rows[1], sums[1]], [rows[2], sums[2]]
+    for (task, flop, minutes_planned, said), (_, _, minutes_measured, _) in zip(rows[0], sums[0], strict=True):
         print(f"{task.name:52} {flop / 1e15:7.3f} {minutes_planned:8.2f} {minutes_measured:9.1f}  {said}")
     print(f"{'total (one H100, minutes)':52} {'':7} {total[0]:8.1f} {total[1]:9.1f}")
     if group == "all":

@@ -52,7 +52,10 @@ SIMS = {"fig2": "fig2", "lemma1": "fig2", "figB2": "figB2"}  # artefact -> the s
 ENTRY = "ledger.json"
 NAMED = "runs"  # runs/<name>: the experiment scripts' runs, named as the scripts name them
 QUALITY = "quality"  # quality/<generator>-<dataset>-seed<S>.json: python -m fl.quality's report of a seed's sets
-TOP = (LEDGER_MARK, RUNS, NAMED, "sims", QUALITY)
+BENCH = "bench"  # bench/<date>-<device>/gpu.json (+ its logs): scripts/gpu-bench.sh's measurements on a device
+TOP = (LEDGER_MARK, RUNS, NAMED, "sims", QUALITY, BENCH)
+BENCH_KEYS = {"device": str, "rates": dict, "rows": list}  # what a gpu-bench JSON must hold (benchmarks/gpu_bench.py)
+BENCH_TEXT = (".log", ".txt", ".md")  # beside it: what the device printed, and a note
 QUALITY_KEYS = {  # what a quality report must hold, by type (fl.quality)
     "generator": str, "seed": int, "dataset": str, "synthetic_sha256": str, "images": int, "noise_fraction": float,
     "noise_by_client": list, "label_agreement": float, "synthetic_trained_accuracy": float,
@@ -147,6 +150,7 @@ def verify(ledger: Path, rests_on: dict[str, str] | None = None) -> list[str]:
                 run_entry(child, keyed=group == RUNS, flag=flag)
     simulator_entries(ledger / "sims", flag)
     quality_entries(ledger / QUALITY, flag)
+    bench_entries(ledger / BENCH, flag)
     duplicates(ledger, flag)
     if rests_on:
         for entry, where in rests_on.items():
@@ -415,6 +419,35 @@ def quality_entries(folder: Path, flag: Flag) -> None:
                                          "real_trained_accuracy")] + list(report["noise_by_client"])  # fmt: skip
         if not all(isinstance(f, (int, float)) and 0 <= f <= 1 for f in fractions):
             flag(path, "a fraction outside [0, 1] (edited?)")
+
+
+def bench_entries(folder: Path, flag: Flag) -> None:
+    """``bench/<date>-<device>/``: each a folder holding a whole ``gpu.json`` of ``scripts/gpu-bench.sh`` (more JSON
+    of the bench beside it, e.g. an earlier call's) and text files (its logs, a note); nothing else."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        flag(folder, f"stray file ({BENCH}/ is a folder of gpu-bench records)")
+        return
+    for entry in sorted(folder.iterdir()):
+        if not entry.is_dir() or entry.is_symlink():
+            flag(entry, f"stray {kind(entry)} ({BENCH}/ holds a folder per gpu-bench)")
+            continue
+        if not (entry / "gpu.json").is_file():
+            flag(entry / "gpu.json", "missing: a gpu-bench record holds its gpu.json")
+        for path in sorted(entry.iterdir()):
+            if not path.is_file() or path.suffix not in (".json", *BENCH_TEXT):
+                flag(path, f"stray {kind(path)} (a gpu-bench record holds its JSON, logs and notes)")
+            elif path.suffix == ".json":
+                try:
+                    record = json.loads(path.read_text())
+                except (ValueError, UnicodeDecodeError):
+                    flag(path, "not JSON (cut short or damaged)")
+                    continue
+                wrong = [k for k, t in BENCH_KEYS.items() if not isinstance(record, dict) or
+                         not isinstance(record.get(k), t)]  # fmt: skip
+                if wrong:
+                    flag(path, f"not a whole gpu-bench record ({wrong[0]} missing or of another type)")
 
 
 def simulator_entries(sims: Path, flag: Flag) -> None:

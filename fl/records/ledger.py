@@ -9,7 +9,9 @@ Its layout is a run store's, so ``python -m figures NAME --runs results/ledger``
   ran in);
 - ``runs/<name>/``: the experiment scripts' runs (FedCOG, DynaFed, HFMDs), named as the scripts name them;
 - ``sims/<artefact>/<scale>/summary.json``: the simulators' summaries (fig2, which lemma1 reads too; figB2);
-- ``quality/<generator>-<dataset>-seed<S>.json``: :mod:`fl.quality`'s reports of synthetic sets.
+- ``quality/<generator>-<dataset>-seed<S>.json``: :mod:`fl.quality`'s reports of synthetic sets;
+- ``bench/<date>-<device>/``: ``scripts/gpu-bench.sh``'s ``gpu.json`` on a device and its logs (the lease plan's
+  rates: ``python -m fl.campaign plan``; the report's ``gpu-bench`` block).
 
 Each run keeps only :data:`KEPT` (config, metrics, summary, provenance, init_from, post-hoc estimates, DynaFed's
 saved synthesis) and ``ledger.json`` (where it came from, when, on which device, the code's commit, and the sha256

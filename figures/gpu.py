@@ -1,0 +1,135 @@
+"""The device's measured rates (``scripts/gpu-bench.sh`` on an H100, kept in the ledger's ``bench/``) and what they
+make of the lease plan: the report's ``gpu-bench`` block.
+
+Per row of the newest H100 record: the matrix-product peaks; fleets of FedAvg runs and HFMDs arms (20 clients of the
+HFMDs CNN each, batch 10) in run-rounds per second, replayed as a graph and eagerly, in FLOP/s (one client's FLOPs
+times runs × clients) and as a share of the peak of their precision, with CUDA's allocated and reserved peaks;
+DynaFed's synthesis at the paper's settings in seed-iterations per second and seconds a synthesis of
+``method.iterations`` (1000) iterations; DDPM training steps. The claim is #49's goals as bounds (:func:`bound`):
+the target set of the lease plan (:func:`fl.campaign.predict.target_minutes` at the record's rates) within
+12 minutes, and a DynaFed synthesis within 60 s a seed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from figures.artefacts import Artefact, Built, Claim, used
+from figures.flruns import store
+from figures.verdict import bound, combine
+from fl.campaign.predict import GOAL_MINUTES, target_minutes
+from fl.records.check import BENCH
+from plots.gpu import plot_fleet
+from theory.errors import InputError
+
+NAME = "gpu-bench"
+SYNTHESIS_ITERATIONS = 1000  # DynaFed's method.iterations at the paper's settings (configs/dynafed_*_paper_*.toml)
+SYNTHESIS_GOAL_SECONDS = 60.0  # #49: a seed's synthesis within 60 s on an H100
+HEADERS = ["part", "work", "precision", "steps ran", "speed", "TFLOP/s", "share of peak", "GiB allocated / reserved"]
+
+
+def newest(folder: Path, device: str = "H100") -> tuple[Path, dict]:
+    """The newest record (folders sort by date) whose device names ``device``: its path and its JSON."""
+    for path in sorted(folder.glob("*/gpu.json"), reverse=True):
+        record = json.loads(path.read_text())
+        if device in record.get("device", ""):
+            return path, record
+    raise InputError(f"no gpu-bench record of an {device} under {folder}: bash scripts/gpu-bench.sh on a lease")
+
+
+def gib(row: dict) -> str:
+    return f"{row['cuda_peak_gib']:.1f} / {row['cuda_reserved_peak_gib']:.1f}" if "cuda_peak_gib" in row else "-"
+
+
+def share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2g} %"
+
+
+def replayed(row: dict) -> str:
+    """How a fleet row's steps ran: replayed as a CUDA graph or eagerly (a record without the field: its setting)."""
+    if "replayed" in row:
+        return "graph" if row["replayed"] else "eager"
+    return "graph" if row["graphs"] != "off" else "eager"
+
+
+def table_rows(rows: list[dict]) -> list[list]:
+    """One line per measured row (a failure or out-of-memory row says so)."""
+    out = []
+    for r in rows:
+        part = r["part"]
+        if part == "peak":
+            out.append([part, f"{r['n']}³ matrix product", r["precision"], "-", "-", r["tflops"], "100 %", "-"])
+            continue
+        if part == "fleet":
+            work = f"{r['runs']} x {r['arm']} ({r['steps']} steps)"
+            speed = f"{r['run_rounds_per_s']:.3g} run-rounds/s" if "seconds" in r else r["outcome"]
+            out.append([part, work, r["precision"], replayed(r), speed, r.get("tflops"), share(r.get("share_of_peak")),
+                        gib(r)])  # fmt: skip
+        elif part == "dynafed":
+            work = f"{r['seeds']} seed(s): {r.get('path', '-')}"
+            speed = (f"{r['seed_iterations_per_s']:.3g} seed-it/s, {synthesis_seconds(r):.0f} s a synthesis"
+                     if "seed_iterations_per_s" in r else r["outcome"][:80])  # fmt: skip
+            out.append([part, work, r["precision"], "-", speed, r.get("tflops"), None, gib(r)])
+        elif part == "ddpm":
+            speed = f"{r['steps_per_s']:.3g} client-steps/s" if "steps_per_s" in r else r["outcome"]
+            out.append([part, f"{r['clients']} client(s), batch {r.get('batch', '-')}", "default", "-", speed,
+                        r.get("tflops"), None, "-"])  # fmt: skip
+    return out
+
+
+def synthesis_seconds(row: dict) -> float:
+    return SYNTHESIS_ITERATIONS / row["seed_iterations_per_s"]
+
+
+def graph_gains(rows: list[dict]) -> dict[str, float]:
+    """Replayed over eager run-rounds per second, per fleet arm, runs and steps (default precision)."""
+    speed = {(r["arm"], r["runs"], r["steps"], replayed(r) == "graph"): r["run_rounds_per_s"]
+             for r in rows if r["part"] == "fleet" and r["precision"] == "default" and "seconds" in r}  # fmt: skip
+    return {f"{arm} x{runs} ({steps} steps)": speed[arm, runs, steps, True] / speed[arm, runs, steps, False]
+            for (arm, runs, steps, graphs) in speed if graphs and (arm, runs, steps, False) in speed}  # fmt: skip
+
+
+def claim(minutes: float, seconds: float, rates: dict) -> Claim:
+    parts = [bound([minutes / GOAL_MINUTES - 1]), bound([seconds / SYNTHESIS_GOAL_SECONDS - 1])]
+    verdict = combine(parts)
+    text = (
+        f"#49's goals on one H100 (a bound each: within it or exceeded): {verdict}: the lease plan's target set "
+        f"(DDPM sets of seeds 0-1, DynaFed seeds 0-2 and seed 0's controls; HFMDs is in the ledger) takes "
+        f"{minutes:.1f} minutes at the measured rates (goal ≤ {GOAL_MINUTES}; {parts[0]}), and a DynaFed "
+        f"synthesis {seconds:.0f} s a seed on the fast path (goal ≤ {SYNTHESIS_GOAL_SECONDS:.0f} s; {parts[1]}). "
+        f"Rates: FL {rates['fl'] / 1e12:.3g}, DynaFed {rates['dynafed'] / 1e12:.3g}, DDPM "
+        f"{rates['ddpm'] / 1e12:.3g} TFLOP/s."
+    )
+    return Claim(verdict, text)
+
+
+def build(scale: str, folder: Path) -> Built:
+    root = store(folder.parent.parent)
+    path, record = newest(root / BENCH)
+    used([path.parent])
+    rows, rates = record["rows"], record["rates"]
+    minutes = target_minutes(rates, root)[1]
+    fast = [r for r in rows if r["part"] == "dynafed" and r.get("seeds") == 1 and r.get("precision") == "auto"
+            and "seed_iterations_per_s" in r]  # fmt: skip
+    seconds = synthesis_seconds(fast[0]) if fast else float("nan")
+    curves: dict[str, tuple[list[int], list[float]]] = {}
+    for r in rows:
+        if r["part"] == "fleet" and r["precision"] == "default" and "seconds" in r and r["steps"] == 10:
+            label = f"{r['arm']}, {replayed(r)}"
+            curves.setdefault(label, ([], []))
+            curves[label][0].append(r["runs"])
+            curves[label][1].append(r["run_rounds_per_s"])
+    plot_fleet(curves, folder / "fleet.png", f"{record['device']}: fleets of 20-client runs, 10 steps a round")
+    numbers = {"record": f"{BENCH}/{path.parent.name}/gpu.json", "device": record["device"], "rates": rates,
+               "target_minutes": minutes, "synthesis_seconds": seconds, "graph_gains": graph_gains(rows)}  # fmt: skip
+    note = f"Device: {record['device']} (record {BENCH}/{path.parent.name}; its README says which commit ran)."
+    return Built(HEADERS, table_rows(rows), claim(minutes, seconds, rates), ["fleet.png"], numbers, (note,))
+
+
+ARTEFACT = Artefact(
+    NAME,
+    "The device's measured rates (gpu-bench on an H100) and the lease plan they give",
+    {"paper": f"reads the ledger's newest H100 record ({BENCH}/DATE-h100/gpu.json of `bash scripts/gpu-bench.sh`)"},
+    build,
+)
