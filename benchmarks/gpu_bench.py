@@ -22,6 +22,10 @@ same precision (an n × n product, n = 8192):
   FLOPs at equal work: one client of one run counted eagerly, times runs × clients (torch's counter overcounts
   the grouped convolutions' backward of a vmapped step, and sees nothing of a replayed graph). On CUDA each row
   starts with no cached memory and records its allocated and reserved peaks.
+- **conv**: the fleet's FedAvg rows of 4, 16 and 64 runs (eagerly, default precision) with its convolutions other
+  ways than the grouped convolution vmap makes of them: as unfold + a batched matrix product
+  (:mod:`fl.matmul_conv`, "matmul"), and with cuDNN's autotuner on ("cudnn-benchmark"). The fleet's "off" rows
+  are their baseline; the plan's rates do not read these rows.
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast path),
   then 3 seeds one after another and, in a process of their own, batched (``SHUFFLEFL_MATCHING=batched``: one
   vmapped computation), in the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed
@@ -63,6 +67,8 @@ FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "lon
         "repeats": 3}  # fmt: skip
 DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 3, "long_runs": 1, "long_steps": 4, "batch": 4,
        "ddpm_batch": 2, "ddpm_base": 8, "ddpm_clients": 2, "ddpm_steps": 2, "repeats": 1}  # fmt: skip
+PARTS = ("fleet", "conv", "dynafed", "ddpm")  # after the peaks, which every run measures (the shares need them)
+CONVS = ("matmul", "cudnn-benchmark")  # the "conv" part: unfold + batched matrix product (fl.matmul_conv); autotuned
 DYNAFED_SECONDS = 150  # one synthesis case's limit (its process: start, warm-up, capture, 2 timed iterations)
 
 
@@ -120,13 +126,14 @@ def peak(device: torch.device, sizes: dict) -> list[dict]:
     return rows
 
 
-def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
+def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet") -> list[dict]:
     from fl.algorithms import Context
     from fl.batched import Group, train_groups
     from fl.clients import LocalConfig
     from fl.config import build_algorithm
     from fl.flat import FlatModel
     from fl.graphs import graph_kind
+    from fl.matmul_conv import as_matmul
     from fl.methods.base import CyclicBatches
     from fl.methods.hfmds import Mixed
     from fl.models import build_model
@@ -149,11 +156,14 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
     rows = []
     recorded = "on"  # graphs for every size (on the CPU the traced stand-in, --dry); "auto" replays one run's alone
     short, long = (sizes["steps"], sizes["runs"]), (sizes["long_steps"], (sizes["long_runs"],))
-    arms = [("default", "fedavg", graphs, *steps) for steps in (short, long) for graphs in (recorded, "off")]
-    arms += [("default", "hfmds", graphs, *short) for graphs in (recorded, "off")]
-    arms += [(name, "fedavg", "off", *short) for name in PRECISIONS if device.type == "cuda"]
-    for name, arm, graphs, steps, sizes_r in arms:
-        local = LocalConfig(1, batch, steps=steps, backend="batched")
+    arms = [("default", "fedavg", graphs, *steps, "grouped") for steps in (short, long) for graphs in (recorded, "off")]
+    arms += [("default", "hfmds", graphs, *short, "grouped") for graphs in (recorded, "off")]
+    arms += [(name, "fedavg", "off", *short, "grouped") for name in PRECISIONS if device.type == "cuda"]
+    if part == "conv":  # the fleet's convolutions other ways, eagerly at the fleet sizes (the "off" rows: grouped)
+        arms = [("default", "fedavg", "off", short[0], short[1][1:] or short[1], conv) for conv in CONVS]
+    models = {"grouped": flat, "cudnn-benchmark": flat, "matmul": FlatModel(as_matmul(flat.model))}
+    for name, arm, graphs, steps, sizes_r, conv in arms:
+        local, model = LocalConfig(1, batch, steps=steps, backend="batched"), models[conv]
 
         def groups(runs: int, k: int = clients, arm=arm, local=local) -> list:  # runs of k clients each
             contexts = [Context(server, {}, {}, flat.head_mask) for _ in range(k)]
@@ -168,13 +178,14 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
         with precision(name, device), graphs_set("off"):
             single = counted(lambda arm=arm, local=local: train_groups(flat, groups(1, 1), "different"))
         for runs in sizes_r:
-            row = {"part": "fleet", "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
-                   "steps": steps}  # fmt: skip
+            row = {"part": part, "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
+                   "steps": steps} | ({"conv": conv} if part == "conv" else {})  # fmt: skip
             fresh_memory(device)
             try:
-                with precision(name, device), graphs_set(graphs):
-                    seconds = timed(lambda r=runs: train_groups(flat, groups(r), "different"), device, sizes["repeats"])
-                    replayed = graph_kind(device)  # None also after a failed capture: the steps ran eagerly
+                with precision(name, device), graphs_set(graphs), cudnn_benchmark(conv == "cudnn-benchmark"):
+                    work = lambda r=runs, model=model: train_groups(model, groups(r), "different")  # noqa: E731
+                    seconds = timed(work, device, sizes["repeats"])
+                    replayed = graph_kind(device, runs)  # None also after a failed capture: the steps ran eagerly
             except torch.cuda.OutOfMemoryError:
                 rows.append(row | {"outcome": "out of memory"} | memory(device))
                 fresh_memory(device)
@@ -184,6 +195,18 @@ def fleet(device: torch.device, sizes: dict, peaks: dict) -> list[dict]:
                                "tflops": tflops, "share_of_peak": tflops / peak_of(name, peaks)}
                         | memory(device))  # fmt: skip
     return rows
+
+
+@contextlib.contextmanager
+def cudnn_benchmark(enabled: bool):
+    """cuDNN's autotuner (``torch.backends.cudnn.benchmark``: each convolution shape timed over its algorithms
+    once, the fastest kept) on inside where ``enabled``; restored after."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled or saved
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved
 
 
 def fresh_memory(device: torch.device) -> None:
@@ -300,9 +323,6 @@ def ddpm(device: torch.device, sizes: dict) -> list[dict]:
     ]
 
 
-PARTS = ("fleet", "dynafed", "ddpm")  # after the peaks, which every run measures (the shares need them)
-
-
 def as_auto_runs(row: dict, cuda: bool) -> bool:
     """Whether a row ran as ``SHUFFLEFL_GRAPHS=auto`` runs its work (fl/graphs.py: on CUDA one run's steps replayed,
     a fleet's eagerly; on the CPU eagerly); rows without graphs (a synthesis, a DDPM) do."""
@@ -316,7 +336,7 @@ def rates_of(rows: list[dict], cuda: bool) -> dict[str, float]:
     best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
                        and r.get("precision") in planned and as_auto_runs(r, cuda)), default=0.0)
             for part in PARTS}  # fmt: skip
-    return {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12, "ddpm": best["ddpm"] * 1e12}
+    return {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12, "ddpm": best["ddpm"] * 1e12}  # not conv
 
 
 def show(row: dict) -> None:
@@ -363,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
 
     measure("peak", lambda: peak(device, sizes))
     peaks = {r["precision"]: r["tflops"] for r in rows if r["part"] == "peak" and "tflops" in r}
-    work = {"fleet": lambda: fleet(device, sizes, peaks), "dynafed": lambda: dynafed(device, args.dry),
+    work = {"fleet": lambda: fleet(device, sizes, peaks), "conv": lambda: fleet(device, sizes, peaks, "conv"),
+            "dynafed": lambda: dynafed(device, args.dry),
             "ddpm": lambda: ddpm(device, sizes)}  # fmt: skip
     for part in parts:
         measure(part, work[part])

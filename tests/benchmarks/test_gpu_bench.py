@@ -21,7 +21,9 @@ def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path
     assert result["dry"] and set(result["rates"]) == {"fl", "dynafed", "ddpm"}
     assert all(rate > 0 for rate in result["rates"].values())
     parts = {row["part"] for row in result["rows"]}
-    assert parts == {"peak", "fleet", "dynafed", "ddpm"}
+    assert parts == {"peak", "fleet", "conv", "dynafed", "ddpm"}
+    convs = [(row["conv"], row["runs"], row["graphs"]) for row in result["rows"] if row["part"] == "conv"]
+    assert convs == [("matmul", 2, "off"), ("cudnn-benchmark", 2, "off")]  # the fleet sizes past one run
     fleets = [row for row in result["rows"] if row["part"] == "fleet" and "runs" in row]
     # each arm and size with its steps replayed as a graph (on the CPU the traced stand-in) and eagerly
     # and a longer round (4 steps here, 100 on the device) both ways: a capture's cost spread over more steps
