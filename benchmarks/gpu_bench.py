@@ -26,6 +26,9 @@ same precision (an n × n product, n = 8192):
   ways than the grouped convolution vmap makes of them: as unfold + a batched matrix product
   (:mod:`fl.matmul_conv`, "matmul"), and with cuDNN's autotuner on ("cudnn-benchmark"). The fleet's "off" rows
   are their baseline; the plan's rates do not read these rows.
+- **convnet3**: DynaFed's FL rounds (ConvNet-3 width 128, 32 clients, batch 32, 24 steps: one round of
+  configs/paper/dynafed_fmnist_a001.toml) for one run (replayed and eagerly) and a fleet of six; its rate is the
+  plan's ``fl:convnet3`` (the FL rounds of runs of that model), the other fl work's stays the fleet's.
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast path),
   then 3 seeds one after another and, in a process of their own, batched (``SHUFFLEFL_MATCHING=batched``: one
   vmapped computation), in the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed
@@ -67,7 +70,11 @@ FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "lon
         "repeats": 3}  # fmt: skip
 DRY = {"peak_n": 128, "runs": (1, 2), "clients": 2, "steps": 3, "long_runs": 1, "long_steps": 4, "batch": 4,
        "ddpm_batch": 2, "ddpm_base": 8, "ddpm_clients": 2, "ddpm_steps": 2, "repeats": 1}  # fmt: skip
-PARTS = ("fleet", "conv", "dynafed", "ddpm")  # after the peaks, which every run measures (the shares need them)
+# the "convnet3" part: DynaFed's FL rounds (configs/paper/dynafed_fmnist_a001.toml: ConvNet-3 width 128, 32 of 80
+# clients a round, one epoch of 750 samples in batches of 32 = 24 steps), alone and as the campaign's fleet of six
+CONVNET3 = {"width": 128, "clients": 32, "batch": 32, "steps": 24, "runs": (1, 6)}
+CONVNET3_DRY = {"width": 4, "clients": 2, "batch": 4, "steps": 3, "runs": (1, 2)}
+PARTS = ("fleet", "conv", "convnet3", "dynafed", "ddpm")  # after the peaks (every run measures them: the shares)
 CONVS = ("matmul", "cudnn-benchmark")  # the "conv" part: unfold + batched matrix product (fl.matmul_conv); autotuned
 DYNAFED_SECONDS = 150  # one synthesis case's limit (its process: start, warm-up, capture, 2 timed iterations)
 
@@ -126,7 +133,7 @@ def peak(device: torch.device, sizes: dict) -> list[dict]:
     return rows
 
 
-def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet") -> list[dict]:
+def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet", dry: bool = False) -> list[dict]:
     from fl.algorithms import Context
     from fl.batched import Group, train_groups
     from fl.clients import LocalConfig
@@ -139,7 +146,12 @@ def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet") -
     from fl.models import build_model
 
     torch.manual_seed(0)
-    flat = FlatModel(build_model("hfmds-cnn", (1, 28, 28), 10).to(device))
+    if part == "convnet3":
+        spec = CONVNET3_DRY if dry else CONVNET3
+        flat = FlatModel(build_model("convnet3", (1, 28, 28), 10, width=spec["width"]).to(device))
+        sizes = sizes | {key: spec[key] for key in ("clients", "batch", "steps", "runs")}
+    else:
+        flat = FlatModel(build_model("hfmds-cnn", (1, 28, 28), 10).to(device))
     algorithm = build_algorithm({"name": "fedavg"})
     clients, batch = sizes["clients"], sizes["batch"]
     n = clients * max(sizes["steps"], sizes["long_steps"]) * batch
@@ -161,6 +173,8 @@ def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet") -
     arms += [(name, "fedavg", "off", *short, "grouped") for name in PRECISIONS if device.type == "cuda"]
     if part == "conv":  # the fleet's convolutions other ways, eagerly at the fleet sizes (the "off" rows: grouped)
         arms = [("default", "fedavg", "off", short[0], short[1][1:] or short[1], conv) for conv in CONVS]
+    if part == "convnet3":
+        arms = [("default", "fedavg", graphs, *short, "grouped") for graphs in (recorded, "off")]
     models = {"grouped": flat, "cudnn-benchmark": flat, "matmul": FlatModel(as_matmul(flat.model))}
     for name, arm, graphs, steps, sizes_r, conv in arms:
         local, model = LocalConfig(1, batch, steps=steps, backend="batched"), models[conv]
@@ -179,7 +193,7 @@ def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet") -
             single = counted(lambda arm=arm, local=local: train_groups(flat, groups(1, 1), "different"))
         for runs in sizes_r:
             row = {"part": part, "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
-                   "steps": steps} | ({"conv": conv} if part == "conv" else {})  # fmt: skip
+                   "steps": steps, "batch": batch} | ({"conv": conv} if part == "conv" else {})  # fmt: skip
             fresh_memory(device)
             try:
                 with precision(name, device), graphs_set(graphs), cudnn_benchmark(conv == "cudnn-benchmark"):
@@ -336,7 +350,12 @@ def rates_of(rows: list[dict], cuda: bool) -> dict[str, float]:
     best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
                        and r.get("precision") in planned and as_auto_runs(r, cuda)), default=0.0)
             for part in PARTS}  # fmt: skip
-    return {"fl": best["fleet"] * 1e12, "dynafed": best["dynafed"] * 1e12, "ddpm": best["ddpm"] * 1e12}  # not conv
+    return {
+        "fl": best["fleet"] * 1e12,
+        "fl:convnet3": best["convnet3"] * 1e12,
+        "dynafed": best["dynafed"] * 1e12,
+        "ddpm": best["ddpm"] * 1e12,
+    }  # not conv: no run computes its convolutions that way
 
 
 def show(row: dict) -> None:
@@ -384,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     measure("peak", lambda: peak(device, sizes))
     peaks = {r["precision"]: r["tflops"] for r in rows if r["part"] == "peak" and "tflops" in r}
     work = {"fleet": lambda: fleet(device, sizes, peaks), "conv": lambda: fleet(device, sizes, peaks, "conv"),
+            "convnet3": lambda: fleet(device, sizes, peaks, "convnet3", args.dry),
             "dynafed": lambda: dynafed(device, args.dry),
             "ddpm": lambda: ddpm(device, sizes)}  # fmt: skip
     for part in parts:

@@ -61,8 +61,10 @@ def table_rows(rows: list[dict]) -> list[list]:
         if part == "peak":
             out.append([part, f"{r['n']}³ matrix product", r["precision"], "-", "-", r["tflops"], "100 %", "-"])
             continue
-        if part in ("fleet", "conv"):
-            work = f"{r['runs']} x {r['arm']} ({r['steps']} steps{', conv ' + r['conv'] if 'conv' in r else ''})"
+        if part in ("fleet", "conv", "convnet3"):
+            model = "ConvNet-3 " if part == "convnet3" else ""
+            extra = f", conv {r['conv']}" if "conv" in r else ""
+            work = f"{r['runs']} x {model}{r['arm']} ({r['steps']} steps{extra})"
             speed = f"{r['run_rounds_per_s']:.3g} run-rounds/s" if "seconds" in r else r["outcome"]
             out.append([part, work, r["precision"], replayed(r), speed, r.get("tflops"), share(r.get("share_of_peak")),
                         gib(r)])  # fmt: skip

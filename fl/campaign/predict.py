@@ -28,9 +28,9 @@ def task_config(task: Task):
 
 def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     """(FLOPs, minutes on one H100 at ``rates``, what is counted) of a task: its clients' training and evaluation
-    (HFMDs' inversions too) at the rate of "fl", DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s
-    (fl/cost.py); a task that
-    is no fl.run nor DDPM training (the benchmark): (0, its cap, ...)."""
+    (HFMDs' inversions too) at the rate of "fl" (of "fl:MODEL" where the rates have one for the run's model: a
+    fleet of that model measured), DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (fl/cost.py); a
+    task that is no fl.run nor DDPM training (the benchmark): (0, its cap, ...)."""
 
     from fl.cost import ddpm_flops, minutes, run_cost
 
@@ -47,7 +47,8 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     said = f"rounds {start + 1}-{config.train.rounds}"
     if cost.method:
         said += ", DynaFed's synthesis" if dynafed else ", HFMDs' inversions and pool batches"
-    spent = minutes(cost.train + cost.eval, rates["fl"]) + minutes(cost.method, rates["dynafed" if dynafed else "fl"])
+    fl = rates.get(f"fl:{config.model.name}") or rates["fl"]
+    spent = minutes(cost.train + cost.eval, fl) + minutes(cost.method, rates["dynafed"] if dynafed else fl)
     return cost.total, spent, said
 
 
@@ -76,7 +77,8 @@ def rates_from(rates_file: Path | None) -> dict[str, float]:
     if rates_file is not None:
         try:
             given = json.loads(rates_file.read_text())["rates"]
-            planned |= {k: float(given[k]) for k in planned if k in given and float(given[k]) > 0}
+            kinds = [k for k in given if k in planned or k.startswith("fl:")]  # fl:MODEL: a model's own fl rate
+            planned |= {k: float(given[k]) for k in kinds if float(given[k]) > 0}
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise InputError(f"{rates_file}: not a rates file ({{'rates': {{kind: FLOP/s}}}}): {error}") from None
     return planned
@@ -131,6 +133,8 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
     for kind, rate in PLANNED.items():
         source = f"from {shown(rates_file)}" if planned[kind] != rate.flop_s else rate.source
         print(f"  {kind}: {planned[kind]:.3g} ({source}); {measured[kind]:.3g} ({MEASURED[kind].source})")
+    for kind in sorted(set(planned) - set(PLANNED)):  # fl:MODEL: measured for that model's fleets
+        print(f"  {kind}: {planned[kind]:.3g} (from {shown(rates_file)}: the FL rounds of {kind[3:]} runs)")
     print("How: fl/cost.py counts each task's FLOPs (forward FLOPs by torch's FlopCounterMode, x3 for training); its "
           "minutes are those FLOPs over the rate of each kind of work, as if it had the chip alone")  # fmt: skip
     return 0

@@ -18,10 +18,12 @@ def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
-    assert result["dry"] and set(result["rates"]) == {"fl", "dynafed", "ddpm"}
+    assert result["dry"] and set(result["rates"]) == {"fl", "fl:convnet3", "dynafed", "ddpm"}
     assert all(rate > 0 for rate in result["rates"].values())
     parts = {row["part"] for row in result["rows"]}
-    assert parts == {"peak", "fleet", "conv", "dynafed", "ddpm"}
+    assert parts == {"peak", "fleet", "conv", "convnet3", "dynafed", "ddpm"}
+    convnet3 = [(row["runs"], row["graphs"], row["batch"]) for row in result["rows"] if row["part"] == "convnet3"]
+    assert convnet3 == [(1, "on", 4), (2, "on", 4), (1, "off", 4), (2, "off", 4)]  # DynaFed's FL rounds, tiny
     convs = [(row["conv"], row["runs"], row["graphs"]) for row in result["rows"] if row["part"] == "conv"]
     assert convs == [("matmul", 2, "off"), ("cudnn-benchmark", 2, "off")]  # the fleet sizes past one run
     fleets = [row for row in result["rows"] if row["part"] == "fleet" and "runs" in row]
@@ -93,8 +95,26 @@ def test_the_rates_come_from_the_rows_run_as_auto_runs_them():
             for graphs, runs, tflops in [("on", 1, 1.0), ("off", 1, 0.5), ("on", 4, 9.0), ("off", 4, 3.0)]]  # fmt: skip
     rows += [{"part": "fleet", "precision": "bf16", "graphs": "off", "runs": 4, "tflops": 99.0}]
     rows += [{"part": "dynafed", "precision": "auto", "tflops": 15.0}, {"part": "ddpm", "tflops": 6.0}]
-    assert bench.rates_of(rows, cuda=True) == {"fl": 3.0e12, "dynafed": 15.0e12, "ddpm": 6.0e12}
+    assert bench.rates_of(rows, cuda=True) == {"fl": 3.0e12, "fl:convnet3": 0.0, "dynafed": 15.0e12, "ddpm": 6.0e12}
     assert bench.rates_of(rows[1:2], cuda=True)["fl"] == 0.0  # one run eagerly is not how CUDA runs it
     assert bench.rates_of(rows, cuda=False)["fl"] == 3.0e12
     lease = json.loads((ROOT / "results" / "ledger" / "bench" / "2026-11-27-h100" / "gpu.json").read_text())
     assert bench.rates_of(lease["rows"], cuda=True)["fl"] == pytest.approx(2.744e12, rel=1e-3)
+
+
+def test_a_model_s_own_fl_rate_prices_the_fl_rounds_of_its_runs(tmp_path):
+    """With ``fl:convnet3`` in the rates, DynaFed's arms (ConvNet-3) train at that rate and its synthesis at
+    DynaFed's; a run of another model keeps the fleet's ``fl`` rate; a zero rate (not measured) is ignored."""
+    from fl.campaign.predict import predict, rates_from
+    from fl.campaign.tasks import plan
+
+    tasks = {t.name: t for t in plan(tmp_path / "store")}
+    arm, other = tasks["dynafed_fmnist_a001_fedavg_from19"], tasks["hfmds_fmnist_dir001_seed0_fedavg"]
+    base = {"fl": 1e12, "dynafed": 1e13, "ddpm": 1e12}
+    faster = base | {"fl:convnet3": 4e12}
+    assert predict(arm, faster)[1] == pytest.approx(predict(arm, base)[1] / 4)
+    assert predict(other, faster)[1] == predict(other, base)[1]
+    given = tmp_path / "rates.json"
+    given.write_text(json.dumps({"rates": {"fl": 2e12, "fl:convnet3": 0.0, "fl:mlp": 5e12, "other": 1.0}}))
+    rates = rates_from(given)
+    assert rates["fl"] == 2e12 and rates["fl:mlp"] == 5e12 and "fl:convnet3" not in rates and "other" not in rates
