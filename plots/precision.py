@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from plots.figure import finish
+
 
 def plot_precision(curves: dict[str, tuple[list, list]], losses: dict[str, tuple[list, list]], path: Path,
                    title: str = "") -> None:  # fmt: skip
@@ -21,10 +23,4 @@ def plot_precision(curves: dict[str, tuple[list, list]], losses: dict[str, tuple
         right.plot(iterations, loss, lw=1.0, label=label)
     left.set(xlabel="round", ylabel="test accuracy (%)")
     right.set(xlabel="outer iteration", ylabel="matching loss")
-    left.legend(fontsize=7)
-    right.legend(fontsize=7)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, path, title, (left, right))

@@ -386,15 +386,17 @@ def disagreements(rows: list[dict], summary: dict) -> list[tuple[str, object, ob
     return [(key, ours, summary[key]) for key, ours in drawn.items() if not same(ours, summary[key])]
 
 
+def children(folder: Path, flag: Flag, holds: str) -> list[Path]:
+    """What the ledger's folder ``folder`` holds, sorted (none where it is absent; a file in its place flagged)."""
+    if folder.exists() and not folder.is_dir():
+        flag(folder, f"stray file ({folder.name}/ is a folder of {holds})")
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
 def quality_entries(folder: Path, flag: Flag) -> None:
     """``quality/<generator>-<dataset>-seed<S>.json``: each a whole report of :mod:`fl.quality` whose name agrees
     with its contents and whose fractions lie in [0, 1]."""
-    if not folder.exists():
-        return
-    if not folder.is_dir():
-        flag(folder, f"stray file ({QUALITY}/ is a folder of synthetic-set quality reports)")
-        return
-    for path in sorted(folder.iterdir()):
+    for path in children(folder, flag, "synthetic-set quality reports"):
         if not path.is_file() or path.suffix != ".json":
             flag(path, f"stray {kind(path)} ({QUALITY}/ holds only the JSON reports of python -m fl.quality)")
             continue
@@ -424,12 +426,7 @@ def quality_entries(folder: Path, flag: Flag) -> None:
 def bench_entries(folder: Path, flag: Flag) -> None:
     """``bench/<date>-<device>/``: each a folder holding a whole ``gpu.json`` of ``scripts/gpu-bench.sh`` (more JSON
     of the bench beside it, e.g. an earlier call's) and text files (its logs, a note); nothing else."""
-    if not folder.exists():
-        return
-    if not folder.is_dir():
-        flag(folder, f"stray file ({BENCH}/ is a folder of gpu-bench records)")
-        return
-    for entry in sorted(folder.iterdir()):
+    for entry in children(folder, flag, "gpu-bench records"):
         if not entry.is_dir() or entry.is_symlink():
             flag(entry, f"stray {kind(entry)} ({BENCH}/ holds a folder per gpu-bench)")
             continue
