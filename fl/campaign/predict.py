@@ -66,22 +66,30 @@ def shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def rates_from(rates_file: Path | None) -> dict[str, float]:
-    """FLOP/s by kind of work: the planned rates (fl/cost.py), those of ``rates_file`` (``{"rates": {kind: FLOP/s}}``,
-    e.g. gpu-bench's JSON; where None, the ledger's newest bench: what the chip was measured to do) in their place
-    where given."""
+def rates_with_sources(rates_file: Path | None) -> tuple[dict[str, float], dict[str, str]]:
+    """FLOP/s by kind of work and where each comes from: the assumed rates (fl/cost.py), then those of the ledger's
+    newest gpu-bench record, then those of ``rates_file`` (``{"rates": {kind: FLOP/s}}``, e.g. a bench just run,
+    perhaps of some parts only), each in the place of the one before where it has a positive rate. A kind
+    ``fl:MODEL`` is a model's own fl rate."""
     from fl.cost import PLANNED
 
-    planned = {kind: rate.flop_s for kind, rate in PLANNED.items()}
-    rates_file = rates_file if rates_file is not None else newest_bench()
-    if rates_file is not None:
+    rates = {kind: rate.flop_s for kind, rate in PLANNED.items()}
+    sources = {kind: rate.source for kind, rate in PLANNED.items()}
+    for path in dict.fromkeys(p for p in (newest_bench(), rates_file) if p is not None):
         try:
-            given = json.loads(rates_file.read_text())["rates"]
-            kinds = [k for k in given if k in planned or k.startswith("fl:")]  # fl:MODEL: a model's own fl rate
-            planned |= {k: float(given[k]) for k in kinds if float(given[k]) > 0}
+            given = json.loads(path.read_text())["rates"]
+            kinds = [k for k in given if k in PLANNED or k.startswith("fl:")]
+            measured = {k: float(given[k]) for k in kinds if float(given[k]) > 0}
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise InputError(f"{rates_file}: not a rates file ({{'rates': {{kind: FLOP/s}}}}): {error}") from None
-    return planned
+            raise InputError(f"{path}: not a rates file ({{'rates': {{kind: FLOP/s}}}}): {error}") from None
+        rates |= measured
+        sources |= dict.fromkeys(measured, f"from {shown(path)}")
+    return rates, sources
+
+
+def rates_from(rates_file: Path | None) -> dict[str, float]:
+    """:func:`rates_with_sources`' rates."""
+    return rates_with_sources(rates_file)[0]
 
 
 # #49's lease: DDPM sets of seeds 0-1, HFMDs (3 seeds x 2 partitions x 4 arms), DynaFed seeds 0-2 at 200 rounds
@@ -111,8 +119,7 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
     gpu-bench's, replaces them) and at the last lease's measured ones; the totals."""
     from fl.cost import MEASURED, PLANNED
 
-    rates_file = rates_file if rates_file is not None else newest_bench()
-    planned = rates_from(rates_file)
+    planned, sources = rates_with_sources(rates_file)
     tasks, skipped = open_tasks([t for t in plan(Path("STORE")) if group in t.groups], ledger)
     measured = {k: r.flop_s for k, r in MEASURED.items()} | {"ddpm": measured_ddpm_rate()}
     print(f"{len(tasks)} open tasks of group {group} ({len(skipped)} finished in the ledger left out)")
@@ -129,12 +136,11 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
             scale = target[0] / GOAL_MINUTES
             needed = ", ".join(f"{kind} {planned[kind] * scale / 1e12:.3g}" for kind in planned)
             print(f"  the goal needs {scale:.2f}x the plan's rates: {needed} TFLOP/s")
-    print("rates in FLOP/s: the plan's (a gpu-bench's where one measured them); the 16-process lease's:")
-    for kind, rate in PLANNED.items():
-        source = f"from {shown(rates_file)}" if planned[kind] != rate.flop_s else rate.source
-        print(f"  {kind}: {planned[kind]:.3g} ({source}); {measured[kind]:.3g} ({MEASURED[kind].source})")
+    print("rates in FLOP/s: the plan's (gpu-bench's where one measured them); the 16-process lease's:")
+    for kind in PLANNED:
+        print(f"  {kind}: {planned[kind]:.3g} ({sources[kind]}); {measured[kind]:.3g} ({MEASURED[kind].source})")
     for kind in sorted(set(planned) - set(PLANNED)):  # fl:MODEL: measured for that model's fleets
-        print(f"  {kind}: {planned[kind]:.3g} (from {shown(rates_file)}: the FL rounds of {kind[3:]} runs)")
+        print(f"  {kind}: {planned[kind]:.3g} ({sources[kind]}: the FL rounds of {kind[3:]} runs)")
     print("How: fl/cost.py counts each task's FLOPs (forward FLOPs by torch's FlopCounterMode, x3 for training); its "
           "minutes are those FLOPs over the rate of each kind of work, as if it had the chip alone")  # fmt: skip
     return 0

@@ -118,3 +118,17 @@ def test_a_model_s_own_fl_rate_prices_the_fl_rounds_of_its_runs(tmp_path):
     given.write_text(json.dumps({"rates": {"fl": 2e12, "fl:convnet3": 0.0, "fl:mlp": 5e12, "other": 1.0}}))
     rates = rates_from(given)
     assert rates["fl"] == 2e12 and rates["fl:mlp"] == 5e12 and "fl:convnet3" not in rates and "other" not in rates
+
+
+def test_a_bench_of_some_parts_overlays_the_ledger_s_newest_record(tmp_path):
+    """A rates file from a bench of some parts (the others 0) replaces only what it measured: the other kinds keep
+    the ledger's newest record's rates, and each says where it comes from."""
+    from fl.campaign.predict import newest_bench, rates_with_sources
+
+    ledger = json.loads(newest_bench().read_text())["rates"]
+    partial = tmp_path / "gpu.json"
+    partial.write_text(json.dumps({"rates": {"fl": 0.0, "fl:convnet3": 7e12, "dynafed": 0.0, "ddpm": 9e12}}))
+    rates, sources = rates_with_sources(partial)
+    assert rates["fl"] == ledger["fl"] and rates["dynafed"] == ledger["dynafed"]
+    assert rates["fl:convnet3"] == 7e12 and rates["ddpm"] == 9e12
+    assert sources["ddpm"] == f"from {partial}" and sources["fl"].startswith("from results/ledger/bench/")
