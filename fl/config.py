@@ -122,10 +122,14 @@ class ModelConfig:
     """name: mlp, fedcog-cnn, hfmds-cnn, convnet3, vgg11 (see fl.models), or a plug-in "package.module:Class" (a
     subclass of fl.models.SplitModel built as Class(in_shape, n_classes)). width: the channel count of a model that
     takes one (convnet3: 128 in DynaFed's paper); 0 keeps the model's default. A smaller width is a reduced
-    protocol for CPUs, and a report that uses one says so."""
+    protocol for CPUs, and a report that uses one says so. conv: how its convolutions are computed: "torch"
+    (``nn.Conv2d``; vmapped over a fleet's models, one grouped convolution) or "matmul" (unfold + a matrix product,
+    :mod:`fl.matmul_conv`; vmapped, a batched matrix product): the same arithmetic in another summation order, so
+    the numbers differ at rounding level and the setting is part of the run's identity."""
 
     name: str = "fedcog-cnn"
     width: int = 0
+    conv: str = "torch"
 
     def check(self) -> None:
         from fl.models import MODELS, SplitModel
@@ -135,6 +139,7 @@ class ModelConfig:
         else:
             _require(self.name in MODELS, "model.name", f"must be one of {', '.join(MODELS)} or package.module:Class")
         _require(self.width >= 0, "model.width", "must be >= 0 (0: the model's default)")
+        _require(self.conv in ("torch", "matmul"), "model.conv", "must be 'torch' or 'matmul'")
 
 
 MAX_ROUNDS = 1_000_000
@@ -246,9 +251,9 @@ class TrainConfig:
 
 DTYPES = ("float32", "float64")
 SPEED_ONLY = ("workers",)  # train keys that never change a run's numbers
-# train keys added after runs were recorded, left out of a run's identity at their default, so that the identity
-# (and the checkpoint's config key) of every earlier run stays what it was
-LATER_DEFAULTS = {"client_eval_every": 0, "dtype": "float32"}
+# keys added after runs were recorded, by section, left out of a run's identity at their default, so that the
+# identity (and the checkpoint's config key) of every earlier run stays what it was
+LATER_DEFAULTS = {"train": {"client_eval_every": 0, "dtype": "float32"}, "model": {"conv": "torch"}}
 
 
 @dataclass(frozen=True)
@@ -306,9 +311,10 @@ class RunConfig:
         tree = self.to_dict()
         for key in SPEED_ONLY:
             tree["train"].pop(key, None)
-        for key, default in LATER_DEFAULTS.items():
-            if tree["train"].get(key) == default:
-                tree["train"].pop(key)
+        for section, later in LATER_DEFAULTS.items():
+            for key, default in later.items():
+                if tree[section].get(key) == default:
+                    tree[section].pop(key)
         tree.pop("log", None)
         tree.pop("algorithm_fields", None)  # a record of the defaults: the set keys are the identity
         plugins = self.plugins()

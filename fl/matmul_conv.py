@@ -5,7 +5,8 @@ turns a convolution with per-model weights into one grouped convolution (a group
 2026-11-27 ran at 0.7 % of the TF32 peak (results/ledger/bench/2026-11-27-h100). Written as ``unfold`` and a matrix
 product, the same step becomes a batched matrix product (``bmm``) over the models, a different kernel family.
 Which is faster is for the device to say (gpu-bench's fleet rows ``conv`` "matmul"); the arithmetic is the same
-(float64: equal to ~1e-15, the summation order differs), so a run's numbers change at rounding level only.
+(float64: equal to ~1e-15, the summation order differs), so a run's numbers change at rounding level only. A run
+chooses with ``model.conv = "matmul"`` (:class:`fl.config.ModelConfig`; part of its identity).
 
 >>> import torch
 >>> from fl.models import build_model
@@ -39,11 +40,16 @@ class MatmulConv2d(nn.Conv2d):
         return out if self.bias is None else out + self.bias.view(-1, 1, 1)
 
 
+def use_matmul(model: nn.Module) -> nn.Module:
+    """``model`` itself, its ``nn.Conv2d`` layers now :class:`MatmulConv2d` (their parameters, buffers and state-dict
+    keys unchanged; only how they compute); a run's model with ``model.conv = "matmul"``."""
+    for module in model.modules():
+        if type(module) is nn.Conv2d:
+            module.__class__ = MatmulConv2d
+    return model
+
+
 def as_matmul(model: nn.Module) -> nn.Module:
     """A copy of ``model`` whose ``nn.Conv2d`` layers are :class:`MatmulConv2d` with the same parameters (so a
     ``functional_call`` with the original's parameter dict evaluates it); ``model`` is left as it is."""
-    copied = copy.deepcopy(model)
-    for module in copied.modules():
-        if type(module) is nn.Conv2d:
-            module.__class__ = MatmulConv2d
-    return copied
+    return use_matmul(copy.deepcopy(model))

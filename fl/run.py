@@ -147,7 +147,12 @@ class Experiment:
         if empty:
             raise InputError(f"clients {empty} have no training data; raise data.min_size or data.alpha")
         self.model_spec = ModelSpec(
-            config.model.name, tuple(dataset.shape), dataset.n_classes, config.train.dtype, width=config.model.width
+            config.model.name,
+            tuple(dataset.shape),
+            dataset.n_classes,
+            config.train.dtype,
+            width=config.model.width,
+            conv=config.model.conv,
         )
         with torch.random.fork_rng(devices=[]):  # the initial model depends on the seed only
             torch.manual_seed(seed)

@@ -38,6 +38,7 @@ from fl.algorithms import Algorithm, Context
 from fl.clients import ClientSet, LocalConfig, carried_rows
 from fl.engine import EngineState, batch_sums, client_seed, client_work, combine_sums
 from fl.flat import FlatModel
+from fl.matmul_conv import use_matmul
 from fl.methods.base import ClientRound, Method
 from fl.models import build_model
 from theory.errors import InputError
@@ -57,10 +58,12 @@ class ModelSpec:
     n_classes: int
     dtype: str = "float32"
     width: int = 0  # the model's channel count (ModelConfig.width); 0: its default
+    conv: str = "torch"  # how its convolutions are computed (ModelConfig.conv; "matmul": fl.matmul_conv)
 
     def __call__(self) -> torch.nn.Module:
         kwargs = {"width": self.width} if self.width else {}
-        return build_model(self.name, self.shape, self.n_classes, **kwargs).to(getattr(torch, self.dtype))
+        model = build_model(self.name, self.shape, self.n_classes, **kwargs).to(getattr(torch, self.dtype))
+        return use_matmul(model) if self.conv == "matmul" else model
 
 
 @dataclass

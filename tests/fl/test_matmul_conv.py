@@ -3,6 +3,8 @@ per-model parameters as a fleet's step evaluates them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -56,3 +58,42 @@ def test_strides_dilations_and_no_bias_and_a_refused_grouped_convolution():
         assert torch.allclose(as_matmul(conv)(x), conv(x), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="one group"):
         MatmulConv2d(4, 4, 3, groups=2).double()(x)
+
+
+def cnn(root, seed: int, conv: str):
+    from tests.fl.test_fleet import tiny
+
+    sets = ["model.name='fedcog-cnn'", "train.backend='batched'", "train.rounds=2", f"model.conv='{conv}'"]
+    return tiny(root, seed, "fedavg", *sets)
+
+
+def test_a_run_with_matmul_convolutions_equals_the_torch_run_to_rounding(cifar_root, tmp_path):
+    from tests.fl.test_fleet import alone, numbers
+
+    rows_t, x_t = numbers(alone(cnn(cifar_root, 0, "torch"), tmp_path / "torch"))
+    rows_m, x_m = numbers(alone(cnn(cifar_root, 0, "matmul"), tmp_path / "matmul"))
+    assert not torch.equal(x_t, x_m) and torch.allclose(x_t, x_m, rtol=0, atol=1e-12)  # another summation order
+    assert [r.get("test_accuracy") for r in rows_t] == [r.get("test_accuracy") for r in rows_m]
+    saved = json.loads((tmp_path / "matmul" / "config.json").read_text())
+    assert saved["model"]["conv"] == "matmul"
+
+
+def test_a_fleet_of_matmul_runs_equals_them_alone_bit_for_bit(cifar_root, tmp_path):
+    from tests.fl.test_fleet import alone, assert_same, fleet
+
+    configs = {seed: cnn(cifar_root, seed, "matmul") for seed in (0, 1)}
+    fleet([(c, tmp_path / f"fleet_{s}") for s, c in configs.items()])
+    for seed, config in configs.items():
+        assert_same(tmp_path / f"fleet_{seed}", alone(config, tmp_path / f"alone_{seed}"))
+
+
+def test_the_setting_is_checked_and_is_part_of_a_run_s_identity_only_when_set():
+    from fl.config import load_config
+    from fl.records.keys import run_key
+    from theory.errors import InputError
+
+    torch_conv, matmul = load_config(None, []), load_config(None, ["model.conv='matmul'"])
+    assert "conv" not in torch_conv.identity()["model"] and matmul.identity()["model"]["conv"] == "matmul"
+    assert run_key(torch_conv) != run_key(matmul)
+    with pytest.raises(InputError, match=r"model\.conv"):
+        load_config(None, ["model.conv='fft'"])
