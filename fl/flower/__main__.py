@@ -21,6 +21,7 @@ import math
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def simulate(
     check_supported(config)
     check_resources(cpus_per_client, config.data.clients)
     server = ServerRun(config, out, resume, accept_code_change=accept_code_change)
+    hold_actor_deaths()
     try:
         run_simulation(
             server.app(), client_app, num_supernodes=config.data.clients,
@@ -99,11 +101,52 @@ def simulate(
     return read_object(summary, "summary.json of the Flower run")
 
 
+class HeldActorDeaths(logging.Filter):
+    """Flower's engine threads report a client actor's death (``ActorDiedError``: the error, then its traceback) the
+    moment they see it. A stop (Ctrl-C, or SIGTERM to the run's session, which Ray's actors share) can kill an actor
+    before this process has handled its own signal, and the report, the stop's consequence and not an error of the
+    run, then came before the run's own last line. So such a report is held for :attr:`HOLD` seconds and logged
+    after them, unless the run was stopped by then (:func:`quiet_engine`): a real actor death is reported late, a
+    stop's is not reported."""
+
+    HOLD = 3.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "held", False):  # released after its hold
+            return not self.stopped
+        if self.stopped:
+            return False
+        text = f"{type(record.msg).__name__}: {record.msg}"
+        if "ActorDiedError" not in text:
+            return True
+        record.held = True
+        timer = threading.Timer(self.HOLD, logging.getLogger(record.name).handle, (record,))
+        timer.daemon = True  # a process that ends meanwhile drops it
+        timer.start()
+        return False
+
+
+ACTOR_DEATHS = HeldActorDeaths()
+
+
+def hold_actor_deaths() -> None:
+    """:class:`HeldActorDeaths` on Flower's logger (once), not yet stopped."""
+    logger = logging.getLogger("flwr")
+    if ACTOR_DEATHS not in logger.filters:
+        logger.addFilter(ACTOR_DEATHS)
+    ACTOR_DEATHS.stopped = False
+
+
 def quiet_engine() -> None:
     """After the user's stop, Flower's engine threads report what the stop does to them (a client actor that dies
     as Ray shuts down: ``ActorDiedError`` with its traceback, depending on what was in flight): the consequence of
-    the stop, not an error of the run, so Flower's log is silenced from here on; the run's own one-line message
-    still ends the output."""
+    the stop, not an error of the run, so Flower's log is silenced from here on (reports held before included); the
+    run's own one-line message still ends the output."""
+    ACTOR_DEATHS.stopped = True
     logging.getLogger("flwr").setLevel(logging.CRITICAL + 1)
 
 

@@ -274,3 +274,45 @@ def test_after_a_stop_flowers_own_log_is_silenced(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="interrupted after round 1"):
         flower_module.simulate(config, tmp_path)
     assert seen == [False]
+
+
+def test_an_actor_death_is_reported_after_its_hold_unless_the_run_was_stopped(monkeypatch):
+    """Flower's report of a client actor's death (the error, then its traceback) is held: logged after the hold in a
+    run that goes on, never in one the user stopped meanwhile (a SIGTERM to the run's session reaches Ray's actors
+    before this process handles its own signal: the CI flake of 2026-11-27); other records pass at once."""
+    import logging
+
+    import fl.flower.__main__ as flower_module
+
+    class ActorDiedError(Exception):
+        pass
+
+    logger, seen = logging.getLogger("flwr"), []
+
+    class Seen(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    handler = Seen()
+    monkeypatch.setattr(flower_module.HeldActorDeaths, "HOLD", 0.1)
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    logger.addHandler(handler)
+    try:
+        flower_module.hold_actor_deaths()
+        logger.error(ActorDiedError("The actor died unexpectedly"))
+        logger.error("Traceback (most recent call last):\nray.exceptions.ActorDiedError: ...")
+        logger.error("another error")
+        assert seen == ["another error"]
+        time.sleep(0.5)
+        assert seen[1:] == ["The actor died unexpectedly", "Traceback (most recent call last):\n"
+                            "ray.exceptions.ActorDiedError: ..."]  # fmt: skip
+        seen.clear()
+        flower_module.hold_actor_deaths()
+        logger.error(ActorDiedError("The actor died unexpectedly"))
+        flower_module.quiet_engine()
+        time.sleep(0.5)
+        assert seen == []
+    finally:
+        logger.removeHandler(handler)
+        flower_module.ACTOR_DEATHS.stopped = False
+        logger.removeFilter(flower_module.ACTOR_DEATHS)
