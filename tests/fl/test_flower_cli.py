@@ -293,9 +293,9 @@ def test_an_actor_death_is_reported_after_its_hold_unless_the_run_was_stopped(mo
         def emit(self, record):
             seen.append(record.getMessage())
 
-    handler = Seen()
+    handler, level = Seen(), logger.level
     monkeypatch.setattr(flower_module.HeldActorDeaths, "HOLD", 0.1)
-    monkeypatch.setattr(logger, "level", logging.INFO)
+    logger.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the logger's cache (a stop before: silent)
     logger.addHandler(handler)
     try:
         flower_module.hold_actor_deaths()
@@ -314,5 +314,6 @@ def test_an_actor_death_is_reported_after_its_hold_unless_the_run_was_stopped(mo
         assert seen == []
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
         flower_module.ACTOR_DEATHS.stopped = False
         logger.removeFilter(flower_module.ACTOR_DEATHS)
