@@ -18,7 +18,7 @@ from pathlib import Path
 from figures.artefacts import Artefact, Built, Claim, used
 from figures.flruns import store
 from figures.verdict import bound, combine
-from fl.campaign.predict import GOAL_MINUTES, target_minutes
+from fl.campaign.predict import GOAL_MINUTES, newest_bench, rates_from, target_minutes
 from fl.records.check import BENCH
 from plots.gpu import plot_fleet
 from theory.errors import InputError
@@ -30,12 +30,12 @@ HEADERS = ["part", "work", "precision", "steps ran", "speed", "TFLOP/s", "share 
 
 
 def newest(folder: Path, device: str = "H100") -> tuple[Path, dict]:
-    """The newest record (folders sort by date) whose device names ``device``: its path and its JSON."""
-    for path in sorted(folder.glob("*/gpu.json"), reverse=True):
-        record = json.loads(path.read_text())
-        if device in record.get("device", ""):
-            return path, record
-    raise InputError(f"no gpu-bench record of an {device} under {folder}: bash scripts/gpu-bench.sh on a lease")
+    """The newest record (:func:`fl.campaign.predict.newest_bench`) whose device names ``device``: its path and its
+    JSON."""
+    path = newest_bench(folder, device)
+    if path is None:
+        raise InputError(f"no gpu-bench record of an {device} under {folder}: bash scripts/gpu-bench.sh on a lease")
+    return path, json.loads(path.read_text())
 
 
 def gib(row: dict) -> str:
@@ -110,7 +110,8 @@ def build(scale: str, folder: Path) -> Built:
     root = store(folder.parent.parent)
     path, record = newest(root / BENCH)
     used([path.parent])
-    rows, rates = record["rows"], record["rates"]
+    rows = record["rows"]
+    rates = rates_from(path, root / BENCH)  # a kind the record did not measure (0): the plan's assumed rate
     minutes = target_minutes(rates, root)[1]
     fast = [r for r in rows if r["part"] == "dynafed" and r.get("seeds") == 1 and r.get("precision") == "auto"
             and "seed_iterations_per_s" in r]  # fmt: skip

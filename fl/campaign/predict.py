@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from fl.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
+from fl.records.check import BENCH
 from theory.errors import InputError
 
 
@@ -52,13 +53,16 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     return cost.total, spent, said
 
 
-BENCHES = ROOT / "results" / "ledger" / "bench"  # gpu-bench's records, a folder a lease (named by its date)
+BENCHES = ROOT / "results" / "ledger" / BENCH  # gpu-bench's records, a folder a lease (named by its date)
 
 
-def newest_bench(folder: Path = BENCHES) -> Path | None:
-    """The newest gpu-bench JSON of the ledger (its folders sort by date), None where there is none."""
-    found = sorted(folder.glob("*/gpu.json"))
-    return found[-1] if found else None
+def newest_bench(folder: Path = BENCHES, device: str = "") -> Path | None:
+    """The newest gpu-bench JSON of the ledger (its folders sort by date) whose device names ``device`` (any where
+    ""), None where there is none."""
+    for path in sorted(folder.glob("*/gpu.json"), reverse=True):
+        if not device or device in json.loads(path.read_text()).get("device", ""):
+            return path
+    return None
 
 
 def shown(path: Path) -> str:
@@ -66,7 +70,7 @@ def shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def rates_with_sources(rates_file: Path | None) -> tuple[dict[str, float], dict[str, str]]:
+def rates_with_sources(rates_file: Path | None, benches: Path = BENCHES) -> tuple[dict[str, float], dict[str, str]]:
     """FLOP/s by kind of work and where each comes from: the assumed rates (fl/cost.py), then those of the ledger's
     newest gpu-bench record, then those of ``rates_file`` (``{"rates": {kind: FLOP/s}}``, e.g. a bench just run,
     perhaps of some parts only), each in the place of the one before where it has a positive rate. A kind
@@ -75,7 +79,7 @@ def rates_with_sources(rates_file: Path | None) -> tuple[dict[str, float], dict[
 
     rates = {kind: rate.flop_s for kind, rate in PLANNED.items()}
     sources = {kind: rate.source for kind, rate in PLANNED.items()}
-    for path in dict.fromkeys(p for p in (newest_bench(), rates_file) if p is not None):
+    for path in dict.fromkeys(p for p in (newest_bench(benches), rates_file) if p is not None):
         try:
             given = json.loads(path.read_text())["rates"]
             kinds = [k for k in given if k in PLANNED or k.startswith("fl:")]
@@ -87,9 +91,9 @@ def rates_with_sources(rates_file: Path | None) -> tuple[dict[str, float], dict[
     return rates, sources
 
 
-def rates_from(rates_file: Path | None) -> dict[str, float]:
+def rates_from(rates_file: Path | None, benches: Path = BENCHES) -> dict[str, float]:
     """:func:`rates_with_sources`' rates."""
-    return rates_with_sources(rates_file)[0]
+    return rates_with_sources(rates_file, benches)[0]
 
 
 # #49's lease: DDPM sets of seeds 0-1, HFMDs (3 seeds x 2 partitions x 4 arms), DynaFed seeds 0-2 at 200 rounds
