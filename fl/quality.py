@@ -2,7 +2,7 @@
 Fedssyn row carries beside its accuracy (Fedssyn's D̃_si made by per-client generators, e.g. the DDPM sets a GPU
 lease brings home).
 
-    python -m fl.quality CACHE_DIR --generator ddpm --seed 0 [--dataset fmnist] [--out FILE.json]
+    python -m fl.quality CACHE_DIR --generator ddpm --seed 0 [--min-steps N] [--dataset fmnist] [--out FILE.json]
 
 Three numbers, each against the real training set of the same dataset:
 
@@ -17,8 +17,10 @@ Three numbers, each against the real training set of the same dataset:
 The classifier: the FedCOG CNN (``fl.models``), SGD lr 0.05 momentum 0.9, batch 64, ``--epochs`` epochs (3), one
 torch thread, every draw from ``--seed`` (the sets' seed): the same numbers on every machine with this torch. The
 report names the sets (every file and its sha256; ``synthetic_sha256`` is :func:`fl.provenance.synthetic_hash` of
-the sets in client order, the digest a run that dealt them records in its provenance) and the code that measured
-them (``code_version``, git).
+the sets in client order, the digest a run that dealt them records in its provenance), how their generators were
+trained (``min_steps``: each client's DDPM trained at least that many steps, 0 where it trained ``epochs`` epochs) and
+the code that measured them (``code_version``, git). In the run ledger a report is
+``quality/<generator>-<dataset>-seed<S>[-steps<N>].json`` (:func:`report_name`).
 """
 
 from __future__ import annotations
@@ -150,9 +152,21 @@ class torch_threads:
         torch.set_num_threads(self.before)
 
 
-def find_sets(cache_dir: Path, generator: str, seed: int) -> list[tuple[int, Path]]:
+def report_name(report: dict) -> str:
+    """A quality report's file name in the run ledger: ``<generator>-<dataset>-seed<S>.json``, with ``-steps<N>``
+    before ``.json`` for sets whose generators trained at least N steps (``min_steps``)."""
+    steps = report.get("min_steps") or 0
+    return (
+        f"{report['generator']}-{report['dataset']}-seed{report['seed']}"
+        + (f"-steps{steps}" if steps else "")
+        + ".json"
+    )
+
+
+def find_sets(cache_dir: Path, generator: str, seed: int, min_steps: int | None = None) -> list[tuple[int, Path]]:
     """(client, npz file) of every set in the generator cache whose generator is ``generator`` trained for the run
-    seed ``seed``, in client order; an InputError (one line) where none is, or a client has several."""
+    seed ``seed`` (and, where ``min_steps`` is given, with that ``method.min_steps``: 0 for none), in client order;
+    an InputError (one line) where none is, or a client has several."""
     if not cache_dir.is_dir():
         raise InputError(f"{cache_dir}: no such generator cache")
     found: dict[int, list[Path]] = {}
@@ -162,16 +176,33 @@ def find_sets(cache_dir: Path, generator: str, seed: int) -> list[tuple[int, Pat
         config = made.get("config") if isinstance(made.get("config"), dict) else {}
         if config.get("generator") != generator or made.get("seed") != seed:
             continue
+        if min_steps is not None and config.get("min_steps", 0) != min_steps:
+            continue
         sets = key.get("sets") if isinstance(key.get("sets"), dict) else {}
         for name in sorted(sets):
             if (key_file.parent / name).is_file() and name.endswith(".npz") and "/" not in name:
                 found.setdefault(int(made.get("client", -1)), []).append(key_file.parent / name)
+    trained = "" if min_steps is None else f" at min_steps = {min_steps}"
     if not found:
-        raise InputError(f"{cache_dir}: no {generator} sets for seed {seed}")
+        raise InputError(f"{cache_dir}: no {generator} sets for seed {seed}{trained}")
     several = [client for client, files in found.items() if len(files) > 1]
     if several:
-        raise InputError(f"{cache_dir}: client {several[0]} has several {generator} sets for seed {seed}; name one")
+        hint = "; name one" if min_steps is not None else "; choose by --min-steps"
+        raise InputError(
+            f"{cache_dir}: client {several[0]} has several {generator} sets for seed {seed}{trained}{hint}"
+        )
     return [(client, files[0]) for client, files in sorted(found.items())]
+
+
+def trained_steps(files: Sequence[tuple[int, Path]]) -> int:
+    """The ``method.min_steps`` the sets' generators trained with (0: none); an InputError where they differ."""
+    steps = {read_object(path.parent / KEY_FILE, "the key of a generator folder")["generator"]["config"].get(
+        "min_steps", 0) for _, path in files}  # fmt: skip
+    if len(steps) > 1:
+        raise InputError(
+            f"the sets' generators trained with different min_steps ({sorted(steps)}); choose by --min-steps"
+        )
+    return steps.pop()
 
 
 def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -187,6 +218,12 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("cache_dir", type=Path, metavar="CACHE_DIR", help="the generator cache (method.cache_dir)")
     parser.add_argument("--generator", default="ddpm", help="the generator the sets came from (default ddpm)")
     parser.add_argument("--seed", type=whole_number(0), required=True, help="the run seed the sets were made for")
+    parser.add_argument(
+        "--min-steps",
+        type=whole_number(0),
+        help="only sets whose generators trained with this "
+        "method.min_steps (0: those trained `epochs` epochs); default: every set of the seed",
+    )
     parser.add_argument("--dataset", default="fmnist", help="the real data (default fmnist)")
     parser.add_argument("--data-root", type=Path, help="where the real data is (default: the usual folders)")
     parser.add_argument("--epochs", type=whole_number(1), default=3, help="classifier epochs (default 3)")
@@ -199,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.out is not None and args.out.exists() and args.out.is_symlink():
         raise InputError(f"{args.out}: a symbolic link; refused")
-    files = find_sets(args.cache_dir, args.generator, args.seed)
+    files = find_sets(args.cache_dir, args.generator, args.seed, args.min_steps)
     sets = [read_set(path) for _, path in files]
     data = load(args.dataset, args.data_root)
     numbers = report(sets, data.x_train, data.y_train, data.x_test, data.y_test, data.n_classes, args.seed,
@@ -208,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "generator": args.generator,
         "seed": args.seed,
         "dataset": data.name,
+        "min_steps": trained_steps(files),
         "synthetic_sha256": provenance.synthetic_hash(sets),
         "sets": [
             {

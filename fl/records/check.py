@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from fl.config import RunConfig, from_dict
+from fl.quality import report_name
 from fl.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
 from fl.run import rounds_to_target
 from theory.errors import InputError
@@ -51,7 +52,9 @@ MAX_FILE, MAX_TOTAL = 2 * 2**20, 50 * 2**20
 SIMS = {"fig2": "fig2", "lemma1": "fig2", "figB2": "figB2"}  # artefact -> the simulator run it reads (sims/<run>)
 ENTRY = "ledger.json"
 NAMED = "runs"  # runs/<name>: the experiment scripts' runs, named as the scripts name them
-QUALITY = "quality"  # quality/<generator>-<dataset>-seed<S>.json: python -m fl.quality's report of a seed's sets
+QUALITY = (
+    "quality"  # quality/<generator>-<dataset>-seed<S>[-steps<N>].json: python -m fl.quality's report of a seed's sets
+)
 BENCH = "bench"  # bench/<date>-<device>/gpu.json (+ its logs): scripts/gpu-bench.sh's measurements on a device
 TOP = (LEDGER_MARK, RUNS, NAMED, "sims", QUALITY, BENCH)
 BENCH_KEYS = {"device": str, "rates": dict, "rows": list}  # what a gpu-bench JSON must hold (benchmarks/gpu_bench.py)
@@ -394,8 +397,8 @@ def children(folder: Path, flag: Flag, holds: str) -> list[Path]:
 
 
 def quality_entries(folder: Path, flag: Flag) -> None:
-    """``quality/<generator>-<dataset>-seed<S>.json``: each a whole report of :mod:`fl.quality` whose name agrees
-    with its contents and whose fractions lie in [0, 1]."""
+    """``quality/<generator>-<dataset>-seed<S>[-steps<N>].json``: each a whole report of :mod:`fl.quality` whose
+    name agrees with its contents (:func:`fl.quality.report_name`) and whose fractions lie in [0, 1]."""
     for path in children(folder, flag, "synthetic-set quality reports"):
         if not path.is_file() or path.suffix != ".json":
             flag(path, f"stray {kind(path)} ({QUALITY}/ holds only the JSON reports of python -m fl.quality)")
@@ -414,7 +417,10 @@ def quality_entries(folder: Path, flag: Flag) -> None:
         if wrong:
             flag(path, f"not a whole quality report ({wrong[0]} missing or of another type)")
             continue
-        name = f"{report['generator']}-{report['dataset']}-seed{report['seed']}.json"
+        if not isinstance(report.get("min_steps", 0), int):
+            flag(path, "not a whole quality report (min_steps of another type)")
+            continue
+        name = report_name(report)
         if path.name != name:
             flag(path, f"names another report than it holds ({name})")
         fractions = [report[k] for k in ("noise_fraction", "label_agreement", "synthetic_trained_accuracy",

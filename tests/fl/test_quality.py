@@ -80,6 +80,36 @@ def test_sets_are_found_by_generator_and_seed_in_client_order(tmp_path):
         quality.find_sets(tmp_path / "nowhere", "ddpm", 0)
 
 
+def test_sets_are_chosen_by_the_steps_their_generators_trained(tmp_path):
+    """A cache holding a seed's sets at 20 epochs and at min_steps = 2000 (what a lease and a CPU made): without
+    --min-steps a client has two sets (an error that says how to choose); with it, the chosen ones, and the report
+    names their min_steps."""
+    cache = fake_cache(tmp_path / "cache", 0)
+    for folder in list(cache.iterdir()):
+        twin = cache / folder.name.replace("-0", "-9")
+        twin.mkdir()
+        key = json.loads((folder / KEY_FILE).read_text())
+        key["generator"]["config"]["min_steps"] = 2000
+        (twin / KEY_FILE).write_text(json.dumps(key))
+        (twin / "synthetic-a.npz").write_bytes((folder / "synthetic-a.npz").read_bytes())
+    with pytest.raises(InputError, match="several ddpm sets for seed 0; choose by --min-steps"):
+        quality.find_sets(cache, "ddpm", 0)
+    stepped = quality.find_sets(cache, "ddpm", 0, 2000)
+    assert [p.parent.name[:9] for _, p in stepped] == ["client0-9", "client1-9"] and quality.trained_steps(
+        stepped
+    ) == 2000
+    plain = quality.find_sets(cache, "ddpm", 0, 0)
+    assert [p.parent.name[:9] for _, p in plain] == ["client0-0", "client1-0"] and quality.trained_steps(plain) == 0
+    with pytest.raises(InputError, match="no ddpm sets for seed 0 at min_steps = 500"):
+        quality.find_sets(cache, "ddpm", 0, 500)
+    with pytest.raises(InputError, match="different min_steps"):
+        quality.trained_steps([plain[0], stepped[1]])
+    assert quality.report_name({"generator": "ddpm", "dataset": "fmnist", "seed": 1, "min_steps": 2000}) == (
+        "ddpm-fmnist-seed1-steps2000.json"
+    )
+    assert quality.report_name({"generator": "ddpm", "dataset": "fmnist", "seed": 1}) == "ddpm-fmnist-seed1.json"
+
+
 def test_bad_input_is_one_line(tmp_path, capsys):
     assert quality.main([str(tmp_path / "nowhere"), "--seed", "0"]) == 2
     with pytest.raises(SystemExit):
@@ -104,6 +134,10 @@ def good_report() -> dict:
         ("ddpm-fmnist-seed0.json", '{"seed": 0', "not JSON"),
         ("ddpm-fmnist-seed0.json", json.dumps(good_report() | {"noise_fraction": 1.5}), "outside [0, 1]"),
         ("ddpm-fmnist-seed0.json", json.dumps(good_report() | {"label_agreement": "high"}), "label_agreement"),
+        ("ddpm-fmnist-seed0-steps2000.json", json.dumps(good_report() | {"min_steps": 2000}), None),
+        ("ddpm-fmnist-seed0.json", json.dumps(good_report() | {"min_steps": 2000}), "names another report"),
+        ("ddpm-fmnist-seed0-steps2000.json", None, "names another report"),
+        ("ddpm-fmnist-seed0.json", json.dumps(good_report() | {"min_steps": "many"}), "min_steps"),
         ("notes.txt", "x", "stray file"),
     ],
 )  # fmt: skip

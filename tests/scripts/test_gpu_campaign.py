@@ -24,6 +24,7 @@ from fl.campaign import pack, schedule, tasks
 from fl.campaign import status as store_status
 from fl.campaign.__main__ import main as campaign_main
 from fl.data.formats import write_pickle_batch
+from fl.quality import report_name
 from fl.run import main as run_main
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 
@@ -320,8 +321,7 @@ def test_the_ddpm_sets_group_trains_seeds_0_and_1(tmp_path):
     trainers = sorted(c for c in lines if c.startswith("scripts/ddpm_sets.py"))
     assert trainers == [
         f'scripts/ddpm_sets.py --config configs/fedssyn_fmnist_ddpm.toml --set train.seed={seed} '
-        f'--set method.cache_dir="{store}/synthetic" --set method.min_steps=2000 --set method.train_together=true '
-        f"--workers 4"
+        f'--set method.cache_dir="{store}/synthetic" --set method.min_steps=2000 --workers 4'
         for seed in (0, 1)
     ]  # fmt: skip
     assert not fl_runs(lines)
@@ -427,6 +427,21 @@ def test_runs_finished_in_the_ledger_are_left_out(tmp_path):
     names = {t.name for t in kept}
     assert {"fedcog_fmnist_niid2_code_seed0", "fedcog_fmnist_niid2_code_seed0_fedcog"} <= names
     assert len(kept) == len(planned) - 2
+
+
+def test_a_ddpm_set_whose_quality_report_the_ledger_holds_is_left_out(tmp_path):
+    """A seed's DDPM set made anywhere (the CPU, say) is done once the ledger holds its quality report at the
+    campaign's min_steps; a report of that seed's 20-epoch set is not it."""
+    planned = [t for t in tasks.plan(tmp_path / "store") if "ddpm-sets" in t.groups]
+    ledger = tmp_path / "ledger"
+    (ledger / "quality").mkdir(parents=True)
+    (ledger / "quality" / "ddpm-fmnist-seed1.json").write_text("{}")
+    assert tasks.open_tasks(planned, ledger) == (planned, [])
+    made = {"generator": "ddpm", "dataset": "fmnist", "seed": 0, "min_steps": tasks.DDPM_STEPS}
+    assert planned[0].record == f"quality/{report_name(made)}"  # the name python -m fl.quality's report gets
+    (ledger / planned[0].record).write_text("{}")
+    kept, skipped = tasks.open_tasks(planned, ledger)
+    assert skipped == ["ddpm_sets_seed0"] and [t.name for t in kept] == ["ddpm_sets_seed1"]
 
 
 def test_an_out_of_memory_task_goes_back_to_the_queue_with_fewer_at_a_time(tmp_path):
