@@ -42,6 +42,17 @@ def put(store, name: str, content: dict) -> None:
     (folder / "gpu.json").write_text(json.dumps(content))
 
 
+def quality(store, seed: int, noise: float, accuracy: float) -> None:
+    """A quality report of seed ``seed``'s DDPM sets at 2,000 steps (the fields the claim reads), and one of its
+    20-epoch sets that the claim must not read."""
+    (store / "quality").mkdir(exist_ok=True)
+    report = {"generator": "ddpm", "dataset": "fmnist", "seed": seed, "min_steps": 2000, "noise_fraction": noise,
+              "synthetic_trained_accuracy": accuracy}  # fmt: skip
+    (store / "quality" / f"ddpm-fmnist-seed{seed}-steps2000.json").write_text(json.dumps(report))
+    report |= {"min_steps": 0, "noise_fraction": 0.9}
+    (store / "quality" / f"ddpm-fmnist-seed{seed}.json").write_text(json.dumps(report))
+
+
 def folder(tmp_path):
     path = tmp_path / "figs" / "gpu-bench" / "paper"
     path.mkdir(parents=True, exist_ok=True)
@@ -62,9 +73,21 @@ def test_the_goals_are_bounds_judged_from_the_record(store, tmp_path):
     assert rows["fleet", "64 x fedavg (10 steps)", "eager"][4] == "out of memory"
     assert rows["dynafed", "3 seed(s): -", "-"][4] == "failed: out of memory"
     assert (folder(tmp_path) / "fleet.png").stat().st_size > 0
+    assert "no quality report of DDPM sets at 2,000 steps a client in the ledger" in built.claim.text
     put(store, "2026-02-01-h100", record(rate=1e18, seed_iterations=20.0))  # the newest record is the one read
     built = build("paper", folder(tmp_path))
+    assert built.claim.verdict == "not resolved"  # the DDPM goal not measured
+    quality(store, 0, 0.03, 0.83)
+    built = build("paper", folder(tmp_path))
     assert built.claim.verdict == "held" and built.numbers["target_minutes"] < 0.01
+    assert (
+        "(seed 0) hold 3.0 % noise images and train a classifier to 83.0 % on real test (goals ≤ 5 % and ≥ 82 %; held)"
+        in built.claim.text
+    )
+    quality(store, 1, 0.02, 0.81)  # one seed's classifier below 82 %
+    built = build("paper", folder(tmp_path))
+    assert built.claim.verdict == "contradicted" and "(seed 0, 1) hold 3.0 %, 2.0 % noise" in built.claim.text
+    assert built.numbers["ddpm_sets"][1] == {"noise_fraction": 0.02, "synthetic_trained_accuracy": 0.81}
     assert built.numbers["record"] == "bench/2026-02-01-h100/gpu.json"
 
 
