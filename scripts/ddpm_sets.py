@@ -29,7 +29,15 @@ from theory.cli import ArgumentParser, guarded  # noqa: E402
 _WORKER: dict = {}
 
 
+def line_buffered() -> None:
+    """Each client's lines as they come, also into a file (a stream that cannot be reconfigured is left as it is)."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)
+
+
 def _start_worker(method, setup: Setup, split: Split) -> None:
+    line_buffered()
     _WORKER.update(method=method, setup=setup, split=split)
 
 
@@ -70,6 +78,7 @@ def build_parser() -> ArgumentParser:
 @guarded("scripts/ddpm_sets.py")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    line_buffered()
     if args.workers < 1:
         build_parser().error("--workers must be >= 1")
     config = load_config(args.config, args.set)

@@ -280,9 +280,10 @@ def train_generator(
 ) -> dict:
     """Train one client's generator on a ρ-subset of (x, y), keeping a checkpoint ``generator_epoch{k}.pt`` after
     every epoch and ``generator.json`` (subset size and class counts, per-epoch losses, seconds, and under DP the
-    ε after each epoch) when done; a finished folder is read back, not retrained. An interrupted training resumes
-    from its last epoch checkpoint (optimiser moments restart; the losses of the epochs before the interruption
-    are not kept; ε counts every epoch)."""
+    ε after each epoch) when done; a finished folder is read back, not retrained. An interrupted DDPM's training
+    (without DP) resumes from ``resume.pt`` (:class:`_Training`): bit for bit as if it had not stopped. Any other
+    resumes from its last epoch checkpoint with fresh optimiser moments and draws. Either way the losses of the
+    epochs before the interruption are not kept, and ε counts every epoch."""
     done = folder / "generator.json"
     if done.exists():
         return _with_epsilon({**json.loads(done.read_text()), "cached": True}, config)
@@ -297,7 +298,15 @@ def train_generator(
 
 class _Training:
     """One client's generator about to train (:func:`train_generator`): its ρ-subset, its model (built from its
-    seed, or restored from its last epoch checkpoint), batch-order generator, epochs, and the per-epoch checkpoint."""
+    seed, or restored from its last epoch checkpoint), batch-order generator, epochs, and the per-epoch checkpoint.
+
+    A DDPM trained without DP also keeps ``resume.pt`` after each epoch: its weights, EMA, counters and AdamW
+    moments (:meth:`DDPM.state_dict(with_optimizer=True) <fl.synthesis.generators.ddpm.DDPM.state_dict>`), the
+    state of its batch-order and noise generator and of torch's global generator (dropout), and the epochs and
+    seconds so far. A training that finds it resumes exactly there. It is written after the epoch's checkpoint and
+    before ``progress.json``, and removed when the training is done."""
+
+    RESUME = "resume.pt"
 
     def __init__(self, x, y, n_classes: int, config: FedssynConfig, seed: int, folder: Path, log, device: str):
         folder.mkdir(parents=True, exist_ok=True)
@@ -315,20 +324,46 @@ class _Training:
             torch.manual_seed(self.torch_seed + self.resumed)
             self.model = build_generator(config.generator, x.shape[1:], n_classes, config.generator_config, device)
             self.rng_state = torch.get_rng_state()  # where the fit's own global draws (dropout) go on from
-        if self.resumed:
-            load_weights(self.model, folder / f"generator_epoch{self.resumed}.pt", config.generator, device)
-            log(f"  generator {folder.name}: resuming after epoch {self.resumed}")
         self.generator = torch.Generator().manual_seed(self.torch_seed + self.resumed)
+        self.exact = getattr(self.model, "resumable", False) and not config.dp  # whose state resume.pt holds
+        saved = self.saved_state(folder, device) if self.exact else None
+        if saved is not None:
+            self.model.load_state_dict(saved)
+            self.generator.set_state(saved["generator_state"])
+            self.rng_state = saved["rng_state"]
+            self.resumed = saved["epochs"]
+            self.start = time.perf_counter() - saved["seconds"]
+            log(f"  generator {folder.name}: resuming after epoch {self.resumed} (its optimiser and draws as saved)")
+        elif self.resumed:
+            load_weights(self.model, folder / f"generator_epoch{self.resumed}.pt", config.generator, device)
+            log(f"  generator {folder.name}: resuming after epoch {self.resumed} (fresh optimiser moments and draws)")
         self.epochs = config.client_epochs(len(subset), self.model.config.batch_size)
         self.last_only = bool(config.min_steps)  # it samples from its last epoch alone: the others are not kept
+
+    def saved_state(self, folder: Path, device: str) -> dict | None:
+        """``resume.pt``'s state where it is there (a file that does not load is one line naming it)."""
+        path = folder / self.RESUME
+        if not path.exists():
+            return None
+        state = load_safely(path, "saved generator training", f"delete {path} to resume from the last epoch", device)
+        wanted = {"generator_state", "rng_state", "epochs", "seconds", "optimizer"}
+        if not isinstance(state, dict) or not wanted <= set(state):
+            raise InputError(f"{path}: not a saved generator training; delete it to resume from the last epoch")
+        return state
 
     def checkpoint(self, epoch: int, fitted) -> None:
         """Epoch ``epoch``'s weights and the progress that points at them; with ``min_steps`` (only the last epoch
         is ever sampled; a small client trains hundreds of epochs) the epoch before's checkpoint is then removed."""
         write_atomically(self.folder / f"generator_epoch{epoch}.pt", lambda tmp: torch.save(fitted.state_dict(), tmp))
-        _write_json(self.progress_path, {"epochs": epoch, "seconds": time.perf_counter() - self.start})
-        if self.last_only and epoch > 1:
-            (self.folder / f"generator_epoch{epoch - 1}.pt").unlink(missing_ok=True)  # written here, one epoch ago
+        seconds = time.perf_counter() - self.start
+        if self.exact:
+            state = fitted.state_dict(with_optimizer=True) | {"generator_state": self.generator.get_state(),
+                     "rng_state": torch.get_rng_state(), "epochs": epoch, "seconds": seconds}  # fmt: skip
+            write_atomically(self.folder / self.RESUME, lambda tmp: torch.save(state, tmp))
+        _write_json(self.progress_path, {"epochs": epoch, "seconds": seconds})
+        if self.last_only:  # the epochs before, written here (more than one where a stop came between two writes)
+            for k in range(max(1, epoch - 2), epoch):
+                (self.folder / f"generator_epoch{k}.pt").unlink(missing_ok=True)
 
     def finish(self, losses: list[dict], **more) -> dict:
         """``generator.json``: the training's record (``more`` added), written once it is done."""
@@ -342,6 +377,7 @@ class _Training:
             "epochs": self.epochs,
         } | more
         _write_json(self.folder / "generator.json", info)
+        (self.folder / self.RESUME).unlink(missing_ok=True)  # written here: the training is done
         self.log(f"  generator {self.folder.name}: {len(self.ys)} images, {info['seconds_train']:.1f} s training")
         return info
 

@@ -7,7 +7,9 @@ A generator is trained on one client's ρ·n_i images and then asked for images 
   epoch (used to checkpoint every epoch so that "generator epochs" is a sweep, not a retrain).
 - ``sample(labels, generator)``: uint8 images (m, C, H, W) of the requested classes.
 - ``state_dict()`` / ``load_state_dict(state)``: tensors only (saved with ``torch.save``, read back with
-  ``weights_only=True``).
+  ``weights_only=True``). A generator whose ``state_dict(with_optimizer=True)`` holds its whole training state
+  (weights, averages, counters, optimiser moments) sets ``resumable = True`` (the DDPM): a stopped training then
+  resumes bit for bit (:mod:`fl.synthesis.fedssyn`).
 
 Images are scaled to [-1, 1] inside (``to_unit`` / ``to_uint8``). Randomness comes from the ``torch.Generator``
 passed in; nothing global is seeded.

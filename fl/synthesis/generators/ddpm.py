@@ -411,6 +411,8 @@ class DDPM:
     ``betas`` (β_t), ``alphas`` (α_t), ``alphas_cumprod`` (ᾱ_t).
     """
 
+    resumable = True  # state_dict(with_optimizer=True) is its whole training state (fl.synthesis.generators.base)
+
     def __init__(
         self,
         in_shape: Sequence[int],

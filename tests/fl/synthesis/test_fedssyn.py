@@ -5,6 +5,7 @@ and one-line errors through python -m fl.run."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -339,3 +340,54 @@ def test_min_steps_trains_each_client_at_least_that_many_steps_and_samples_its_l
 def test_min_steps_refuses_what_it_cannot_mean(kwargs):
     with pytest.raises(InputError, match="min_steps"):
         FedssynConfig(epochs=2, **kwargs).check()
+
+
+@pytest.mark.parametrize("min_steps", [0, 12])
+def test_a_stopped_ddpm_training_resumes_bit_for_bit(tmp_path, monkeypatch, tiny_dataset, min_steps):
+    """A real (tiny) DDPM stopped after its second epoch's checkpoint and trained again gives the weights, EMA and
+    synthetic set of an unstopped one exactly (resume.pt: its AdamW moments and draws); resume.pt is gone once done,
+    and with min_steps only the last epoch's checkpoint is left."""
+    from fl.synthesis.generators.ddpm import DDPM
+
+    data = tiny_dataset(n_per_class=10)
+    _, _, original = split_clients(data, "iid", 1, np.random.default_rng(0), val_fraction=0.0)
+    tiny = {"timesteps": 50, "beta_start": 2e-3, "beta_end": 0.4, "base_channels": 8, "channel_mults": [1],
+            "lr": 2e-3, "batch_size": 8, "weight_decay": 0.01}  # fmt: skip
+    config = FedssynConfig(generator="ddpm", rho=0.5, n_tilde=6, epochs=4, sample_steps=2, generator_config=tiny,
+                           min_steps=min_steps)  # fmt: skip
+    quiet = {"log": lambda line: None}
+    whole, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "whole", **quiet)
+    real_fit = DDPM.fit
+
+    def stopped(self, x, y, epochs, generator, on_epoch=None, privacy=None):
+        def stop_after_second(epoch, fitted):
+            on_epoch(epoch, fitted)
+            if epoch == 2:
+                raise KeyboardInterrupt
+
+        return real_fit(self, x, y, epochs, generator, stop_after_second, privacy)
+
+    monkeypatch.setattr(DDPM, "fit", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "cut", **quiet)
+    monkeypatch.setattr(DDPM, "fit", real_fit)
+    (folder,) = (tmp_path / "cut").iterdir()
+    assert (folder / "resume.pt").exists() and json.loads((folder / "progress.json").read_text())["epochs"] == 2
+    shutil.copytree(tmp_path / "cut", tmp_path / "torn")
+    (tmp_path / "torn" / folder.name / "resume.pt").write_bytes(b"not a torch file")
+    with pytest.raises(InputError, match=r"resume\.pt.*delete .*resume\.pt to resume from the last epoch"):
+        synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "torn", **quiet)
+    lines = []
+    resumed, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "cut", lines.append)
+    assert any("resuming after epoch 2 (its optimiser and draws as saved)" in line for line in lines)
+    np.testing.assert_array_equal(resumed[0][0], whole[0][0])
+    (other,) = (tmp_path / "whole").iterdir()
+    last = max(int(p.stem.removeprefix("generator_epoch")) for p in folder.glob("generator_epoch*.pt"))
+    mine = torch.load(folder / f"generator_epoch{last}.pt", weights_only=True)
+    theirs = torch.load(other / f"generator_epoch{last}.pt", weights_only=True)
+    for part in ("model", "ema"):
+        for key in theirs[part]:
+            assert torch.equal(mine[part][key], theirs[part][key]), (part, key)
+    assert mine["steps_done"] == theirs["steps_done"] and not (folder / "resume.pt").exists()
+    kept = sorted(p.name for p in folder.glob("generator_epoch*.pt"))
+    assert kept == ([f"generator_epoch{last}.pt"] if min_steps else [f"generator_epoch{k}.pt" for k in range(1, 5)])
