@@ -234,3 +234,41 @@ def test_the_graph_switch_is_checked_and_dropped_when_capture_fails_or_disagrees
     }.get(capture, fast.describe())
     if capture == "wrong":
         assert fast.describe().startswith("fast+instance_norm; graphs off: they differ from the eager steps by")
+
+
+def test_a_finished_synthesis_gives_its_graphs_and_memory_back(monkeypatch):
+    """After ``DynaFed.synthesize`` nothing of the synthesis stays alive: not its job, not its fast path, not the
+    graphed steps (stand-ins here whose closures refer back to their FastUnroll, as CUDA's do), and on CUDA the
+    allocator's free blocks go back to the device; D_syn, its labels and α stay in the server state."""
+    import gc
+    import weakref
+
+    import fl.methods.dynafed as dynafed
+
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda callables, samples, **kw: tuple(callables))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(MatchingPath, "on", lambda self, device, dtype, precision="auto": self)  # graphs on the CPU
+    monkeypatch.setenv(MATCHING_ENV, "fast+graphs")
+    alive = []
+
+    class Recorded(dynafed.Synthesis):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            alive.extend([weakref.ref(self), weakref.ref(self.fast)])
+
+    monkeypatch.setattr(dynafed, "Synthesis", Recorded)
+    gc.disable()  # what the collector would do some time later must not pass for what synthesize did
+    try:
+        s = server_round(convnet())
+        DynaFed(trajectory_rounds=6, segment=3, inner_steps=2, per_class=2, iterations=2).synthesize(s)
+        assert s.log["synthesis"]["path"] == "fast+graphs"  # the graphed steps were used
+        assert len(alive) == 2 and all(ref() is None for ref in alive)
+    finally:
+        gc.enable()
+    assert {"x_syn", "y_syn", "alpha"} <= set(s.state["server"])
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    dynafed.return_memory(torch.device("cpu"))
+    assert emptied == []
+    dynafed.return_memory(torch.device("cuda", 0))
+    assert emptied == [True]
