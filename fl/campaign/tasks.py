@@ -67,9 +67,9 @@ def ddpm_sets(store: Path, python: str, workers: int) -> list[Task]:
     epochs sampled noise on the last lease), then sampled. One client at a time in each process: on the H100 ten
     DDPMs trained together (``method.train_together``) took 47.3-47.7 client-steps a second against 45.8-61.2 for one
     alone (results/ledger/bench/2026-11-27-h100), and on 2 CPU cores ten together took 195 s for their first 4 steps
-    against 0.53 s a step for one. A seed's set is done where the ledger holds its quality report (``python -m fl.quality --min-steps``),
-    wherever it was made: a set the CPU makes has the same protocol and cache key (which name no device), its numbers
-    those of the CPU's arithmetic."""
+    against 0.53 s a step for one. A seed's set is done where the ledger holds its quality report (``python -m
+    fl.quality --min-steps``), wherever it was made: a set the CPU makes has the same protocol and cache key (which
+    name no device), its numbers those of the CPU's arithmetic."""
     tasks = []
     for seed in (0, 1):
         command = (python, "scripts/ddpm_sets.py", "--config", "configs/fedssyn_fmnist_ddpm.toml", "--set")
