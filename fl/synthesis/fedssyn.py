@@ -326,7 +326,7 @@ class _Training:
             self.rng_state = torch.get_rng_state()  # where the fit's own global draws (dropout) go on from
         self.generator = torch.Generator().manual_seed(self.torch_seed + self.resumed)
         self.exact = getattr(self.model, "resumable", False) and not config.dp  # whose state resume.pt holds
-        saved = self.saved_state(folder, device) if self.exact else None
+        saved = self.saved_state(folder) if self.exact else None
         if saved is not None:
             self.model.load_state_dict(saved)
             self.generator.set_state(saved["generator_state"])
@@ -340,12 +340,13 @@ class _Training:
         self.epochs = config.client_epochs(len(subset), self.model.config.batch_size)
         self.last_only = bool(config.min_steps)  # it samples from its last epoch alone: the others are not kept
 
-    def saved_state(self, folder: Path, device: str) -> dict | None:
-        """``resume.pt``'s state where it is there (a file that does not load is one line naming it)."""
+    def saved_state(self, folder: Path) -> dict | None:
+        """``resume.pt``'s state where it is there, on the CPU (the RNG states must be there; the weights and moments
+        are copied onto the model's device as they load); a file that does not load is one line naming it."""
         path = folder / self.RESUME
         if not path.exists():
             return None
-        state = load_safely(path, "saved generator training", f"delete {path} to resume from the last epoch", device)
+        state = load_safely(path, "saved generator training", f"delete {path} to resume from the last epoch", "cpu")
         wanted = {"generator_state", "rng_state", "epochs", "seconds", "optimizer"}
         if not isinstance(state, dict) or not wanted <= set(state):
             raise InputError(f"{path}: not a saved generator training; delete it to resume from the last epoch")

@@ -248,6 +248,15 @@ def test_a_finished_synthesis_on_cuda_hands_its_graph_pools_back(monkeypatch):
     assert max(after[1:]) <= after[0] + 2 * 2**20  # one small block more at most: D_syn and its labels
 
 
+def test_a_stopped_ddpm_training_on_cuda_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """The CPU test's DDPM stopped after its second epoch and trained again, on CUDA: its resume.pt loads on the CPU
+    (RNG states must be there) and its weights and moments onto the device; the same weights, EMA and set."""
+    from tests.fl.synthesis.conftest import make_tiny_dataset
+    from tests.fl.synthesis.test_fedssyn import test_a_stopped_ddpm_training_resumes_bit_for_bit as check
+
+    check(tmp_path, monkeypatch, make_tiny_dataset, 12, "cuda")
+
+
 def test_dynafed_fast_matching_on_cuda_in_float32_with_tf32():
     """float32 with every switch (TF32, channels-last, CUDA graphs) against the reference path in float64 on the
     CPU: one matching iteration's loss and its gradients (tolerances in the module docstring), the graphs checked

@@ -342,8 +342,8 @@ def test_min_steps_refuses_what_it_cannot_mean(kwargs):
         FedssynConfig(epochs=2, **kwargs).check()
 
 
-@pytest.mark.parametrize("min_steps", [0, 12])
-def test_a_stopped_ddpm_training_resumes_bit_for_bit(tmp_path, monkeypatch, tiny_dataset, min_steps):
+@pytest.mark.parametrize("min_steps, device", [(0, "cpu"), (12, "cpu")])  # CUDA: tests/fl/test_gpu.py
+def test_a_stopped_ddpm_training_resumes_bit_for_bit(tmp_path, monkeypatch, tiny_dataset, min_steps, device):
     """A real (tiny) DDPM stopped after its second epoch's checkpoint and trained again gives the weights, EMA and
     synthetic set of an unstopped one exactly (resume.pt: its AdamW moments and draws); resume.pt is gone once done,
     and with min_steps only the last epoch's checkpoint is left."""
@@ -355,7 +355,7 @@ def test_a_stopped_ddpm_training_resumes_bit_for_bit(tmp_path, monkeypatch, tiny
             "lr": 2e-3, "batch_size": 8, "weight_decay": 0.01}  # fmt: skip
     config = FedssynConfig(generator="ddpm", rho=0.5, n_tilde=6, epochs=4, sample_steps=2, generator_config=tiny,
                            min_steps=min_steps)  # fmt: skip
-    quiet = {"log": lambda line: None}
+    quiet = {"log": lambda line: None, "device": device}
     whole, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "whole", **quiet)
     real_fit = DDPM.fit
 
@@ -378,7 +378,8 @@ def test_a_stopped_ddpm_training_resumes_bit_for_bit(tmp_path, monkeypatch, tiny
     with pytest.raises(InputError, match=r"resume\.pt.*delete .*resume\.pt to resume from the last epoch"):
         synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "torn", **quiet)
     lines = []
-    resumed, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "cut", lines.append)
+    resumed, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "cut",
+                            lines.append, device=device)  # fmt: skip
     assert any("resuming after epoch 2 (its optimiser and draws as saved)" in line for line in lines)
     np.testing.assert_array_equal(resumed[0][0], whole[0][0])
     (other,) = (tmp_path / "whole").iterdir()
