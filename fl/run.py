@@ -84,8 +84,9 @@ def cap_gpu_memory(device: torch.device) -> None:
     gib = os.environ.get("SHUFFLEFL_GPU_GIB")
     if device.type != "cuda" or not gib:
         return
-    total = torch.cuda.get_device_properties(device).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, float(gib) * 2**30 / total), device)
+    index = torch.cuda.current_device() if device.index is None else device.index  # the call wants an index
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, float(gib) * 2**30 / total), index)
 
 
 def resolve_device(name: str) -> torch.device:

@@ -429,6 +429,7 @@ def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
         for path in home.iterdir():
             if path.name not in ("runs", OURS):
                 shutil.copytree(path, staging / path.name) if path.is_dir() else shutil.copy2(path, staging / path.name)
+    (staging / "runs").mkdir(parents=True, exist_ok=True)  # a lease that made no run (DDPM sets alone) has none
     for name in sorted({*newest, *here}):
         take = name not in here or (name in newest and further(newest[name], here[name]))
         files = newest[name] if take else here[name]

@@ -273,3 +273,26 @@ def test_binary_device_and_init_from_files_are_one_line_or_ignored(tmp_path):
     files = {"lease.json": b'{"store": "/root/store"}', "runs/r/init_from.txt": b"\x00\xff"}
     with pytest.raises(InputError, match=r"init_from\.txt"):
         lease.split_state(files, tmp_path / "state-1.tar", tmp_path / "s")
+
+
+def test_a_lease_that_made_only_ddpm_sets_comes_home(tmp_path):
+    """The 2026-11-28 lease: one task, a seed's DDPM sets; its records hold logs and status but no run folder."""
+    folder = tmp_path / "lease"
+    logs = [("logs/device.txt", b"NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n"), ("logs/ddpm.log", b"done\n")]
+    lease.write_archives([logs], folder, lease.RECORDS, 2**20, 8, 2**24, compress=True)
+    cache = tmp_path / "device" / "synthetic"
+    key = {"client": 3, "config": {"generator": "ddpm"}, "data": "test"}
+    generator = cache / f"client3-{cache_key(key)}"
+    generator.mkdir(parents=True)
+    name = f"synthetic-{cache_key({'n_tilde': 2})}"
+    (generator / KEY_FILE).write_text(json.dumps({"generator": key, "sets": {f"{name}.npz": {"n_tilde": 2}}}))
+    for file in ("generator.json", f"{name}.json"):
+        (generator / file).write_text("{}")
+    (generator / f"{name}.npz").write_bytes(os.urandom(64))
+    pack(cache, folder, lease.SETS, generator="ddpm")
+    ledger, store = tmp_path / "ledger", tmp_path / "store"
+    argv = ["ledger", "add", "--from-lease", str(folder), "--ledger", str(ledger), "--runs", str(store)]
+    assert main(argv) == 0 and main(argv) == 0  # twice: the second finds it home already
+    assert (store / "_synthetic" / generator.name / f"{name}.npz").exists()
+    (kept,) = (store / "leases").iterdir()
+    assert (kept / "logs" / "ddpm.log").read_text() == "done\n" and not list((kept / "runs").iterdir())

@@ -227,7 +227,7 @@ def test_dynafed_fast_matching_on_cuda_gives_the_cpu_reference_d_syn(monkeypatch
 
 def test_a_finished_synthesis_on_cuda_hands_its_graph_pools_back(monkeypatch):
     """Three syntheses one after another in one process (what a fleet's runs do at their synthesis round) on the
-    graphed fast path: the memory CUDA reserves after the second and the third is no more than after the first
+    graphed fast path: the memory CUDA reserves does not grow from one synthesis to the next
     (the H100 bench saw 43.4 GiB reserved for three fast syntheses alive together against 21.7 for one), and less
     than at the peak of a synthesis (its graph pools are given back)."""
     from fl.methods.dynafed import MATCHING_ENV, DynaFed
@@ -245,7 +245,10 @@ def test_a_finished_synthesis_on_cuda_hands_its_graph_pools_back(monkeypatch):
         torch.cuda.synchronize()
         after.append(torch.cuda.memory_reserved())
         assert after[-1] < torch.cuda.max_memory_reserved()
-    assert max(after[1:]) <= after[0] + 2 * 2**20  # one small block more at most: D_syn and its labels
+    # what pools kept alive would show is growth with every synthesis; the H100 (2026-11-28) measured 4 MiB more
+    # reserved after the second than after the first (2,227,175,424 and 2,231,369,728 bytes) and nothing more after
+    # the third: the allocator's blocks settling, not a pool per synthesis
+    assert after[2] <= after[1] + 2 * 2**20 and after[1] <= after[0] + 16 * 2**20
 
 
 def test_a_stopped_ddpm_training_on_cuda_resumes_bit_for_bit(tmp_path, monkeypatch):

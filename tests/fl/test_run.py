@@ -252,3 +252,26 @@ def test_model_width_reaches_the_model_and_a_model_without_one_is_a_one_line_err
     capsys.readouterr()
     neg = base_args(cifar_root, tmp_path / "neg", "--set", "model.width=-1")
     assert_one_line_config_error(neg, "model.width", capsys)
+
+
+@pytest.mark.parametrize("device, index", [("cuda", 0), ("cuda:1", 1)])
+def test_the_memory_cap_names_the_cuda_device_by_index(monkeypatch, device, index):
+    """``set_per_process_memory_fraction`` refuses a torch.device without an index (the 2026-11-28 H100 lease: every
+    DDPM task of the scheduler failed on ``cuda``); the cap passes one, and the fraction of the device's memory."""
+    from types import SimpleNamespace
+
+    import fl.run as run
+
+    calls = []
+
+    def fraction(share, where):
+        if not isinstance(where, int):  # torch's own check, on a machine without CUDA
+            raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{where}")
+        calls.append((share, where))
+
+    monkeypatch.setenv("SHUFFLEFL_GPU_GIB", "4")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=16 * 2**30))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", fraction)
+    run.cap_gpu_memory(torch.device(device))
+    assert calls == [(0.25, index)]
