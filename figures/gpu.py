@@ -1,12 +1,13 @@
 """The device's measured rates (``scripts/gpu-bench.sh`` on an H100, kept in the ledger's ``bench/``) and what they
 make of the lease plan: the report's ``gpu-bench`` block.
 
-Per row of the newest H100 record: the matrix-product peaks; fleets of FedAvg runs and HFMDs arms (20 clients of the
+Per part of the bench, from the newest H100 record that measured it (a lease may bench some parts only): the
+matrix-product peaks; fleets of FedAvg runs and HFMDs arms (20 clients of the
 HFMDs CNN each, batch 10) in run-rounds per second, replayed as a graph and eagerly, in FLOP/s (one client's FLOPs
 times runs × clients) and as a share of the peak of their precision, with CUDA's allocated and reserved peaks;
 DynaFed's synthesis at the paper's settings in seed-iterations per second and seconds a synthesis of
 ``method.iterations`` (1000) iterations; DDPM training steps. The claim is #49's goals as bounds (:func:`bound`):
-the target set of the lease plan (:func:`fl.campaign.predict.target_minutes` at the record's rates) within
+the target set of the lease plan (:func:`fl.campaign.predict.target_minutes` at the records' rates) within
 12 minutes, a DynaFed synthesis within 60 s a seed, and DDPM sets of at least DDPM_STEPS steps a client with at
 most 5 % noise whose classifier reaches at least 82 % on real test (the ledger's ``quality/`` reports of such sets,
 :mod:`fl.quality`, made on any machine: their numbers do not depend on it).
@@ -20,7 +21,7 @@ from pathlib import Path
 from figures.artefacts import Artefact, Built, Claim, used
 from figures.flruns import store
 from figures.verdict import NOT_MEASURED, bound, combine
-from fl.campaign.predict import GOAL_MINUTES, newest_bench, rates_from, target_minutes
+from fl.campaign.predict import GOAL_MINUTES, bench_records, rates_from, target_minutes
 from fl.campaign.tasks import DDPM_STEPS
 from fl.records.check import BENCH, QUALITY
 from plots.gpu import plot_fleet
@@ -34,13 +35,27 @@ DDPM_ACCURACY_GOAL = 0.82  # and a classifier trained on them at least this accu
 HEADERS = ["part", "work", "precision", "steps ran", "speed", "TFLOP/s", "share of peak", "GiB allocated / reserved"]
 
 
-def newest(folder: Path, device: str = "H100") -> tuple[Path, dict]:
-    """The newest record (:func:`fl.campaign.predict.newest_bench`) whose device names ``device``: its path and its
-    JSON."""
-    path = newest_bench(folder, device)
-    if path is None:
+PART_ORDER = ("peak", "fleet", "conv", "convnet3", "dynafed", "ddpm")  # benchmarks/gpu_bench.py's parts, in its order
+
+
+def records(folder: Path, device: str = "H100") -> tuple[list[Path], str, list[dict]]:
+    """The ledger's records whose device names ``device`` (:func:`fl.campaign.predict.bench_records`): the ones read,
+    the newest one's device, and each part's rows from the newest record that measured it (a lease may bench some
+    parts only: ``gpu-bench.sh --parts``), in the bench's order of parts."""
+    paths = bench_records(folder, device)
+    if not paths:
         raise InputError(f"no gpu-bench record of an {device} under {folder}: bash scripts/gpu-bench.sh on a lease")
-    return path, json.loads(path.read_text())
+    rows: list[dict] = []
+    read: list[Path] = []
+    for path in reversed(paths):
+        measured = json.loads(path.read_text())["rows"]
+        fresh = {r["part"] for r in measured} - {r["part"] for r in rows}
+        if fresh:
+            rows += [r for r in measured if r["part"] in fresh]
+            read.append(path)
+    rank = {part: k for k, part in enumerate(PART_ORDER)}
+    rows.sort(key=lambda r: rank.get(r["part"], len(rank)))  # stable: a part's rows keep their order
+    return read[::-1], json.loads(paths[-1].read_text())["device"], rows
 
 
 def gib(row: dict) -> str:
@@ -114,34 +129,37 @@ def ddpm_part(reports: list[dict]) -> tuple[str, str]:
     accuracy = [r["synthetic_trained_accuracy"] for r in reports]
     verdict = bound([n / DDPM_NOISE_GOAL - 1 for n in noise] + [DDPM_ACCURACY_GOAL / a - 1 for a in accuracy])
     seeds = ", ".join(str(r["seed"]) for r in reports)
+    real = [r.get("real_trained_accuracy") for r in reports]
     listed = ", ".join(f"{100 * n:.1f} %" for n in noise), ", ".join(f"{100 * a:.1f} %" for a in accuracy)
+    beside = ", ".join("-" if a is None else f"{100 * a:.1f} %" for a in real)
     return verdict, (
         f"DDPM sets at ≥ {DDPM_STEPS:,} steps a client (seed {seeds}) hold {listed[0]} noise images and train a "
         f"classifier to {listed[1]} on real test (goals ≤ {100 * DDPM_NOISE_GOAL:.0f} % and "
-        f"≥ {100 * DDPM_ACCURACY_GOAL:.0f} %; {verdict})"
+        f"≥ {100 * DDPM_ACCURACY_GOAL:.0f} %; {verdict}; the same classifier trained on as many real images of the "
+        f"same clients: {beside})"
     )
 
 
 def claim(minutes: float, seconds: float, rates: dict, ddpm: tuple[str, str]) -> Claim:
     parts = [bound([minutes / GOAL_MINUTES - 1]), bound([seconds / SYNTHESIS_GOAL_SECONDS - 1]), ddpm[0]]
     verdict = combine(parts)
+    convnet3 = f"{rates['fl:convnet3'] / 1e12:.3g}" if "fl:convnet3" in rates else "not measured: FL's"
     text = (
         f"#49's goals on one H100 (a bound each: within it or exceeded): {verdict}: the lease plan's target set "
         f"(DDPM sets of seeds 0-1, DynaFed seeds 0-2 and seed 0's controls; HFMDs is in the ledger) takes "
         f"{minutes:.1f} minutes at the measured rates (goal ≤ {GOAL_MINUTES}; {parts[0]}), a DynaFed "
         f"synthesis {seconds:.0f} s a seed on the fast path (goal ≤ {SYNTHESIS_GOAL_SECONDS:.0f} s; {parts[1]}), "
-        f"and {ddpm[1]}. Rates: FL {rates['fl'] / 1e12:.3g}, DynaFed {rates['dynafed'] / 1e12:.3g}, DDPM "
-        f"{rates['ddpm'] / 1e12:.3g} TFLOP/s."
+        f"and {ddpm[1]}. Rates: FL {rates['fl'] / 1e12:.3g} (ConvNet-3's {convnet3}), DynaFed "
+        f"{rates['dynafed'] / 1e12:.3g}, DDPM {rates['ddpm'] / 1e12:.3g} TFLOP/s."
     )
     return Claim(verdict, text)
 
 
 def build(scale: str, folder: Path) -> Built:
     root = store(folder.parent.parent)
-    path, record = newest(root / BENCH)
-    used([path.parent])
-    rows = record["rows"]
-    rates = rates_from(path, root / BENCH)  # a kind the record did not measure (0): the plan's assumed rate
+    paths, device, rows = records(root / BENCH)
+    used([path.parent for path in paths])
+    rates = rates_from(None, root / BENCH)  # every kind its newest measurement; one not measured: the plan's assumed
     minutes = target_minutes(rates, root)[1]
     fast = [r for r in rows if r["part"] == "dynafed" and r.get("seeds") == 1 and r.get("precision") == "auto"
             and "seed_iterations_per_s" in r]  # fmt: skip
@@ -153,13 +171,15 @@ def build(scale: str, folder: Path) -> Built:
             curves.setdefault(label, ([], []))
             curves[label][0].append(r["runs"])
             curves[label][1].append(r["run_rounds_per_s"])
-    plot_fleet(curves, folder / "fleet.png", f"{record['device']}: fleets of 20-client runs, 10 steps a round")
+    plot_fleet(curves, folder / "fleet.png", f"{device}: fleets of 20-client runs, 10 steps a round")
     reports = ddpm_reports(root)
-    numbers = {"record": f"{BENCH}/{path.parent.name}/gpu.json", "device": record["device"], "rates": rates,
+    names = [f"{BENCH}/{path.parent.name}" for path in paths]
+    numbers = {"records": [f"{name}/gpu.json" for name in names], "device": device, "rates": rates,
                "target_minutes": minutes, "synthesis_seconds": seconds, "graph_gains": graph_gains(rows),
                "ddpm_sets": {r["seed"]: {k: r[k] for k in ("noise_fraction", "synthetic_trained_accuracy")}
                              for r in reports}}  # fmt: skip
-    note = f"Device: {record['device']} (record {BENCH}/{path.parent.name}; its README says which commit ran)."
+    note = (f"Device: {device} (records {', '.join(names)}, each part from the newest that measured it; their "
+            "READMEs say which commit ran).")  # fmt: skip
     built_claim = claim(minutes, seconds, rates, ddpm_part(reports))
     return Built(HEADERS, table_rows(rows), built_claim, ["fleet.png"], numbers, (note,))
 
@@ -167,6 +187,6 @@ def build(scale: str, folder: Path) -> Built:
 ARTEFACT = Artefact(
     NAME,
     "The device's measured rates (gpu-bench on an H100) and the lease plan they give",
-    {"paper": f"reads the ledger's newest H100 record ({BENCH}/DATE-h100/gpu.json of `bash scripts/gpu-bench.sh`)"},
+    {"paper": f"each part's newest H100 record ({BENCH}/DATE-h100/gpu.json of `bash scripts/gpu-bench.sh`)"},
     build,
 )

@@ -56,13 +56,18 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
 BENCHES = ROOT / "results" / "ledger" / BENCH  # gpu-bench's records, a folder a lease (named by its date)
 
 
+def bench_records(folder: Path = BENCHES, device: str = "") -> list[Path]:
+    """The ledger's gpu-bench JSONs whose device names ``device`` (any where ""), oldest first (their folders sort
+    by date): a bench of some parts (``--parts``) adds to the records before it, it does not replace them."""
+    paths = sorted(folder.glob("*/gpu.json"))
+    return [p for p in paths if not device or device in json.loads(p.read_text()).get("device", "")]
+
+
 def newest_bench(folder: Path = BENCHES, device: str = "") -> Path | None:
-    """The newest gpu-bench JSON of the ledger (its folders sort by date) whose device names ``device`` (any where
-    ""), None where there is none."""
-    for path in sorted(folder.glob("*/gpu.json"), reverse=True):
-        if not device or device in json.loads(path.read_text()).get("device", ""):
-            return path
-    return None
+    """The newest gpu-bench JSON of the ledger whose device names ``device`` (any where ""), None where there is
+    none."""
+    records = bench_records(folder, device)
+    return records[-1] if records else None
 
 
 def shown(path: Path) -> str:
@@ -70,16 +75,19 @@ def shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def rates_with_sources(rates_file: Path | None, benches: Path = BENCHES) -> tuple[dict[str, float], dict[str, str]]:
+def rates_with_sources(
+    rates_file: Path | None, benches: Path = BENCHES, device: str = "H100"
+) -> tuple[dict[str, float], dict[str, str]]:  # fmt: skip
     """FLOP/s by kind of work and where each comes from: the assumed rates (fl/cost.py), then those of the ledger's
-    newest gpu-bench record, then those of ``rates_file`` (``{"rates": {kind: FLOP/s}}``, e.g. a bench just run,
-    perhaps of some parts only), each in the place of the one before where it has a positive rate. A kind
-    ``fl:MODEL`` is a model's own fl rate."""
+    gpu-bench records of ``device`` oldest first (a bench of some parts measures the others as 0), then those of
+    ``rates_file`` (``{"rates": {kind: FLOP/s}}``, e.g. a bench just run, perhaps of some parts only), each in the
+    place of the one before where it has a positive rate: every kind its newest measurement. A kind ``fl:MODEL`` is
+    a model's own fl rate."""
     from fl.cost import PLANNED
 
     rates = {kind: rate.flop_s for kind, rate in PLANNED.items()}
     sources = {kind: rate.source for kind, rate in PLANNED.items()}
-    for path in dict.fromkeys(p for p in (newest_bench(benches), rates_file) if p is not None):
+    for path in dict.fromkeys(p for p in (*bench_records(benches, device), rates_file) if p is not None):
         try:
             given = json.loads(path.read_text())["rates"]
             kinds = [k for k in given if k in PLANNED or k.startswith("fl:")]

@@ -120,15 +120,32 @@ def test_a_model_s_own_fl_rate_prices_the_fl_rounds_of_its_runs(tmp_path):
     assert rates["fl"] == 2e12 and rates["fl:mlp"] == 5e12 and "fl:convnet3" not in rates and "other" not in rates
 
 
-def test_a_bench_of_some_parts_overlays_the_ledger_s_newest_record(tmp_path):
+def test_a_bench_of_some_parts_overlays_the_ledger_s_records(tmp_path):
     """A rates file from a bench of some parts (the others 0) replaces only what it measured: the other kinds keep
-    the ledger's newest record's rates, and each says where it comes from."""
-    from fl.campaign.predict import newest_bench, rates_with_sources
+    the ledger's records' rates (each kind its newest measurement), and each says where it comes from."""
+    from fl.campaign.predict import rates_with_sources
 
-    ledger = json.loads(newest_bench().read_text())["rates"]
+    ledger = rates_with_sources(None)[0]
     partial = tmp_path / "gpu.json"
     partial.write_text(json.dumps({"rates": {"fl": 0.0, "fl:convnet3": 7e12, "dynafed": 0.0, "ddpm": 9e12}}))
     rates, sources = rates_with_sources(partial)
     assert rates["fl"] == ledger["fl"] and rates["dynafed"] == ledger["dynafed"]
     assert rates["fl:convnet3"] == 7e12 and rates["ddpm"] == 9e12
     assert sources["ddpm"] == f"from {partial}" and sources["fl"].startswith("from results/ledger/bench/")
+
+
+def test_every_record_of_the_ledger_adds_its_measured_kinds_oldest_first(tmp_path):
+    """Two records, the newer of some parts only: each kind its newest positive rate; another device's not read."""
+    from fl.campaign.predict import bench_records, rates_with_sources
+
+    def put(name: str, device: str, rates: dict) -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "gpu.json").write_text(json.dumps({"device": device, "rates": rates, "rows": []}))
+
+    put("2026-01-01-h100", "NVIDIA H100 80GB HBM3", {"fl": 1e12, "dynafed": 2e12, "ddpm": 3e12})
+    put("2026-02-01-h100", "NVIDIA H100 80GB HBM3", {"fl": 0.0, "fl:convnet3": 4e12, "dynafed": 5e12, "ddpm": 0.0})
+    put("2026-03-01-h200", "NVIDIA H200", {"fl": 9e12, "dynafed": 9e12, "ddpm": 9e12})
+    assert [p.parent.name for p in bench_records(tmp_path, "H100")] == ["2026-01-01-h100", "2026-02-01-h100"]
+    rates, sources = rates_with_sources(None, tmp_path)
+    assert (rates["fl"], rates["fl:convnet3"], rates["dynafed"], rates["ddpm"]) == (1e12, 4e12, 5e12, 3e12)
+    assert sources["fl"].endswith("01-01-h100/gpu.json") and sources["dynafed"].endswith("02-01-h100/gpu.json")

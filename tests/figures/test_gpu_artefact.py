@@ -8,7 +8,7 @@ import json
 import pytest
 
 from figures.flruns import set_store
-from figures.gpu import ARTEFACT, build, graph_gains, newest
+from figures.gpu import ARTEFACT, build, graph_gains, records
 from fl.records.check import bench_entries
 from theory.errors import InputError
 
@@ -47,7 +47,7 @@ def quality(store, seed: int, noise: float, accuracy: float) -> None:
     20-epoch sets that the claim must not read."""
     (store / "quality").mkdir(exist_ok=True)
     report = {"generator": "ddpm", "dataset": "fmnist", "seed": seed, "min_steps": 2000, "noise_fraction": noise,
-              "synthetic_trained_accuracy": accuracy}  # fmt: skip
+              "synthetic_trained_accuracy": accuracy, "real_trained_accuracy": 0.84}  # fmt: skip
     (store / "quality" / f"ddpm-fmnist-seed{seed}-steps2000.json").write_text(json.dumps(report))
     report |= {"min_steps": 0, "noise_fraction": 0.9}
     (store / "quality" / f"ddpm-fmnist-seed{seed}.json").write_text(json.dumps(report))
@@ -81,24 +81,47 @@ def test_the_goals_are_bounds_judged_from_the_record(store, tmp_path):
     built = build("paper", folder(tmp_path))
     assert built.claim.verdict == "held" and built.numbers["target_minutes"] < 0.01
     assert (
-        "(seed 0) hold 3.0 % noise images and train a classifier to 83.0 % on real test (goals ≤ 5 % and ≥ 82 %; held)"
-        in built.claim.text
+        "(seed 0) hold 3.0 % noise images and train a classifier to 83.0 % on real test (goals ≤ 5 % and ≥ 82 %; held; "
+        "the same classifier trained on as many real images of the same clients: 84.0 %)" in built.claim.text
     )
     quality(store, 1, 0.02, 0.81)  # one seed's classifier below 82 %
     built = build("paper", folder(tmp_path))
     assert built.claim.verdict == "contradicted" and "(seed 0, 1) hold 3.0 %, 2.0 % noise" in built.claim.text
     assert built.numbers["ddpm_sets"][1] == {"noise_fraction": 0.02, "synthetic_trained_accuracy": 0.81}
-    assert built.numbers["record"] == "bench/2026-02-01-h100/gpu.json"
+    assert built.numbers["records"] == ["bench/2026-02-01-h100/gpu.json"]  # it measured every part again
 
 
-def test_the_newest_record_of_the_device_and_none_is_one_line(store, tmp_path):
+def test_the_records_of_the_device_and_none_is_one_line(store, tmp_path):
     put(store, "2026-01-01-h100", record())
     put(store, "2026-03-01-h200", record(device="NVIDIA H200"))
-    assert newest(store / "bench")[0].parent.name == "2026-01-01-h100"
-    assert newest(store / "bench", "H200")[0].parent.name == "2026-03-01-h200"
+    assert [p.parent.name for p in records(store / "bench")[0]] == ["2026-01-01-h100"]
+    assert [p.parent.name for p in records(store / "bench", "H200")[0]] == ["2026-03-01-h200"]
     with pytest.raises(InputError, match="no gpu-bench record of an A100"):
-        newest(store / "bench", "A100")
+        records(store / "bench", "A100")
     assert ARTEFACT.name == "gpu-bench" and "paper" in ARTEFACT.scales
+
+
+def test_a_bench_of_some_parts_adds_to_the_records_before_it(store, tmp_path):
+    """The 2026-11-28 lease benched conv and convnet3 alone: each part's rows (and rate) come from the newest
+    record that measured it, the rest from the one before; both records are named."""
+    put(store, "2026-01-01-h100", record(seed_iterations=5.0))
+    convnet3 = {"part": "convnet3", "arm": "fedavg", "precision": "default", "graphs": "off", "runs": 6,
+                "steps": 24, "replayed": None, "seconds": 3.0, "run_rounds_per_s": 2.0, "tflops": 15.0,
+                "share_of_peak": 0.04}  # fmt: skip
+    peak = {"part": "peak", "precision": "fp32", "n": 8192, "tflops": 51.5}
+    partial = {"device": "NVIDIA H100 80GB HBM3", "rates": {"fl": 0.0, "fl:convnet3": 15e12, "dynafed": 0.0,
+               "ddpm": 0.0}, "rows": [peak, convnet3]}  # fmt: skip
+    put(store, "2026-02-01-h100", partial)
+    paths, device, rows = records(store / "bench")
+    assert [p.parent.name for p in paths] == ["2026-01-01-h100", "2026-02-01-h100"] and "H100" in device
+    assert [r["part"] for r in rows] == ["peak", *["fleet"] * 5, "convnet3", "dynafed", "dynafed", "ddpm"]
+    assert rows[0]["tflops"] == 51.5  # the newest peaks
+    built = build("paper", folder(tmp_path))
+    assert built.numbers["synthesis_seconds"] == pytest.approx(200.0)  # the older record's synthesis
+    assert built.numbers["rates"]["fl"] == 1e12 and built.numbers["rates"]["fl:convnet3"] == 15e12
+    assert built.numbers["records"] == ["bench/2026-01-01-h100/gpu.json", "bench/2026-02-01-h100/gpu.json"]
+    assert "records bench/2026-01-01-h100, bench/2026-02-01-h100" in built.notes[0]
+    assert "Rates: FL 1 (ConvNet-3's 15), DynaFed 1, DDPM 1 TFLOP/s." in built.claim.text
 
 
 def test_a_record_before_the_replayed_field_reads_its_graphs_setting():
