@@ -22,7 +22,12 @@ holds it; the task then runs capped at it (``$SHUFFLEFL_GPU_GIB``: fl.run sets
 ``torch.cuda.set_per_process_memory_fraction``). An out-of-memory task goes back to the queue with 1.5 times its
 memory. A task whose state cannot come back (``portable`` false: DynaFed's arms) starts only when its predicted
 minutes (``minutes``, else fl/cost.py's FLOPs at the planned rates or CAMPAIGN_RATES', :func:`predict`) fit in
-what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why. With CAMPAIGN_FLEET=N
+what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why. Processes on one GPU share it
+in time slices (the 2026-11-27 lease: an HFMDs round took 23 s among 16 processes, 12.7 s among 9), so it must fit
+beside the work already started: the scheduler books the chip, each start adding its predicted minutes to when the
+started work ends at the latest (reset when the chip is idle), and such a task, or any task while one runs, starts
+only when that end stays within the lease; otherwise it waits (strict priority: the chip drains first). With
+CAMPAIGN_FLEET=N
 (N > 1), the fl.run tasks ready in one pass start as one ``python -m fl.fleet`` process of up to N runs (one slot,
 their memory together; :mod:`fl.fleet`: their clients' training computed together), each task done when its own run
 finished (tested on the CPU; not yet run on a GPU).

@@ -113,6 +113,7 @@ def schedule() -> int:
     fleet_size = int(os.environ.get("CAMPAIGN_FLEET") or 1)  # > 1: ready fl.run tasks start as fleets of this many
     env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     running: dict[str, subprocess.Popen] = {}
+    booked = time.time()  # when the chip's started work ends at the latest (:func:`chip_booking`)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     (store / "logs").mkdir(parents=True, exist_ok=True)
@@ -143,6 +144,8 @@ def schedule() -> int:
         processes = {process.pid: min(tasks[name]["slots"], limit) for name, process in running.items()}
         free = limit - sum(processes.values())  # a fleet is one process: one slot
         fleet: list[dict] = []  # fl.run tasks admitted this pass, to start as one fleet (CAMPAIGN_FLEET)
+        now = time.time()
+        booked = now if not running else max(now, booked)  # an idle chip has nothing booked
         for row in order:
             if row["state"] != "waiting" or stop:
                 continue
@@ -156,10 +159,18 @@ def schedule() -> int:
                 row.update(state="skipped", note=f"predicted {row['minutes']:.1f} min, {left:.1f} min left, and its "
                            "state cannot come back: not started")  # fmt: skip
                 continue
+            guarded = not row["portable"] or any(not tasks[n]["portable"] for n in running)
+            guarded = guarded or any(not r["portable"] for r in fleet)
+            ends = booked + 60 * (row.get("minutes") or 0)
+            if guarded and status.get("deadline") and ends > status["deadline"]:
+                row["note"] = (f"waits: with the work started so far it would end {(ends - now) / 60:.1f} min from "
+                               f"now, {left:.1f} min left, and a task running or waiting cannot come back")  # fmt: skip
+                break  # strict priority: nothing behind it starts, the chip drains, then it starts or is skipped
             slots = min(row["slots"], limit)
             joins = fleet_size > 1 and is_fl_run(row) and 0 < len(fleet) < fleet_size
             if (slots > free and not joins) or admitted(row, running | {r["name"]: None for r in fleet}, tasks):
                 break  # strict priority: nothing of lower priority jumps ahead of a ready task
+            booked = ends
             if fleet_size > 1 and is_fl_run(row) and len(fleet) < fleet_size:
                 free -= 0 if fleet else slots  # the fleet's one slot
                 fleet.append(row)
@@ -175,6 +186,7 @@ def schedule() -> int:
             free -= slots
         if fleet:
             start_fleet(fleet, store, env, running)
+        status["booked"] = booked
         if not running and (stop or not any(row["state"] == "waiting" for row in order)):
             status["ended"] = time.time()
         write_status(store, status)
