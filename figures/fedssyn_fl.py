@@ -51,6 +51,7 @@ from figures.verdict import (
     direction,
 )
 from fl.config import load_config
+from fl.quality import report_name
 from fl.sweep import mean_sd
 from theory.shuffle import finite_sample_allowance
 
@@ -115,11 +116,13 @@ DDPM_COLOUR = "tab:purple"
 # DDPMs, which the tests train. The paper scale's Fedssyn arm is DDPM already. An arm whose sets are not here is
 # left out of the artefact, with a note saying so (:func:`figures.flruns.run_with_optional`).
 DDPM_CONFIG = "configs/fedssyn_fmnist_ddpm.toml"
+DDPM_MIN_STEPS = {"quick": 0, "cpu": 2000}  # each client's DDPM trains at least this many steps (method.min_steps)
 DDPM = {
     "quick": ("method.generator=ddpm", "method.epochs=1", "method.sample_steps=4",
               "method.generator_config={ timesteps = 50, beta_start = 2e-3, beta_end = 0.4, base_channels = 8, "
               "channel_mults = [1], batch_size = 64 }"),
-    "cpu": ("method.generator=ddpm", "method.epochs=20", "method.sample_steps=50",
+    "cpu": ("method.generator=ddpm", "method.epochs=20", f"method.min_steps={DDPM_MIN_STEPS['cpu']}",
+            "method.sample_steps=50",
             "method.generator_config={ base_channels = 32, timesteps = 1000, batch_size = 128 }"),
 }  # fmt: skip
 DDPM_LABEL = "D_i ∪ D̃_si (Fedssyn, DDPM)"
@@ -172,12 +175,14 @@ def accuracy(result: Result) -> list[float]:
 QUALITY = "quality"  # the store's (the ledger's) folder of python -m fl.quality reports (fl.records.check)
 
 
-def ddpm_quality(folder: Path, seeds: Sequence[int]) -> list[dict]:
-    """The quality reports (:mod:`fl.quality`) of the DDPM sets of ``seeds`` in the run store of the artefact
-    folder ``folder`` (``quality/ddpm-fmnist-seed<S>.json``; the ledger's are checked by ``figures check``)."""
+def ddpm_quality(folder: Path, scale: str) -> list[dict]:
+    """The quality reports (:mod:`fl.quality`) of the scale's DDPM sets, one per seed, in the run store of the
+    artefact folder ``folder`` (``quality/ddpm-fmnist-seed<S>[-steps<N>].json``, :func:`fl.quality.report_name`;
+    the ledger's are checked by ``figures check``)."""
     found = []
-    for seed in seeds:
-        path = store(folder.parent.parent) / QUALITY / f"ddpm-fmnist-seed{seed}.json"
+    for seed in FMNIST[scale].seeds:
+        key = {"generator": "ddpm", "dataset": "fmnist", "seed": seed, "min_steps": DDPM_MIN_STEPS.get(scale, 0)}
+        path = store(folder.parent.parent) / QUALITY / report_name(key)
         try:
             report = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -267,7 +272,7 @@ def build_fig3(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ² (mean over rounds)", "δ²"],
         rows,
-        fig3_claim(results, ddpm, ddpm_quality(folder, FMNIST[scale].seeds) if ddpm else ()),
+        fig3_claim(results, ddpm, ddpm_quality(folder, scale) if ddpm else ()),
         save(fig, folder / "fig3"),
         {"seeds": list(FMNIST[scale].seeds), "real_shuffle_p": REAL_P[scale], "ddpm_arm": ddpm is not None},
         ddpm_notes(notes),
@@ -329,7 +334,7 @@ def build_fig5(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "round", "ζ̂²_p/ζ²", "σ² (on D_i)", "σ̂²_p", "δ²"],
         rows,
-        fig5_claim(results, ddpm, ddpm_quality(folder, FMNIST[scale].seeds) if ddpm else ()),
+        fig5_claim(results, ddpm, ddpm_quality(folder, scale) if ddpm else ()),
         save(fig, folder / "fig5"),
         {"seeds": list(FMNIST[scale].seeds), "ddpm_arm": ddpm is not None},
         ddpm_notes(notes),
@@ -505,7 +510,7 @@ def build_table1(scale: str, folder: Path) -> Built:
          *(["D_i ∪ D̃_si (DDPM)", "speed-up (DDPM)", "final acc. (DDPM)"] if ddpm else []),
          "diverged runs", f"paper (CIFAR-10, α = {PAPER_ALPHA[scale]}): without / with (speed-up)"],
         rows,
-        table1_claim(pairs, ddpm, paper, PAPER_ALPHA[scale], ddpm_quality(folder, FMNIST[scale].seeds) if ddpm else ()),
+        table1_claim(pairs, ddpm, paper, PAPER_ALPHA[scale], ddpm_quality(folder, scale) if ddpm else ()),
         save(fig, folder / "table1"),
         {"seeds": list(FMNIST[scale].seeds), "lr": ALGORITHM_LR.get(scale, {}), "ddpm_arms": sorted(ddpm)},
         ddpm_notes(notes),
