@@ -113,7 +113,7 @@ def schedule() -> int:
     fleet_size = int(os.environ.get("CAMPAIGN_FLEET") or 1)  # > 1: ready fl.run tasks start as fleets of this many
     env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     running: dict[str, subprocess.Popen] = {}
-    booked = time.time()  # when the chip's started work ends at the latest (:func:`chip_booking`)
+    booked = time.time()  # when the started work ends at the latest (the chip booked by predicted minutes)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     (store / "logs").mkdir(parents=True, exist_ok=True)

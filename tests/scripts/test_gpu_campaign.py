@@ -602,17 +602,22 @@ def test_with_campaign_fleet_ready_runs_start_as_one_fleet_with_the_numbers_of_f
         assert numbers[0] == numbers[1] and len(numbers[0]) >= 3, name
 
 
+def two_slots_30_s(tmp_path, plan: list[dict]) -> list[dict]:
+    """The rows of ``plan`` (CAMPAIGN_PLAN) once the scheduler ends, started with two slots and 30 s of lease."""
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    bin_dir, _, _ = stand_ins(tmp_path)
+    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="2", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
+    campaign_call(env, "start", "all", "30")
+    return ended(tmp_path / "store")["tasks"]
+
+
 def test_a_task_whose_state_cannot_come_back_fits_beside_the_work_already_started(tmp_path):
     """Processes share the chip in time slices: with 30 s of lease and two slots, two non-portable tasks predicted
     at 18 s each never run together (36 s of work), and a portable one does not start beside them either; each
     starts once the chip is idle, and all three end."""
     plan = [{"name": name, "priority": k, "portable": name == "portable", "minutes": 0.3,
              "command": ["sleep", "0.5"]} for k, name in enumerate(("first", "second", "portable"))]  # fmt: skip
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    bin_dir, _, _ = stand_ins(tmp_path)
-    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="2", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
-    campaign_call(env, "start", "all", "30")
-    rows = ended(tmp_path / "store")["tasks"]
+    rows = two_slots_30_s(tmp_path, plan)
     assert all(row["state"] == "done" for row in rows)
     assert overlap([(row["start"], row["end"], 1) for row in rows]) == 1
     assert [row["name"] for row in sorted(rows, key=lambda row: row["start"])] == ["first", "second", "portable"]
@@ -622,10 +627,6 @@ def test_portable_tasks_alone_share_the_chip_whatever_their_predictions(tmp_path
     """Without a task that cannot come back, the booking holds nothing: two portable tasks predicted past the
     lease run together."""
     plan = [{"name": f"p{k}", "priority": 1, "minutes": 5, "command": ["sleep", "0.6"]} for k in range(2)]
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    bin_dir, _, _ = stand_ins(tmp_path)
-    env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="2", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
-    campaign_call(env, "start", "all", "30")
-    rows = ended(tmp_path / "store")["tasks"]
+    rows = two_slots_30_s(tmp_path, plan)
     assert all(row["state"] == "done" for row in rows)
     assert overlap([(row["start"], row["end"], 1) for row in rows]) == 2
