@@ -146,7 +146,8 @@ def claim(minutes: float, seconds: float, rates: dict, ddpm: tuple[str, str]) ->
     convnet3 = f"{rates['fl:convnet3'] / 1e12:.3g}" if "fl:convnet3" in rates else "not measured: FL's"
     text = (
         f"#49's goals on one H100 (a bound each: within it or exceeded): {verdict}: the lease plan's target set "
-        f"(DDPM sets of seeds 0-1, DynaFed seeds 0-2 and seed 0's controls; HFMDs is in the ledger) takes "
+        f"(DDPM sets of seeds 0-1, DynaFed seeds 0-2 and seed 0's controls, HFMDs; what the ledger holds left out) "
+        f"takes "
         f"{minutes:.1f} minutes at the measured rates (goal ≤ {GOAL_MINUTES}; {parts[0]}), a DynaFed "
         f"synthesis {seconds:.0f} s a seed on the fast path (goal ≤ {SYNTHESIS_GOAL_SECONDS:.0f} s; {parts[1]}), "
         f"and {ddpm[1]}. Rates: FL {rates['fl'] / 1e12:.3g} (ConvNet-3's {convnet3}), DynaFed "
