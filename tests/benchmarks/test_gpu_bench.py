@@ -116,7 +116,7 @@ def test_a_model_s_own_fl_rate_prices_the_fl_rounds_of_its_runs(tmp_path):
     assert predict(other, faster)[1] == predict(other, base)[1]
     given = tmp_path / "rates.json"
     given.write_text(json.dumps({"rates": {"fl": 2e12, "fl:convnet3": 0.0, "fl:mlp": 5e12, "other": 1.0}}))
-    rates = rates_from(given)
+    rates = rates_from(given, tmp_path / "no-bench-records")  # the given file over the assumed rates alone
     assert rates["fl"] == 2e12 and rates["fl:mlp"] == 5e12 and "fl:convnet3" not in rates and "other" not in rates
 
 
