@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fl.data.datasets import Dataset
+from fl.data.dataset import Dataset
 from fl.data.formats import DataError
 from fl.data.integrity import file_digests
 from fl.plugins import resolve

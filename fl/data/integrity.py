@@ -5,7 +5,7 @@
   and last bytes only, so that ``python -m fl.data list`` and the search of :func:`fl.data.datasets.locate` skip a
   damaged copy (and say so) instead of letting it shadow a whole one further down the roots.
 - :func:`read_published_idx`: an MNIST / Fashion-MNIST IDX file read and checked against the md5 its publisher
-  gives: the ``.gz`` file's (what ``fetch`` downloads, :data:`fl.data.fetch.SOURCES`) or its contents'
+  gives: the ``.gz`` file's (what ``fetch`` downloads, :data:`fl.data.sources.SOURCES`) or its contents'
   (:data:`PUBLISHED_MD5`; Debian's ``dataset-fashion-mnist`` recompresses the same contents). A file that is
   neither is damaged or altered (a valid gzip of all-zero images included) and is refused.
 - :func:`file_digests`: md5 and sha256 of a file, computed once per process for one (path, size, mtime, inode):
@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from fl.data.formats import GZIP_MAGIC, IDX_DTYPES, DataError, gunzipped, parse_idx, read_raw
+from fl.data.sources import SOURCES
 
 # md5 of the uncompressed published files (torchvision's ``raw_data`` lists, Zalando's README); the .gz files' md5
-# are fetch's (fl.data.fetch.SOURCES).
+# are fetch's (fl.data.sources.SOURCES).
 PUBLISHED_MD5: dict[str, dict[str, str]] = {
     "mnist": {
         "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
@@ -74,8 +75,6 @@ def file_digests(path: Path, raw: bytes | None = None) -> dict:
 def published_md5(dataset: str, file: str) -> tuple[set[str], str | None]:
     """(the md5 of the published ``file``.gz, fetch's; the md5 of its contents) of one IDX file of ``dataset``;
     contents None: nothing is known of it, and it is not checked."""
-    from fl.data.fetch import SOURCES  # fetch imports the datasets, which import this module
-
     gz = {
         archive.checksum.split(":", 1)[1]
         for archive in SOURCES.get(dataset, ())
