@@ -28,7 +28,9 @@ same precision (an n × n product, n = 8192):
   are their baseline; the plan's rates do not read these rows.
 - **convnet3**: DynaFed's FL rounds (ConvNet-3 width 128, 32 clients, batch 32, 24 steps: one round of
   configs/paper/dynafed_fmnist_a001.toml) for one run (replayed and eagerly) and a fleet of six; its rate is the
-  plan's ``fl:convnet3`` (the FL rounds of runs of that model), the other fl work's stays the fleet's.
+  plan's ``fl:convnet3`` (the FL rounds of runs of that model), the other fl work's stays the fleet's. Then the
+  fleet of six eagerly the other ways, which the rates do not read: its convolutions as the conv part computes
+  them, and on CUDA in FP32, TF32 and BF16 (:mod:`fl.precision`).
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast path),
   then 3 seeds one after another and, in a process of their own, batched (``SHUFFLEFL_MATCHING=batched``: one
   vmapped computation), in the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed
@@ -173,8 +175,11 @@ def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet", d
     arms += [(name, "fedavg", "off", *short, "grouped") for name in PRECISIONS if device.type == "cuda"]
     if part == "conv":  # the fleet's convolutions other ways, eagerly at the fleet sizes (the "off" rows: grouped)
         arms = [("default", "fedavg", "off", short[0], short[1][1:] or short[1], conv) for conv in CONVS]
-    if part == "convnet3":
+    if part == "convnet3":  # as the campaign runs them, then the fleet of six the other ways (not in the rates)
         arms = [("default", "fedavg", graphs, *short, "grouped") for graphs in (recorded, "off")]
+        arms += [("default", "fedavg", "off", short[0], short[1][-1:], conv) for conv in CONVS]
+        arms += [(name, "fedavg", "off", short[0], short[1][-1:], "grouped") for name in PRECISIONS
+                 if device.type == "cuda"]  # fmt: skip
     models = {"grouped": flat, "cudnn-benchmark": flat, "matmul": FlatModel(as_matmul(flat.model))}
     for name, arm, graphs, steps, sizes_r, conv in arms:
         local, model = LocalConfig(1, batch, steps=steps, backend="batched"), models[conv]
@@ -193,7 +198,7 @@ def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet", d
             single = counted(lambda arm=arm, local=local: train_groups(flat, groups(1, 1), "different"))
         for runs in sizes_r:
             row = {"part": part, "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
-                   "steps": steps, "batch": batch} | ({"conv": conv} if part == "conv" else {})  # fmt: skip
+                   "steps": steps, "batch": batch} | ({"conv": conv} if conv != "grouped" else {})  # fmt: skip
             fresh_memory(device)
             try:
                 with precision(name, device), graphs_set(graphs), cudnn_benchmark(conv == "cudnn-benchmark"):
@@ -347,7 +352,7 @@ def rates_of(rows: list[dict], cuda: bool) -> dict[str, float]:
     """FLOP/s by kind of work for ``plan --rates``: the best row of each part in the precision and graphs the
     campaign's runs use; 0 where no such row was measured."""
     planned = ("default", "auto", None)
-    best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r
+    best = {part: max((r["tflops"] for r in rows if r["part"] == part and "tflops" in r and "conv" not in r
                        and r.get("precision") in planned and as_auto_runs(r, cuda)), default=0.0)
             for part in PARTS}  # fmt: skip
     return {

@@ -24,6 +24,8 @@ def main(argv: list[str]) -> int:
 
 def command(argv: list[str]) -> int:
     name = argv[0] if argv else ""
+    if name in ("start", "plan") and len(argv) > 1 and not argv[1].startswith("-") and argv[1] not in GROUPS:
+        raise InputError(f"{name}: no group {argv[1]!r}; the groups: {', '.join(GROUPS)}")
     if name == "start" and len(argv) == 2 and argv[1] in GROUPS:
         return start(argv[1])
     if name == "watch" and len(argv) == 2 and argv[1].isdigit():

@@ -78,7 +78,7 @@ def simulate(
     check_supported(config)
     check_resources(cpus_per_client, config.data.clients)
     server = ServerRun(config, out, resume, accept_code_change=accept_code_change)
-    hold_actor_deaths()
+    hold_engine_errors()
     try:
         run_simulation(
             server.app(), client_app, num_supernodes=config.data.clients,
@@ -95,50 +95,66 @@ def simulate(
     finally:
         server.stop.set()  # a server still waiting for clients (the engine failed) gives up
         shutdown_ray()
+        ENGINE_ERRORS.flush()  # a run that ended otherwise than by a stop: its engine's errors, held, now
     summary = out / "summary.json"
     if not summary.exists():
         raise InputError(f"{out}: the Flower run ended without a summary (see the log above)")
     return read_object(summary, "summary.json of the Flower run")
 
 
-class HeldActorDeaths(logging.Filter):
-    """Flower's engine threads report a client actor's death (``ActorDiedError``: the error, then its traceback) the
-    moment they see it. A stop (Ctrl-C, or SIGTERM to the run's session, which Ray's actors share) can kill an actor
-    before this process has handled its own signal, and the report, the stop's consequence and not an error of the
-    run, then came before the run's own last line. So such a report is held for :attr:`HOLD` seconds and logged
-    after them, unless the run was stopped by then (:func:`quiet_engine`): a real actor death is reported late, a
-    stop's is not reported."""
+class HeldEngineErrors(logging.Filter):
+    """Flower's engine threads report an error (the error, then its traceback) the moment they see it. A stop
+    (Ctrl-C, or SIGTERM to the run's session, which Ray's actors and raylet share) can break them before this process
+    has handled its own signal: a client actor's death (``ActorDiedError``), a pipe to Ray that broke
+    (``OSError: Broken pipe``). Such a report, the stop's consequence and not an error of the run, then came before
+    the run's own last line. So every error Flower logs is held for :attr:`HOLD` seconds and logged after them, in
+    order, unless the run was stopped by then (:func:`quiet_engine`); :meth:`flush` logs what is still held when the
+    run ends otherwise. A real error is reported late, never lost; a stop's is not reported."""
 
     HOLD = 3.0
 
     def __init__(self) -> None:
         super().__init__()
         self.stopped = False
+        self.held: list[logging.LogRecord] = []
+        self.lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "held", False):  # released after its hold
             return not self.stopped
         if self.stopped:
             return False
-        text = f"{type(record.msg).__name__}: {record.msg}"
-        if "ActorDiedError" not in text:
+        if record.levelno < logging.ERROR:
             return True
         record.held = True
-        timer = threading.Timer(self.HOLD, logging.getLogger(record.name).handle, (record,))
-        timer.daemon = True  # a process that ends meanwhile drops it
+        with self.lock:
+            self.held.append(record)
+        timer = threading.Timer(self.HOLD, self.release, (record,))
+        timer.daemon = True  # a process that ends meanwhile drops it (simulate flushes before it ends)
         timer.start()
         return False
 
+    def release(self, until: logging.LogRecord | None = None) -> None:
+        """Log the held records up to ``until`` (all: None), in the order they came."""
+        with self.lock:
+            cut = self.held.index(until) + 1 if until in self.held else (len(self.held) if until is None else 0)
+            due, self.held = self.held[:cut], self.held[cut:]
+        for record in due:
+            logging.getLogger(record.name).handle(record)
 
-ACTOR_DEATHS = HeldActorDeaths()
+    def flush(self) -> None:
+        self.release()
 
 
-def hold_actor_deaths() -> None:
-    """:class:`HeldActorDeaths` on Flower's logger (once), not yet stopped."""
+ENGINE_ERRORS = HeldEngineErrors()
+
+
+def hold_engine_errors() -> None:
+    """:class:`HeldEngineErrors` on Flower's logger (once), not yet stopped."""
     logger = logging.getLogger("flwr")
-    if ACTOR_DEATHS not in logger.filters:
-        logger.addFilter(ACTOR_DEATHS)
-    ACTOR_DEATHS.stopped = False
+    if ENGINE_ERRORS not in logger.filters:
+        logger.addFilter(ENGINE_ERRORS)
+    ENGINE_ERRORS.stopped = False
 
 
 def quiet_engine() -> None:
@@ -146,7 +162,7 @@ def quiet_engine() -> None:
     as Ray shuts down: ``ActorDiedError`` with its traceback, depending on what was in flight): the consequence of
     the stop, not an error of the run, so Flower's log is silenced from here on (reports held before included); the
     run's own one-line message still ends the output."""
-    ACTOR_DEATHS.stopped = True
+    ENGINE_ERRORS.stopped = True
     logging.getLogger("flwr").setLevel(logging.CRITICAL + 1)
 
 

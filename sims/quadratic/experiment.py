@@ -89,7 +89,7 @@ class Config:
         for name in ("p_a", "p_grid"):
             values = np.asarray(getattr(self, name), dtype=np.float64)
             if values.size == 0 or ((values < 0) | (values > 1)).any():
-                raise InputError(f"{name}: every p must lie in [0, 1], got {list(values)}")
+                raise InputError(f"{name}: every p must lie in [0, 1], got [{', '.join(f'{v:g}' for v in values)}]")
             if 0.0 not in values:
                 raise InputError(f"{name} must contain p = 0 (the reference run)")
         if min(self.sigma2_levels, default=-1) < 0:

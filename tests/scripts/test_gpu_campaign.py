@@ -413,6 +413,13 @@ def test_a_bad_call_is_one_usage_line_and_touches_nothing(tmp_path, args):
     assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
 
 
+def test_a_plan_of_no_such_group_says_so_in_one_line():
+    done = subprocess.run(["bash", "scripts/gpu-campaign.sh", "plan", "everything"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "no group 'everything'; the groups: all, ddpm-sets" in done.stderr
+
+
 def test_runs_finished_in_the_ledger_are_left_out(tmp_path):
     """A run the ledger holds finished (made on the CPU, say) is not run again, unless an open task starts from its
     state: the ledger keeps no checkpoint, so a FedAvg base whose FedCOG arm is still open runs again."""
