@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,25 +30,33 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports() -> dict[tuple[str, str], list[str]]:
-    """(room, room) -> ["file:line module", ...] for every import of one room by another."""
-    files, edges = modules(), defaultdict(list)
-    for path in files.values():
-        src = room_of(path)
+def imported(files: dict[str, Path], whole_from: bool) -> Iterator[tuple[str, Path, int, str, str]]:
+    """(module, its file, line, name, our module that name falls in) for every absolute import in ``files`` of one
+    of them. ``from X import a`` names X and X.a where ``whole_from``, else X.a where that is a module and X where
+    it is not (a function, a class)."""
+    for module, path in files.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+                inner = [f"{node.module}.{alias.name}" for alias in node.names]
+                names = [node.module, *inner] if whole_from else [n if n in files else node.module for n in inner]
             else:
                 continue
             for name in names:
                 parts = name.split(".")
-                owner = next(
-                    (".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in files), None
-                )
-                if owner is not None and (dst := room_of(files[owner])) != src:
-                    edges[src, dst].append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+                owner = next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in files),
+                             None)  # fmt: skip
+                if owner is not None:
+                    yield module, path, node.lineno, name, owner
+
+
+def imports() -> dict[tuple[str, str], list[str]]:
+    """(room, room) -> ["file:line module", ...] for every import of one room by another."""
+    files, edges = modules(), defaultdict(list)
+    for _, path, line, name, owner in imported(files, whole_from=True):
+        if (src := room_of(path)) != (dst := room_of(files[owner])):
+            edges[src, dst].append(f"{path.relative_to(ROOT)}:{line} {name}")
     return edges
 
 
@@ -82,23 +91,10 @@ def module_imports() -> dict[tuple[str, str], list[str]]:
     """(module, module) -> ["file:line", ...] for every import of one of our modules by another: ``from X import a``
     is an import of the module X.a where there is one, else of X. A module's own packages (``fl.data`` for
     ``fl.data.custom``) are left out: Python runs them before the module whatever it imports."""
-    files, edges = modules(), defaultdict(list)
-    for src, path in files.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module
-                         for a in node.names]  # fmt: skip
-            else:
-                continue
-            for name in names:
-                parts = name.split(".")
-                dst = next(
-                    (".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in files), None
-                )
-                if dst is not None and dst != src and not src.startswith(f"{dst}."):
-                    edges[src, dst].append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    edges = defaultdict(list)
+    for src, path, line, _, dst in imported(modules(), whole_from=False):
+        if dst != src and not src.startswith(f"{dst}."):
+            edges[src, dst].append(f"{path.relative_to(ROOT)}:{line}")
     return edges
 
 
