@@ -231,6 +231,33 @@ def test_an_installed_plugin_by_its_entry_point_name(plugins, tmp_path, monkeypa
     assert_one_line_config_error(["--set", "method.name='noisy'", "--quiet"], "several installed packages", capsys)
 
 
+def test_the_registered_plugins_are_read_once_while_sys_path_stays_as_it_was(tmp_path, monkeypatch):
+    """The ledger's check asks for a config key's entry point ~900 times; the installed distributions' metadata is
+    scanned once, and again only where sys.path or one of its folders changed (a distribution installed there)."""
+    import importlib.metadata
+
+    import fl.plugins as plugins
+
+    scans = []
+    real = importlib.metadata.entry_points
+
+    def counted(**selection):
+        scans.append(selection)
+        return real(**selection)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", counted)
+    monkeypatch.setattr(plugins, "_REGISTERED", {})
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    for _ in range(50):
+        assert plugins.entry_point("method.name", "noisy") is None
+    assert len(scans) == 1
+    register(site, "shufflefl_noisy", "shufflefl.methods", "noisy = mymethod:Noisy")
+    assert plugins.entry_point("method.name", "noisy") == "mymethod:Noisy" and len(scans) == 2
+    assert plugins.entry_point("algorithm.name", "noisy") is None and len(scans) == 3  # a group of its own
+
+
 HELPED = """
 from dataclasses import dataclass
 from typing import ClassVar
