@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import os
@@ -74,9 +75,6 @@ def is_plugin(name: object) -> bool:
     return isinstance(name, str) and ":" in name and not name.startswith(RESERVED)
 
 
-_REGISTERED: dict[str, tuple[tuple, dict[str, frozenset[str]]]] = {}  # group -> (sys.path's state, name -> values)
-
-
 def _path_state() -> tuple:
     """sys.path and each folder's modification time: installing a distribution adds a folder to one of them."""
 
@@ -89,19 +87,20 @@ def _path_state() -> tuple:
     return tuple((entry, mtime(entry)) for entry in sys.path)
 
 
+@functools.lru_cache(maxsize=32)
+def _scan(group: str, state: tuple) -> dict[str, frozenset[str]]:
+    names: dict[str, set[str]] = {}
+    for point in importlib.metadata.entry_points(group=group):
+        names.setdefault(point.name, set()).add(point.value)
+    return {name: frozenset(values) for name, values in names.items()}
+
+
 def registered(group: str) -> dict[str, frozenset[str]]:
     """name -> the ``package.module:Name`` values the installed distributions register in entry-point ``group``.
     Reading them scans every distribution's metadata (~15 ms with 170 installed), and checking a run's config asks
     once per key (the ledger's check: ~900 times), so the answer is kept while sys.path and its folders stay as they
-    were."""
-    state = _path_state()
-    kept = _REGISTERED.get(group)
-    if kept is None or kept[0] != state:
-        names: dict[str, set[str]] = {}
-        for point in importlib.metadata.entry_points(group=group):
-            names.setdefault(point.name, set()).add(point.value)
-        kept = _REGISTERED[group] = (state, {name: frozenset(values) for name, values in names.items()})
-    return kept[1]
+    were (:func:`_path_state`)."""
+    return _scan(group, _path_state())
 
 
 def entry_point(key: str, name: object) -> str | None:

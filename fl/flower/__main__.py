@@ -137,7 +137,12 @@ class HeldEngineErrors(logging.Filter):
     def release(self, until: logging.LogRecord | None = None) -> None:
         """Log the held records up to ``until`` (all: None), in the order they came."""
         with self.lock:
-            cut = self.held.index(until) + 1 if until in self.held else (len(self.held) if until is None else 0)
+            if until is None:
+                cut = len(self.held)
+            elif until in self.held:
+                cut = self.held.index(until) + 1
+            else:  # released already (a flush)
+                return
             due, self.held = self.held[:cut], self.held[cut:]
         for record in due:
             logging.getLogger(record.name).handle(record)

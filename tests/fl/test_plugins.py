@@ -246,7 +246,7 @@ def test_the_registered_plugins_are_read_once_while_sys_path_stays_as_it_was(tmp
         return real(**selection)
 
     monkeypatch.setattr(importlib.metadata, "entry_points", counted)
-    monkeypatch.setattr(plugins, "_REGISTERED", {})
+    plugins._scan.cache_clear()
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
