@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import Artefact, Built, Claim
+from figures.artefacts import DRAW, Artefact, Built, Claim
 from figures.flruns import NotInStore, read_only, store
 from figures.verdict import HELD, NOT_MEASURED, NOT_RESOLVED, at_or_below, censored_mark, combine
 from theory.errors import InputError
@@ -191,9 +191,10 @@ def plot_lemma1(p, zeta_ratio, zeta_bound, l_p, l_bound, path: Path) -> list[str
     axes[1].set(xlabel="shuffled fraction p", ylabel="L_p (smoothness)", title="smoothness")
     for ax in axes:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    fig.savefig(path.with_suffix(".pdf"))
+    if DRAW["figures"]:
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        fig.savefig(path.with_suffix(".pdf"))
     plt.close(fig)
     return [path.name, path.with_suffix(".pdf").name]
 

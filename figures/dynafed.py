@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from figures.artefacts import Artefact, Built, Claim
+from figures.artefacts import DRAW, Artefact, Built, Claim
 from figures.flruns import plt, save
 from figures.scripted import accuracy_numbers, points, read_rows, runs_root, spread_verdict, window_mean
 from figures.verdict import NOT_MEASURED, NOT_RESOLVED, combine, direction, mean_sd, size_word
@@ -164,7 +164,8 @@ def learned_set(run: Path) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 
 def draw_dsyn(runs: Path, names: list[str], folder: Path) -> list[str]:
-    """D_syn of each finished synthesis (:func:`learned_set`) as image grids."""
+    """D_syn of each finished synthesis (:func:`learned_set`) as image grids (their names alone while
+    :data:`figures.artefacts.DRAW` is off)."""
     from plots.samples import plot_soft_grid  # matplotlib grids of learned images
 
     drawn = []
@@ -174,7 +175,8 @@ def draw_dsyn(runs: Path, names: list[str], folder: Path) -> list[str]:
             continue
         name = f"dsyn_{run.name.removeprefix('dynafed_fmnist_a001_')}.png"
         inputs, probabilities = found[0].double().numpy(), F.softmax(found[1].double(), 1).numpy()
-        plot_soft_grid(inputs, probabilities, folder / name, title=f"D_syn of {run.name}")
+        if DRAW["figures"]:
+            plot_soft_grid(inputs, probabilities, folder / name, title=f"D_syn of {run.name}")
         drawn.append(name)
     return drawn
 

@@ -33,7 +33,7 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from figures.artefacts import used
+from figures.artefacts import DRAW, used
 from figures.verdict import HELD, censored_mark, direction
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
@@ -316,9 +316,11 @@ def show_ratio(without: Result, with_: Result, ratios: Sequence[float]) -> str:
 
 
 def save(fig, path: Path) -> list[str]:
-    """PNG (for the report) and PDF (for a paper) of ``fig``; their names relative to the artefact's folder."""
-    fig.tight_layout(rect=(0, 0, 1, 0.95) if fig.get_suptitle() else None)  # room for the title
-    fig.savefig(path.with_suffix(".png"), dpi=120)
-    fig.savefig(path.with_suffix(".pdf"))
+    """PNG (for the report) and PDF (for a paper) of ``fig``; their names relative to the artefact's folder (not
+    drawn while :data:`figures.artefacts.DRAW` is off)."""
+    if DRAW["figures"]:
+        fig.tight_layout(rect=(0, 0, 1, 0.95) if fig.get_suptitle() else None)  # room for the title
+        fig.savefig(path.with_suffix(".png"), dpi=120)
+        fig.savefig(path.with_suffix(".pdf"))
     plt.close(fig)
     return [path.with_suffix(".png").name, path.with_suffix(".pdf").name]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from figures.artefacts import Artefact, Built, Claim, used
+from figures.artefacts import DRAW, Artefact, Built, Claim, used
 from figures.flruns import store
 from figures.verdict import NOT_MEASURED, bound, combine
 from fl.campaign.predict import GOAL_MINUTES, bench_records, rates_from, target_minutes
@@ -172,7 +172,8 @@ def build(scale: str, folder: Path) -> Built:
             curves.setdefault(label, ([], []))
             curves[label][0].append(r["runs"])
             curves[label][1].append(r["run_rounds_per_s"])
-    plot_fleet(curves, folder / "fleet.png", f"{device}: fleets of 20-client runs, 10 steps a round")
+    if DRAW["figures"]:
+        plot_fleet(curves, folder / "fleet.png", f"{device}: fleets of 20-client runs, 10 steps a round")
     reports = ddpm_reports(root)
     names = [f"{BENCH}/{path.parent.name}" for path in paths]
     numbers = {"records": [f"{name}/gpu.json" for name in names], "device": device, "rates": rates,

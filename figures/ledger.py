@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from figures.artefacts import SCALES, USED
+from figures.artefacts import DRAW, SCALES, USED
 from figures.catalogue import ARTEFACTS, RERUN
 from figures.claims import ROWS, claims_table
 from figures.flruns import LEDGER_MARK, RUNS, STORE
@@ -83,13 +83,15 @@ def rebuild(
 ) -> dict[tuple[str, str], dict | str]:
     """Every artefact at the cpu and paper scales rebuilt from the ledger alone, into a temporary folder: (name,
     scale) -> its result, or why it could not be rebuilt. Trains nothing; the simulators are not run either (their
-    summaries come from the ledger). ``evidence`` (when given) gets, for each artefact that did not rebuild, the
-    ledger entries it read that are there (none: the ledger holds nothing of it)."""
+    summaries come from the ledger); draws nothing (each result names its figures, as a build that draws them).
+    ``evidence`` (when given) gets, for each artefact that did not rebuild, the ledger entries it read that are
+    there (none: the ledger holds nothing of it)."""
     if not (ledger / LEDGER_MARK).exists():
         raise InputError(f"{ledger}: not a run ledger (no {LEDGER_MARK} mark)")
     built: dict[tuple[str, str], dict | str] = {}
-    saved, rerun = STORE["path"], RERUN["sims"]
+    saved, rerun, drawing = STORE["path"], RERUN["sims"], DRAW["figures"]
     STORE["path"], RERUN["sims"] = ledger, False  # the simulator artefacts read the ledger's summaries
+    DRAW["figures"] = False  # into a temporary folder: each figure's name, not its drawing
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for artefact in ARTEFACTS.values():
@@ -113,7 +115,7 @@ def rebuild(
                         if evidence is not None and held:
                             evidence[artefact.name, scale] = held
     finally:
-        STORE["path"], RERUN["sims"] = saved, rerun
+        STORE["path"], RERUN["sims"], DRAW["figures"] = saved, rerun, drawing
     return built
 
 

@@ -169,6 +169,7 @@ def hfmds_args(root, out, algorithm, method="hfmds", *extra):
         "--set", "data.clients=4", "--set", "model.name='hfmds-cnn'", "--set", "train.rounds=4",
         "--set", "train.batch_size=8", "--set", "train.checkpoint_every=2", "--set", "train.device='cpu'",
         "--set", "train.participation=0.5", "--set", "train.local_steps=3", "--set", "train.estimate_every=3",
+        "--set", "train.estimate_samples=8",  # per-sample gradients of 8 a client: the 64 default took most of a run
         "--set", "train.momentum=0.9", "--set", "train.weight_decay=5e-4", "--set", "train.weighting='uniform'",
         "--set", f"algorithm.name='{algorithm}'", "--set", f"method.name='{method}'", "--set", "method.period=3",
         "--set", "method.n_synthetic=5", "--set", "method.steps=4", "--set", "method.synthetic_batch_size=6",
