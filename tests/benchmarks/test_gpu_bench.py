@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # every part tiny, its graphs traced on the CPU: 26 s on 2 cores
 def test_the_dry_bench_measures_every_part_and_the_plan_reads_its_rates(tmp_path):
     out = tmp_path / "gpu.json"
     done = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry", "--out", str(out)], cwd=ROOT, capture_output=True,

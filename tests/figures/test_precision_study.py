@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from figures.precision import main as precision_main
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -75,7 +77,9 @@ def test_the_changes_against_the_fp32_twin_and_the_rule_over_seeds(runs):
     assert "| tf32 | 0 |" in done.stdout and "tf32 (seeds 0, 1) against FP32 (seeds 0, 1)" in done.stdout
 
 
-def test_what_it_refuses_in_one_line(runs, tmp_path):
+def test_what_it_refuses_in_one_line(runs, tmp_path, capsys):
+    """Each refusal as the CLI gives it (the first through `python -m figures.precision`, the others in this
+    process: the same parser, a second apiece less)."""
     _, reference, tf32, _, (x, _, logits, _) = runs
     alone = write_run(tmp_path / "alone", [0.5] * 7, x, logits, "bf16", seed=3)
     longer = write_run(tmp_path / "longer", [0.5] * 8, x, logits, "bf16")
@@ -88,6 +92,12 @@ def test_what_it_refuses_in_one_line(runs, tmp_path):
              ((reference,), "no arm in another precision than FP32"),
              ((reference, unfinished), "its synthesis has not finished"),
              ((reference, tmp_path / "nothing"), "not a DynaFed run past its synthesis")]  # fmt: skip
-    for args, message in cases:
-        done = run(*args, "--out", tmp_path / "out2")
-        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    (args, message), *others = cases
+    done = run(*args, "--out", tmp_path / "out2")
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    for args, message in others:
+        with pytest.raises(SystemExit) as exit_:
+            precision_main([*map(str, args), "--out", str(tmp_path / "out2")])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and message in err and err.count("error:") == 1, err
+    assert not (tmp_path / "out2").exists()

@@ -105,6 +105,7 @@ def overlap(intervals: list[tuple[float, float, int]]) -> int:
     return most
 
 
+@pytest.mark.slow  # ~20 stand-in tasks of 1 s, three at a time, and the reports: 28 s on 2 cores
 def test_start_all_runs_every_open_task_by_priority_three_at_a_time_after_its_state(tmp_path):
     bin_dir, _, times = stand_ins(
         tmp_path, sleep=1.0
