@@ -160,9 +160,9 @@ def test_the_check_fails_when_one_metrics_row_changes(tmp_path, capsys):
     assert out.startswith(f"{metrics}: ") and "disagrees with summary.json: final_test_accuracy" in out
 
 
-@pytest.mark.slow
 def test_the_report_is_what_the_ledger_gives(capsys):
-    """CI's check: every generated number of results/REPORT.md is rebuilt from results/ledger, offline."""
+    """CI's check: every generated number of results/REPORT.md is rebuilt from results/ledger, offline (~2 s since
+    the rebuild draws no figure: in the default suite)."""
     assert main(["check", "--ledger", str(LEDGER), "--report", str(REPO / "results" / "REPORT.md")]) == 0, (
         capsys.readouterr().out
     )
