@@ -22,7 +22,7 @@ from theory.errors import InputError
 SCALES = ("quick", "cpu", "paper")
 ROOT = Path("results/figures")
 USED: set[Path] = set()  # the run folders the build in progress reads (its result names them: ``runs``)
-DRAW = {"figures": True}  # False while figures.ledger.rebuild checks numbers: a build names its figures, draws none
+DRAW = {"figures": True}  # False in figures.ledger.rebuild (check, report): a build names its figures, draws none
 
 
 def used(folders: Iterable[Path]) -> None:

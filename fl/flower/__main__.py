@@ -68,7 +68,13 @@ def simulate(
 ) -> dict:
     """Run ``config`` into ``out`` in Flower's simulation engine; returns the summary. The caller holds the run
     folder's lock. Ctrl-C: the server stops at its next exchange with the clients and saves its checkpoint (the
-    InputError of :func:`fl.run.execute` that says so is raised here); Ray is shut down whatever happens."""
+    InputError of :func:`fl.run.execute` that says so is raised here); Ray is shut down whatever happens.
+
+    The engine runs in a thread of its own (:class:`Engine`), never in the thread that receives the signal: a
+    KeyboardInterrupt in Flower's engine made it shut Ray down while its worker threads were still calling Ray, and
+    Ray's core then ended the whole process at once (exit 1, the checkpoint never saved; or, milder, an actor's death
+    or a broken pipe logged). Here the signal only asks the server to stop; the server's app ends, and Flower winds
+    its engine down as after any run: its workers leave, then Ray is shut down."""
     try:
         from flwr.simulation import run_simulation
     except ImportError:
@@ -79,16 +85,18 @@ def simulate(
     check_resources(cpus_per_client, config.data.clients)
     server = ServerRun(config, out, resume, accept_code_change=accept_code_change)
     hold_engine_errors()
+    resources = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
+    engine = Engine(
+        lambda: run_simulation(server.app(), client_app, num_supernodes=config.data.clients, backend_config=resources)
+    )
     try:
-        run_simulation(
-            server.app(), client_app, num_supernodes=config.data.clients,
-            backend_config={"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}},
-        )  # fmt: skip
-    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C; SIGTERM (ray.init replaces its handler: sys.exit)
+        engine.run()
+    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, SIGTERM (theory.cli.signals_as_interrupts)
         if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM:
             raise
         quiet_engine()
         server.stop_and_wait()
+        engine.join()  # Flower winds its engine down (Ctrl-C again to leave at once)
         if isinstance(server.error, InputError):  # "interrupted after round t; continue with --resume ..."
             raise server.error from None
         raise
@@ -100,6 +108,43 @@ def simulate(
     if not summary.exists():
         raise InputError(f"{out}: the Flower run ended without a summary (see the log above)")
     return read_object(summary, "summary.json of the Flower run")
+
+
+class Engine:
+    """A call (Flower's ``run_simulation``) in a daemon thread: :meth:`run` starts it and waits, in steps a signal
+    can interrupt (in the thread that receives it, as the start itself), and raises what the call raised;
+    :meth:`join` waits without raising. Ray's notice that ``ray.init`` outside the main thread sets no SIGTERM
+    handler is silenced: that is the point."""
+
+    def __init__(self, call) -> None:
+        self.raised: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, args=(call,), name="flower-engine", daemon=True)
+        ray_worker = logging.getLogger("ray._private.worker")
+        if not any(isinstance(f, RayThreadNotice) for f in ray_worker.filters):
+            ray_worker.addFilter(RayThreadNotice())
+
+    def _run(self, call) -> None:
+        try:
+            call()
+        except BaseException as error:  # handed to the waiting thread
+            self.raised.append(error)
+
+    def join(self) -> None:
+        while self.thread.is_alive():
+            self.thread.join(0.1)
+
+    def run(self) -> None:
+        self.thread.start()
+        self.join()
+        if self.raised:
+            raise self.raised[0]
+
+
+class RayThreadNotice(logging.Filter):
+    """Drops Ray's notice that ``ray.init`` outside the main thread sets no SIGTERM handler (:class:`Engine`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
 
 
 class HeldEngineErrors(logging.Filter):

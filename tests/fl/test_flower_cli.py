@@ -214,8 +214,8 @@ def interrupt(
 def test_ctrl_c_and_sigterm_stop_a_flower_run_within_seconds_with_its_checkpoint(cifar_root, tmp_path, capsys):
     """Before: "interrupted" and then 46-70 s (or for ever) of a live process and Ray. Now: out within seconds, the
     checkpoint of the last whole round saved (checkpoint_every = 50 would have lost them), and the run resumes from
-    it; the same for SIGTERM (ray.init replaces its handler). While it runs, ``fl.run --resume`` of its folder (the
-    issue's case: both ran and wrote) is refused."""
+    it; the same for SIGTERM to the process group (as timeout and SLURM send it). While it runs, ``fl.run --resume``
+    of its folder (the issue's case: both ran and wrote) is refused."""
     from fl.run import main as run_main
 
     out = tmp_path / "run"
@@ -274,6 +274,50 @@ def test_after_a_stop_flowers_own_log_is_silenced(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="interrupted after round 1"):
         flower_module.simulate(config, tmp_path)
     assert seen == [False]
+
+
+def test_a_stop_reaches_the_server_while_flowers_engine_winds_down_in_its_own_thread(tmp_path, monkeypatch):
+    """The CI flake of the SIGTERM test above (2026-11-28, a third time: exit 1 in 0.1 s, Ray's "The core worker has
+    already been shutdown ... The process will exit"): a KeyboardInterrupt inside Flower's engine made it shut Ray
+    down while its worker threads still called Ray. The engine now runs in a thread of its own; Ctrl-C in the main
+    thread asks the server to stop, the engine ends as after any run, and only then is Ray shut down here."""
+    import _thread
+
+    import fl.flower.__main__ as flower_module
+    import fl.flower.app as app_module
+
+    events, servers = [], []
+
+    class Server:
+        def __init__(self, *args, **kwargs) -> None:
+            self.error, self.stop = None, threading.Event()
+            servers.append(self)
+
+        def app(self):
+            return None
+
+        def stop_and_wait(self) -> None:
+            events.append("server stopped, its checkpoint saved")
+            self.error = InputError("interrupted after round 1; continue with --resume RUN")
+            self.stop.set()
+
+    def engine(*args, **kwargs) -> None:
+        events.append(f"engine in the main thread: {threading.current_thread() is threading.main_thread()}")
+        _thread.interrupt_main()  # Ctrl-C reaches the main thread while the engine runs
+        assert servers[0].stop.wait(10)
+        time.sleep(0.2)  # Flower's workers finish their messages; its backend shuts Ray down
+        events.append("engine ended")
+        raise InputError("interrupted after round 1; continue with --resume RUN")  # the server app's, re-raised
+
+    monkeypatch.setattr(app_module, "ServerRun", Server)
+    monkeypatch.setattr(app_module, "check_supported", lambda config: None)
+    monkeypatch.setattr(flower_module, "shutdown_ray", lambda: events.append("Ray shut down here"))
+    monkeypatch.setattr(flwr.simulation, "run_simulation", engine)
+    config = SimpleNamespace(data=SimpleNamespace(clients=2))
+    with pytest.raises(InputError, match="interrupted after round 1"):
+        flower_module.simulate(config, tmp_path)
+    assert events == ["engine in the main thread: False", "server stopped, its checkpoint saved", "engine ended",
+                      "Ray shut down here"]  # fmt: skip
 
 
 def test_an_engine_error_is_reported_after_its_hold_unless_the_run_was_stopped(monkeypatch):
