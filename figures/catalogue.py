@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import DRAW, Artefact, Built, Claim
-from figures.flruns import NotInStore, read_only, store
+from figures.artefacts import Artefact, Built, Claim
+from figures.flruns import NotInStore, plt, read_only, save, store
 from figures.verdict import HELD, NOT_MEASURED, NOT_RESOLVED, at_or_below, censored_mark, combine
 from theory.errors import InputError
 from theory.output import read_object
@@ -176,11 +176,6 @@ def build_lemma1(scale: str, folder: Path) -> Built:
 
 
 def plot_lemma1(p, zeta_ratio, zeta_bound, l_p, l_bound, path: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     axes[0].plot(p, zeta_ratio, "o", label="measured ζ̂²_p / ζ²")
     axes[0].plot(p, (1 - p) ** 2, "r-", label="(1−p)² (Lemma 1, the mixture)")
@@ -191,12 +186,7 @@ def plot_lemma1(p, zeta_ratio, zeta_bound, l_p, l_bound, path: Path) -> list[str
     axes[1].set(xlabel="shuffled fraction p", ylabel="L_p (smoothness)", title="smoothness")
     for ax in axes:
         ax.legend(fontsize=7)
-    if DRAW["figures"]:
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        fig.savefig(path.with_suffix(".pdf"))
-    plt.close(fig)
-    return [path.name, path.with_suffix(".pdf").name]
+    return save(fig, path)
 
 
 def figb2_claim(claims: dict, epochs: list[int]) -> Claim:
