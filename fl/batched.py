@@ -72,11 +72,11 @@ def has_dropout(model: nn.Module) -> bool:
 
 
 def plan(
-    indices: list[torch.Tensor], batch_size: int, generators: list[torch.Generator], epochs: int, steps: int
+    indices: list[torch.Tensor], batch_size: int, generators: list[torch.Generator], budgets: list[tuple[int, int]]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Every client's batches as (index (S, m, B), weight (S, m, B), K (m,)): S = max K_i steps, batches padded
-    with index 0 and weight 0, a client past its K_i steps all zero weight."""
-    lists = [list(batches(index, batch_size, g, epochs, steps)) for index, g in zip(indices, generators)]
+    """Every client's batches as (index (S, m, B), weight (S, m, B), K (m,)) from its (epochs, steps) budget: S =
+    max K_i steps, batches padded with index 0 and weight 0, a client past its K_i steps all zero weight."""
+    lists = [list(batches(index, batch_size, g, *b)) for index, g, b in zip(indices, generators, budgets)]
     counts = torch.tensor([len(b) for b in lists])
     n_steps, m = int(counts.max()) if len(lists) else 0, len(lists)
     device = indices[0].device if indices else "cpu"
@@ -85,6 +85,11 @@ def plan(
     for i, client in enumerate(lists):  # one write a client, not one a step (each is a kernel launch on a GPU)
         index[: len(client), i], weight[: len(client), i] = padded_batches(client, batch_size, device)
     return index, weight, counts
+
+
+def budgets(group: Group) -> list[tuple[int, int]]:
+    """Each client's (epochs, steps) of :func:`fl.clients.batches`: the group's own, else its local settings'."""
+    return group.budgets or [(group.local.epochs, group.local.steps)] * len(group.indices)
 
 
 def padded_batches(batches: list[torch.Tensor], width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,6 +118,7 @@ class Group:
     lr: float
     local: object  # fl.clients.LocalConfig
     tasks: list | None = None  # each client's fl.methods.base.BatchedTask or None (plain cross-entropy)
+    budgets: list[tuple[int, int]] | None = None  # each client's (epochs, steps) (fl.clients.client_budget)
 
 
 def layout(group: Group) -> tuple[int, bool]:
@@ -226,7 +232,7 @@ def _train_units(
     model, names = flat.model, flat.layout
     groups = [group for unit in units for group in unit]
     model.train()
-    plans = [plan(g.indices, g.local.batch_size, g.generators, g.local.epochs, g.local.steps) for g in groups]
+    plans = [plan(g.indices, g.local.batch_size, g.generators, budgets(g)) for g in groups]
     n_steps = max((p[0].shape[0] for p in plans), default=0)
     dtype = flat.params.dtype
     split = _Split(model)

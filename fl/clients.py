@@ -68,6 +68,22 @@ class LocalConfig:
     client_state: str = "device"
     augment: str = "none"
     optimizer_state: str = "reset"
+    budget: str = "epochs"
+
+
+BUDGETS = ("epochs", "real-steps")
+
+
+def client_budget(local: LocalConfig, n_own: int) -> tuple[int, int]:
+    """(epochs, steps) of :func:`batches` for a client with ``n_own`` samples of its own (D_i, before anything is
+    added): ``local``'s E and τ, except under ``budget = "real-steps"`` (and no fixed τ), where the client takes
+    K_i = E·⌈n_i/B⌉ steps, those of its D_i-only run, whatever synthetic or shuffled-in data it trains on beside
+    D_i (no step when D_i is empty). Fedssyn's authors' code cuts the local epochs to int(n_i·E/(n_i + ñ)) when
+    synthetic data are added, so that the iterations stay about the same; this keeps them exactly."""
+    if local.steps or local.budget == "epochs":
+        return local.epochs, local.steps
+    k = local.epochs * -(-n_own // local.batch_size)
+    return (local.epochs, k) if k else (0, 0)
 
 
 STEP_KEY = "adam_step"  # one number per client; every other carried row has the model's P numbers

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from fl.algorithms import ALGORITHMS, Algorithm
 from fl.batched import BACKENDS
+from fl.clients import BUDGETS
 from fl.data.datasets import ALIASES, LAYOUTS, canonical_name, check_root
 from fl.data.partition import NATURAL, PARTITIONERS, partitioner_params
 from fl.methods import METHODS, Method
@@ -171,6 +172,10 @@ class TrainConfig:
     code (fl/augment.py). optimizer_state: "reset" (the clients' optimiser starts afresh every round) or "keep"
     (each client keeps its Adam moments and step count, or its SGD momentum buffer, from its last round: DynaFed's
     code); the kept state is client state, saved in the checkpoint.
+    local_budget: what ``local_epochs`` counts: "epochs" (E passes over everything a client trains on) or
+    "real-steps" (the K_i = E·⌈n_i/B⌉ steps of E passes over its own n_i samples, taken over everything it trains
+    on, synthetic data included: the steps of its D_i-only run, as Fedssyn's authors' code keeps them by cutting
+    the epochs to int(n_i·E/(n_i + ñ)); fl.clients.client_budget).
     keep_round: also keep the checkpoint after this round as ``checkpoint_round{r}.pt`` (0: none), so that other
     runs can start from it (``python -m fl.run --init-from``; FedCOG's "50 FedAvg rounds, then 20 FedCOG").
     workers: on the CPU, the round's participants train in this many worker processes of one torch thread each
@@ -189,6 +194,7 @@ class TrainConfig:
     participation: float = 1.0
     local_epochs: int = 1
     local_steps: int = 0
+    local_budget: str = "epochs"
     momentum: float = 0.0
     weight_decay: float = 0.0
     optimizer: str = "sgd"
@@ -220,6 +226,7 @@ class TrainConfig:
         _require(0 < self.participation <= 1, "train.participation", "C must lie in (0, 1]")
         _require(self.local_epochs >= 1, "train.local_epochs", "must be >= 1")
         _require(self.local_steps >= 0, "train.local_steps", "must be >= 0 (0: use local_epochs)")
+        _require(self.local_budget in BUDGETS, "train.local_budget", f"must be one of {', '.join(BUDGETS)}")
         _require(0 <= self.momentum < 1, "train.momentum", "must lie in [0, 1)")
         _require(self.optimizer in ("sgd", "adam"), "train.optimizer", "must be 'sgd' or 'adam'")
         _require(self.optimizer == "sgd" or not self.momentum, "train.momentum", "applies to sgd only")
@@ -253,7 +260,10 @@ DTYPES = ("float32", "float64")
 SPEED_ONLY = ("workers",)  # train keys that never change a run's numbers
 # keys added after runs were recorded, by section, left out of a run's identity at their default, so that the
 # identity (and the checkpoint's config key) of every earlier run stays what it was
-LATER_DEFAULTS = {"train": {"client_eval_every": 0, "dtype": "float32"}, "model": {"conv": "torch"}}
+LATER_DEFAULTS = {
+    "train": {"client_eval_every": 0, "dtype": "float32", "local_budget": "epochs"},
+    "model": {"conv": "torch"},
+}
 
 
 @dataclass(frozen=True)

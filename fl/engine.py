@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from fl import batched
 from fl.algorithms import Algorithm, Context, State
 from fl.augment import crop_flip
-from fl.clients import STEP_KEY, ClientSet, LocalConfig, batches, carried_rows
+from fl.clients import STEP_KEY, ClientSet, LocalConfig, batches, carried_rows, client_budget
 from fl.flat import FlatModel
 from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, new_state
 
@@ -280,6 +280,7 @@ def train_participants(
             state.lr,
             local,
             tasks,
+            [client_budget(local, len(data.original[i])) for i in participants],
         )
         if fleet is not None:  # no dropout there (fl.fleet refuses it): no global draws to seed
             (ys, steps), runs = fleet.train(flat, group)
@@ -312,9 +313,10 @@ def train_client(
     carry = {k: ctx.client[k] for k in carried_rows(local)}  # the kept optimiser state, back into ctx.client
     with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
         torch.manual_seed(client_seed(seed, t, i) + 1)
+        epochs, budget = client_budget(local, len(data.original[i]))
         steps = local_train(
-            flat, data.x, data.y, data.train[i], local.epochs, local.batch_size, lr,
-            lambda w: algorithm.correction(w, ctx), generator, local.steps, local.momentum, task, local.optimizer,
+            flat, data.x, data.y, data.train[i], epochs, local.batch_size, lr,
+            lambda w: algorithm.correction(w, ctx), generator, budget, local.momentum, task, local.optimizer,
             local.weight_decay, local.augment, carry,
         )  # fmt: skip
     ctx.client.update(carry)

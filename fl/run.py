@@ -167,7 +167,7 @@ class Experiment:
         self.local = LocalConfig(
             train.local_epochs, train.batch_size, train.participation, train.weighting, train.local_steps,
             train.momentum, train.optimizer, train.weight_decay, train.backend, train.client_chunk, train.client_state,
-            train.augment, train.optimizer_state,
+            train.augment, train.optimizer_state, train.local_budget,
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
@@ -507,7 +507,7 @@ def draw_clients(out: Path, rows: list[dict]) -> None:
 # said on stderr and kept in the summary (``init_from_changes``).
 SHARED_TRAIN_KEYS = (
     "participation", "local_epochs", "local_steps", "momentum", "optimizer", "batch_size", "weighting", "seed",
-    "optimizer_state", "augment",
+    "optimizer_state", "augment", "local_budget",
 )  # fmt: skip
 
 

@@ -322,7 +322,9 @@ def own_data(exp: Experiment, i: int, dealt: ArrayRecord | None) -> ClientSet:
     train = [index[:0]] * data.n_clients
     train[i] = torch.arange(len(y), device=index.device)
     empty = [index[:0]] * data.n_clients
-    return ClientSet(x, y, train, empty, empty, empty, data.test_x[:0], data.test_y[:0], data.n_classes)
+    own = list(empty)  # only its count is read (fl.clients.client_budget): client i's D_i
+    own[i] = torch.arange(len(data.original[i]), device=index.device)
+    return ClientSet(x, y, train, empty, own, empty, data.test_x[:0], data.test_y[:0], data.n_classes)
 
 
 def pack_entries(entries: dict) -> RecordDict:

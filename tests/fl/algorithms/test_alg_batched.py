@@ -63,7 +63,7 @@ def test_batched_equals_sequential(tiny, name, options):
 def test_plan_repeats_the_sequential_batch_order(tiny):
     data = tiny.make_data(SIZES)
     make = lambda: [torch.Generator().manual_seed(client_seed(0, 1, i)) for i in range(4)]  # noqa: E731
-    index, weight, counts = plan(data.train, 3, make(), 2, 0)
+    index, weight, counts = plan(data.train, 3, make(), [(2, 0)] * len(data.train))
     assert counts.tolist() == [4, 6, 6, 8]  # 2 epochs of ceil(n_i / 3)
     for i, generator in enumerate(make()):
         expected = list(batches(data.train[i], 3, generator, 2))

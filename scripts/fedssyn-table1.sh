@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Fedssyn Table 1 at the paper's knobs (configs/paper/fedssyn_table1_fmnist.toml: n_tilde = n/N, 10 local epochs,
+# batch 128, lr tuned from {0.01, 0.05, 0.1}, 100 rounds, uniform average), six algorithms (the paper's five plus
+# FedAvgM, ours) x {D_i, D_i with the shuffled synthetic D~_si} x 3 seeds, column by column. Every sweep reuses
+# finished runs and resumes interrupted ones: run the script again after an interruption.
+#   bash scripts/fedssyn-table1.sh [COLUMN...] [-- ARM]
+#     COLUMN: a01 (N = 10, C = 1, alpha = 0.1), a001 (alpha = 0.01), c04_a01, c04_a001 (N = 10, C = 0.4),
+#             n40_a01, n40_a001 (N = 40, C = 0.2), n100_a01, n100_a001 (N = 100, C = 0.1); default: all, in that order
+#     ARM: real (D_i), synthetic (D_i with D~_si) or both (default)
+#   SHUFFLEFL_RUNS (default ~/.cache/shufflefl/runs): where the sweeps live (outside the work tree);
+#   SUBSAMPLE (default 3000: the CPU's scale; 0 on a GPU: every image); JOBS (default 2: runs at a time)
+# Each algorithm's sweep is $RUNS/COLUMN/ALGORITHM: base/seedS (D_i) and method.name=fedssyn/seedS (D_i with D~_si).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+RUNS=${SHUFFLEFL_RUNS:-$HOME/.cache/shufflefl/runs}/fedssyn_table1
+SUBSAMPLE=${SUBSAMPLE:-3000}
+JOBS=${JOBS:-2}
+ALGORITHMS=(fedavg scaffold fedprox feddyn fedpvr fedavgm)
+CONFIG=configs/paper/fedssyn_table1_fmnist.toml
+COLUMNS=()
+ARM=both
+while [ $# -gt 0 ]; do
+  case $1 in
+    --) ARM=${2:?"-- needs an arm: real, synthetic or both"}; shift 2 ;;
+    *) COLUMNS+=("$1"); shift ;;
+  esac
+done
+[ ${#COLUMNS[@]} -eq 0 ] && COLUMNS=(a01 a001 c04_a01 c04_a001 n40_a01 n40_a001 n100_a01 n100_a001)
+case $ARM in real|synthetic|both) ;; *) echo "ARM must be real, synthetic or both, not $ARM" >&2; exit 2 ;; esac
+
+column() {  # the --set arguments of a column: clients, participation, alpha
+  case $1 in
+    a01) echo "10 1.0 0.1" ;;        a001) echo "10 1.0 0.01" ;;
+    c04_a01) echo "10 0.4 0.1" ;;    c04_a001) echo "10 0.4 0.01" ;;
+    n40_a01) echo "40 0.2 0.1" ;;    n40_a001) echo "40 0.2 0.01" ;;
+    n100_a01) echo "100 0.1 0.1" ;;  n100_a001) echo "100 0.1 0.01" ;;
+    *) echo "unknown column $1 (a01, a001, c04_a01, c04_a001, n40_a01, n40_a001, n100_a01, n100_a001)" >&2
+       return 2 ;;
+  esac
+}
+
+for col in "${COLUMNS[@]}"; do
+  read -r clients participation alpha < <(column "$col") || exit 2
+  n_tilde=$(( (SUBSAMPLE > 0 ? SUBSAMPLE : 60000) / clients ))  # n_tilde = n / N
+  case $ARM in real) arms=() ;; synthetic) arms=(--vary method.name=fedssyn --no-base) ;;
+               both) arms=(--vary method.name=fedssyn) ;; esac
+  for algorithm in "${ALGORITHMS[@]}"; do  # both arms of an algorithm before the next: a row fills as it goes
+    "$PYTHON" -m fl.sweep --config "$CONFIG" --set "data.subsample=$SUBSAMPLE" --set "data.clients=$clients" \
+      --set "train.participation=$participation" --set "data.alpha=$alpha" --set "method.n_tilde=$n_tilde" \
+      --set "method.cache_dir=$RUNS/synthetic" --set "algorithm.name=$algorithm" "${arms[@]}" --seeds 0,1,2 \
+      --jobs "$JOBS" --quiet --out "$RUNS/$col/$algorithm"
+  done
+done
