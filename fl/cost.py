@@ -5,6 +5,9 @@ take at a given rate (the lease plan: ``python -m fl.campaign plan``).
   multiply-add counts 2; convolutions and matrix products only, as the counter counts them).
 - Local training: 3 × forward per sample seen (forward, and a backward of twice the forward), the samples a round
   being the participants' training samples × local epochs, or participants × τ × B with ``train.local_steps``.
+  Fedssyn's synthetic sets (ñ a client) add to the training samples under ``train.local_budget = "epochs"``; under
+  "real-steps" a client takes its D_i-only steps, so they add none. A step-size grid adds ``train.tune_rounds``
+  rounds a value, before round 1 (no test evaluation).
 - Evaluation: forward over the test set every ``train.eval_every`` rounds.
 - HFMDs/FMDS: from the first synthesis every local step adds a pool batch (``synthetic_batch_size``, 0: B) to
   its B real samples; each synthesis (round t, t mod T_d = 0) inverts B_g samples a participant (fewer on a
@@ -93,10 +96,14 @@ def run_cost(config: RunConfig, start: int = 0) -> Cost:
     if train.local_steps:
         per_round = participants * train.local_steps * train.batch_size
     else:
-        per_round = n_train * participants / config.data.clients * train.local_epochs
+        n_client = n_train / config.data.clients
+        if method.get("name") in ("fedssyn", "own") and train.local_budget == "epochs":
+            n_client += int(method.get("n_tilde", 1000))
+        per_round = n_client * participants * train.local_epochs
     rounds = range(start + 1, train.rounds + 1)
     evaluations = sum(1 for t in rounds if t % train.eval_every == 0 or t == train.rounds)
-    samples, extra = per_round * len(rounds), 0.0
+    tuning = train.tune_rounds * len(train.lr) if len(train.lr) > 1 and start == 0 else 0
+    samples, extra = per_round * (len(rounds) + tuning), 0.0
     name = method.get("name")
     if name == "dynafed" and start < int(method.get("trajectory_rounds", 20)) < train.rounds:
         per_class, steps = int(method.get("per_class", 15)), int(method.get("inner_steps", 20))
