@@ -4,6 +4,7 @@
 # FedAvgM, ours) x {D_i, D_i with the shuffled synthetic D~_si} x 3 seeds, column by column. Every sweep reuses
 # finished runs and resumes interrupted ones: run the script again after an interruption.
 #   bash scripts/fedssyn-table1.sh [COLUMN...] [-- ARM]
+#   bash scripts/fedssyn-table1.sh --ledger [COLUMN...]   # add the finished runs' small records to results/ledger
 #     COLUMN: a01 (N = 10, C = 1, alpha = 0.1), a001 (alpha = 0.01), c04_a01, c04_a001 (N = 10, C = 0.4),
 #             n40_a01, n40_a001 (N = 40, C = 0.2), n100_a01, n100_a001 (N = 100, C = 0.1); default: all, in that order
 #     ARM: real (D_i), synthetic (D_i with D~_si) or both (default)
@@ -20,8 +21,10 @@ ALGORITHMS=(fedavg scaffold fedprox feddyn fedpvr fedavgm)
 CONFIG=configs/paper/fedssyn_table1_fmnist.toml
 COLUMNS=()
 ARM=both
+LEDGER=
 while [ $# -gt 0 ]; do
   case $1 in
+    --ledger) LEDGER=1; shift ;;
     --) ARM=${2:?"-- needs an arm: real, synthetic or both"}; shift 2 ;;
     *) COLUMNS+=("$1"); shift ;;
   esac
@@ -39,6 +42,24 @@ column() {  # the --set arguments of a column: clients, participation, alpha
        return 2 ;;
   esac
 }
+
+if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder's parent is _runs: stage them so
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  mkdir "$stage/_runs"
+  for col in "${COLUMNS[@]}"; do
+    for run in "$RUNS/$col"/*/*/seed*; do
+      [ -f "$run/summary.json" ] || continue
+      name=$(echo "${run#"$RUNS/"}" | tr '/=' '__')
+      mkdir "$stage/_runs/$name"
+      cp "$run"/{config.json,metrics.jsonl,summary.json,provenance.json} "$stage/_runs/$name/"
+    done
+  done
+  if [ -z "$(ls "$stage/_runs")" ]; then echo "no finished run of ${COLUMNS[*]} in $RUNS"; exit 0; fi
+  "$PYTHON" -m figures ledger add --note "scripts/fedssyn-table1.sh (Fedssyn Table 1 at the paper's knobs)" \
+    "$stage/_runs"/*
+  exit
+fi
 
 for col in "${COLUMNS[@]}"; do
   read -r clients participation alpha < <(column "$col") || exit 2

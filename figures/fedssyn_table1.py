@@ -1,0 +1,276 @@
+"""Fedssyn Table 1 at the paper's knobs (fedssyn_neurips.txt Sec. 4-5): rounds to a target accuracy m with D_i and
+with D_i ∪ D̃_si, per FL algorithm and per column (N clients, participation C, Dirichlet α), and the speed-up at
+every target, so that the choice of m is visible.
+
+The grid is declared once: ``configs/paper/fedssyn_table1_fmnist.toml`` (ñ = n/N, 10 local epochs over D_i kept as
+steps in the synthetic arm, batch 128, lr tuned from {0.01, 0.05, 0.1}, 100 rounds, 3 seeds) and the columns below;
+``scripts/fedssyn-table1.sh`` runs it (hours on the CPU) and the ledger keeps the runs. The artefact runs nothing: a
+column is reported once all its runs are finished in the store, and otherwise named as not measured with the
+command that continues it.
+
+The target rule, fixed before the runs (never tuned to them): the paper gives no rule for m; its FedAvg D_i arms
+reach its m late in their 100 rounds (68 and 88 of 100 on CIFAR-10). Ours: m = 0.95 × FedAvg's D_i final accuracy
+(each seed's mean over its last 5 rounds, averaged over seeds), rounded down to a whole percent
+(:func:`target_rule`). The synthetic arm plays no part in it. A run that never reaches m counts as its last round + 1
+(a lower bound on its rounds, so a speed-up over it is marked ≥; :mod:`figures.verdict`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from figures.artefacts import Artefact, Built, Claim
+from figures.flruns import PLAN, Arm, NotInStore, Protocol, Result, config_of, plt, progress, run_arms, run_folder, save
+from figures.flruns import store as store_of
+from figures.verdict import HELD, NOT_MEASURED, bounded_size, censored_mark, combine, direction
+from fl.sweep import mean_sd
+
+CONFIG = "configs/paper/fedssyn_table1_fmnist.toml"
+SEEDS = (0, 1, 2)
+SUBSAMPLE = {"cpu": 3000, "paper": 0}
+PAPER_ALGORITHMS = ("fedavg", "scaffold", "fedprox", "feddyn", "fedpvr")
+ALGORITHMS = (*PAPER_ALGORITHMS, "fedavgm")  # FedAvgM is ours, not the paper's
+TARGET_SHARE, LAST = 0.95, 5
+LOWEST_TARGET = 0.5
+SCRIPT = "bash scripts/fedssyn-table1.sh"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One of the paper's eight columns: N clients, participation C, Dirichlet α; the paper's (CIFAR-10) m and,
+    per algorithm, its rounds with synthetic data and speed-up ("> 25x": D_i never reached m in 100 rounds)."""
+
+    clients: int
+    participation: float
+    alpha: float
+    paper_m: float
+    paper: dict[str, tuple[int, str]]
+
+    @property
+    def title(self) -> str:
+        return f"N = {self.clients}, C = {self.participation:g}, α = {self.alpha:g}"
+
+    def overrides(self, subsample: int) -> tuple[str, ...]:
+        n_tilde = (subsample or 60_000) // self.clients  # ñ = n / N
+        return (f"data.subsample={subsample}", f"data.clients={self.clients}", f"data.alpha={self.alpha}",
+                f"train.participation={self.participation}", f"method.n_tilde={n_tilde}")  # fmt: skip
+
+
+# fedssyn_neurips.txt Table 1, CIFAR-10 rows, in the script's column order
+COLUMNS = {
+    "a01": Column(10, 1.0, 0.1, 0.66, {"fedavg": (8, "8.5x"), "scaffold": (7, "6.1x"), "fedprox": (8, "5.3x"),
+                                       "feddyn": (5, "14.8x"), "fedpvr": (7, "4.3x")}),
+    "a001": Column(10, 1.0, 0.01, 0.44, {"fedavg": (4, "22x"), "scaffold": (4, "9.3x"), "fedprox": (4, "23.5x"),
+                                         "feddyn": (3, "16.3x"), "fedpvr": (3, "19.3x")}),
+    "c04_a01": Column(10, 0.4, 0.1, 0.66, {"fedavg": (8, "5.6x"), "scaffold": (10, "2.6x"), "fedprox": (9, "8.2x"),
+                                           "feddyn": (7, "10.7x"), "fedpvr": (8, "9.5x")}),
+    "c04_a001": Column(10, 0.4, 0.01, 0.44, {"fedavg": (4, "> 25x"), "scaffold": (5, "> 20x"),
+                                             "fedprox": (4, "> 25x"), "feddyn": (4, "16.8x"), "fedpvr": (4, "> 25x")}),
+    "n40_a01": Column(40, 0.2, 0.1, 0.66, {"fedavg": (21, "2.8x"), "scaffold": (20, "2.7x"), "fedprox": (15, "4.7x"),
+                                           "feddyn": (12, "> 5.3x"), "fedpvr": (21, "2.8x")}),
+    "n40_a001": Column(40, 0.2, 0.01, 0.44, {"fedavg": (12, "8.3x"), "scaffold": (12, "6.8x"),
+                                             "fedprox": (9, "> 11.1x"), "feddyn": (7, "> 14.3x"),
+                                             "fedpvr": (10, "8.5x")}),
+    "n100_a01": Column(100, 0.1, 0.1, 0.66, {"fedavg": (38, "> 2.6x"), "scaffold": (31, "2.7x"),
+                                             "fedprox": (37, "> 2.7x"), "feddyn": (31, "> 3.2x"),
+                                             "fedpvr": (35, "> 2.9x")}),
+    "n100_a001": Column(100, 0.1, 0.01, 0.44, {"fedavg": (19, "4.9x"), "scaffold": (19, "> 5.3x"),
+                                               "fedprox": (31, "> 3.2x"), "feddyn": (17, "> 5.9x"),
+                                               "fedpvr": (21, "> 4.8x")}),
+}  # fmt: skip
+
+# --- the numbers, from accuracy curves alone ----------------------------------------------------------------------
+
+
+def curve(rows: Sequence[dict]) -> list[tuple[int, float]]:
+    """(round, test accuracy) of a run's metrics rows, the rounds with an evaluation."""
+    return [(r["round"], r["test_accuracy"]) for r in rows if r.get("test_accuracy") is not None]
+
+
+def target_rule(fedavg_real: Sequence[Sequence[dict]]) -> float:
+    """m of a column from its FedAvg D_i runs' rows alone: 0.95 × the mean over seeds of each seed's mean test
+    accuracy over its last 5 evaluated rounds, rounded down to a whole percent (the module docstring says why)."""
+    finals = [np.mean([a for _, a in curve(rows)[-LAST:]]) for rows in fedavg_real]
+    return math.floor(100 * TARGET_SHARE * float(np.mean(finals)) + 1e-9) / 100
+
+
+def rounds_to(rows: Sequence[dict], target: float) -> tuple[int, bool]:
+    """(the first round at or above ``target``, False) or, never reached, (the last round + 1, True): a lower
+    bound on the rounds it needs."""
+    points = curve(rows)
+    reached = next((t for t, a in points if a >= target - 1e-12), None)
+    return (reached, False) if reached is not None else (points[-1][0] + 1 if points else 1, True)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """At one target: per seed the rounds without and with synthetic data (censored: never reached, last round
+    + 1), the per-seed speed-ups (without / with, seeds paired: one partition each) and the bound mark."""
+
+    target: float
+    without: list[int]
+    with_: list[int]
+    ratios: list[float]
+    mark: str
+    censored: tuple[bool, bool] = (False, False)  # whether a D_i run, a synthetic run never reached the target
+
+    @property
+    def mean_sd(self) -> tuple[float, float]:
+        return mean_sd(self.ratios)
+
+
+def speedup(without: Sequence[Sequence[dict]], with_: Sequence[Sequence[dict]], target: float) -> Speedup:
+    """Rounds to ``target`` per seed in both arms and their ratios; the mark "≥ " where a D_i run never reached it
+    (its count, and so the speed-up, is a lower bound), "≤ " where a synthetic run never did, "? " both."""
+    a = [rounds_to(rows, target) for rows in without]
+    b = [rounds_to(rows, target) for rows in with_]
+    censored = (any(c for _, c in a), any(c for _, c in b))
+    ratios = [x / y for (x, _), (y, _) in zip(a, b)]
+    return Speedup(target, [r for r, _ in a], [r for r, _ in b], ratios, censored_mark(*censored), censored)
+
+
+def reached_by_all(runs: Sequence[Sequence[dict]]) -> float:
+    """The highest test accuracy every run reached (the smallest of their best accuracies)."""
+    return min(max((a for _, a in curve(rows)), default=0.0) for rows in runs)
+
+
+def targets(without: Sequence[Sequence[dict]], with_: Sequence[Sequence[dict]]) -> list[float]:
+    """Whole-percent targets from 50 % to the highest that every run of both arms reached (none censored)."""
+    top = math.floor(100 * reached_by_all([*without, *with_]) + 1e-9)
+    return [k / 100 for k in range(round(100 * LOWEST_TARGET), top + 1)]
+
+
+# --- the artefact -------------------------------------------------------------------------------------------------
+
+
+def arms(name: str, subsample: int) -> list[Arm]:
+    """Column ``name``'s arms: per algorithm the D_i arm and the D_i ∪ D̃_si arm, in :data:`ALGORITHMS` order."""
+    common = COLUMNS[name].overrides(subsample)
+    return [Arm(f"{name} {algorithm}: {label}", (*common, f"algorithm.name={algorithm}", f"method.name={method}"))
+            for algorithm in ALGORITHMS for label, method in (("D_i", "none"), ("D_i ∪ D̃_si", "fedssyn"))]  # fmt: skip
+
+
+def column_state(protocol: Protocol, column_arms: Sequence[Arm], root: Path) -> tuple[int, int, list[int]]:
+    """(finished runs, runs, rounds reached by each unfinished run that started) of a column in the store."""
+    base = store_of(root)
+    states = [progress(c, run_folder(c, base)) for arm in column_arms for seed in protocol.seeds
+              for c in [config_of(protocol, arm, seed, base)]]  # fmt: skip
+    done = sum(s["state"] == "done" for s in states)
+    return done, len(states), [s["round"] for s in states if s["state"] == "partial"]
+
+
+def column_claim(name: str, column: Column, pairs: dict[str, tuple[Result, Result]], m: float) -> tuple[dict, Claim]:
+    """The column's numbers at m and its verdict: per paper algorithm, fewer rounds with synthetic data beyond the
+    seed spread (:func:`figures.verdict.direction` on the rounds, combined); the size, per algorithm, our mean
+    speed-up against the paper's same column (CIFAR-10, another data set; a ">" of the paper is its lower end)."""
+    at = {a: speedup(w.rows, s.rows, m) for a, (w, s) in pairs.items()}
+    per = {a: direction(at[a].without, at[a].with_) for a in PAPER_ALGORITHMS if a in at}
+    words = {}
+    for a in per:
+        paper = float(column.paper[a][1].lstrip("> ").rstrip("x"))
+        low = column.paper[a][1].startswith(">")
+        mean, sd = at[a].mean_sd
+        words[a] = bounded_size(mean, sd, (paper, math.inf) if low else paper, at[a].mark)
+    verdict = combine(per.values())
+    unresolved = [a for a, v in per.items() if v != HELD]
+    shown = ", ".join(f"{a} {at[a].mark}{at[a].mean_sd[0]:.2f}x" for a in at)
+    text = (
+        f"{name} ({column.title}), m = {m:.0%}: {verdict}: fewer rounds beyond the seed spread for "
+        f"{len(per) - len(unresolved)} of {len(per)} of the paper's algorithms"
+        + (f" (not for {', '.join(unresolved)})" if unresolved else "")
+        + f"; mean speed-ups {shown}"
+    )
+    distinct = set(words.values())
+    size = distinct.pop() if len(distinct) == 1 else "; ".join(f"{a}: {w}" for a, w in words.items())
+    return {"verdicts": per, "sizes": words, "speedups": {a: at[a].mean_sd for a in at}}, Claim(verdict, text, size)
+
+
+def build(scale: str, folder: Path) -> Built:
+    subsample = SUBSAMPLE[scale]
+    protocol = Protocol(CONFIG, (), SEEDS)
+    root = folder.parent.parent
+    if PLAN["tasks"] is not None:  # python -m figures status: every run of the grid (run_arms raises Planned)
+        run_arms("table1-grid", protocol, [arm for name in COLUMNS for arm in arms(name, subsample)], root)
+    rows, claims, notes, numbers, curves = [], [], [], {}, {}
+    for name, column in COLUMNS.items():
+        column_arms = arms(name, subsample)
+        done, total, partial = column_state(protocol, column_arms, root)
+        if done < total:
+            reached = f"; the started ones at rounds {min(partial)}-{max(partial)} of 100" if partial else ""
+            notes.append(f"{name} ({column.title}): {NOT_MEASURED}: {done} of {total} runs finished{reached}; "
+                         f"`{SCRIPT} {name}` continues it")  # fmt: skip
+            continue
+        results = run_arms(f"table1-grid {name}", protocol, column_arms, root)
+        pairs = {a: (results[2 * k], results[2 * k + 1]) for k, a in enumerate(ALGORITHMS)}
+        m = target_rule(pairs["fedavg"][0].rows)
+        numbers[name], claim = column_claim(name, column, pairs, m)
+        numbers[name]["m"] = m
+        claims.append(claim)
+        curves[name] = (m, column.paper_m, {a: [speedup(w.rows, s.rows, t) for t in targets(w.rows, s.rows)]
+                                            for a, (w, s) in pairs.items()})  # fmt: skip
+        for a, (without, with_) in pairs.items():
+            at = speedup(without.rows, with_.rows, m)
+            mean, sd = at.mean_sd
+            w_mark, s_mark = (censored_mark(c, False) for c in at.censored)  # "≥ ": a run never reached m
+            paper = column.paper.get(a)
+            rows.append([
+                name, a + ("" if a in PAPER_ALGORITHMS else " (ours)"), f"{m:.0%}",
+                f"{w_mark}{np.mean(at.without):.1f} → {s_mark}{np.mean(at.with_):.1f}",
+                f"{at.mark}{mean:.2f} ± {sd:.2f}x",
+                numbers[name]["verdicts"].get(a, "-"), numbers[name]["sizes"].get(a, "-"),
+                f"{paper[0]} ({paper[1]}), m = {column.paper_m:.0%}" if paper else "-",
+            ])  # fmt: skip
+    if not claims:
+        raise NotInStore("no column of the grid is finished in the store: " + "; ".join(notes))
+    verdict = combine(c.verdict for c in claims)
+    claim = Claim(
+        verdict,
+        f"Table 1's claim that shuffled synthetic data cut the rounds to m for every algorithm, at the paper's knobs "
+        f"({scale} scale): {verdict} over {len(claims)} of {len(COLUMNS)} columns. "
+        + " ".join(f"{c.text}." for c in claims),
+        "; ".join(f"{n}: {c.size}" for n, c in zip(numbers, claims)) + " (against the paper's CIFAR-10 columns)",
+    )  # fmt: skip
+    return Built(
+        ["column", "algorithm", "m", "rounds D_i → D_i ∪ D̃_si (mean of 3 seeds)", "speed-up (per-seed mean ± sd)",
+         "fewer rounds", "size against the paper", "paper (CIFAR-10): rounds with D̃ (speed-up), m"],
+        rows,
+        claim,
+        figure(curves, folder, scale),
+        {"columns": numbers, "seeds": list(SEEDS), "subsample": subsample, "target_rule": f"{TARGET_SHARE} x FedAvg "
+         f"D_i's mean of its last {LAST} rounds, floored to a whole percent"},
+        tuple(notes),
+    )  # fmt: skip
+
+
+def figure(curves: dict, folder: Path, scale: str) -> list[str]:
+    """Speed-up against target, one panel per measured column, one line per algorithm; our m and the paper's
+    (CIFAR-10) marked."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.4), squeeze=False)
+    for ax, (name, (m, paper_m, per)) in zip(axes[0], curves.items()):
+        for algorithm, points in per.items():
+            ax.plot([100 * p.target for p in points], [p.mean_sd[0] for p in points], marker=".", label=algorithm)
+        ax.axvline(100 * m, color="k", ls="--", lw=0.8, label=f"our m = {m:.0%}")
+        ax.axvline(100 * paper_m, color="0.6", ls=":", lw=0.8, label=f"paper's m = {paper_m:.0%} (CIFAR-10)")
+        ax.set(xlabel="target test accuracy (%)", ylabel="speed-up (rounds D_i / D_i ∪ D̃_si)", title=name)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Fedssyn Table 1 at the paper's knobs, {scale} scale: speed-up against target (mean of 3 seeds)",
+                 fontsize=9)  # fmt: skip
+    return save(fig, folder / "speedup_vs_target")
+
+
+ARTEFACT = Artefact(
+    "table1-grid",
+    "Fedssyn Table 1 at the paper's knobs: rounds to m with and without shuffled synthetic data, six algorithms, "
+    "the paper's columns, and the speed-up at every target",
+    {
+        "cpu": f"{CONFIG} on a subsample of {SUBSAMPLE['cpu']:,} Fashion-MNIST images (5 %; 2,000 test images), "
+        "β-VAE generators, the FedCOG CNN, 3 seeds; every other knob the paper's",
+        "paper": f"{CONFIG} on all 60,000 Fashion-MNIST images (a GPU), β-VAE generators, 3 seeds",
+    },
+    build,
+)

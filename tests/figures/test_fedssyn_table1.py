@@ -1,0 +1,82 @@
+"""Fedssyn Table 1 at the paper's knobs (figures/fedssyn_table1.py): the declared grid's configs carry the paper's
+knobs, and the target rule and the speed-up at every target agree with hand-computed cases, censoring included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from figures import fedssyn_table1 as t1
+from figures.flruns import Protocol, config_of
+from figures.verdict import NOT_RESOLVED
+
+
+@pytest.mark.parametrize("scale", ["cpu", "paper"])
+def test_every_column_of_the_grid_loads_with_the_papers_knobs(scale, tmp_path):
+    protocol = Protocol(t1.CONFIG, (), t1.SEEDS)
+    n = t1.SUBSAMPLE[scale] or 60_000
+    assert len(t1.COLUMNS) == 8 and t1.SEEDS == (0, 1, 2)
+    for name, column in t1.COLUMNS.items():
+        arms = t1.arms(name, t1.SUBSAMPLE[scale])
+        assert len(arms) == 2 * len(t1.ALGORITHMS) == 12
+        for arm in arms:
+            config = config_of(protocol, arm, 2, tmp_path)
+            train, data = config.train, config.data
+            assert (train.rounds, train.local_epochs, train.batch_size) == (100, 10, 128)
+            assert train.local_budget == "real-steps" and train.weighting == "uniform"
+            assert train.lr == (0.01, 0.05, 0.1) and data.val_fraction == 0.1
+            assert (data.clients, train.participation, data.alpha) == (column.clients, column.participation,
+                                                                        column.alpha)  # fmt: skip
+            assert data.subsample == t1.SUBSAMPLE[scale]
+            if config.method["name"] == "fedssyn":
+                assert config.method["n_tilde"] * data.clients == n  # ñ = n / N
+                assert config.method["rho"] == 0.75 and config.method["generator"] == "vae"
+        names = {config_of(protocol, arm, 0, tmp_path).algorithm["name"] for arm in arms}
+        assert names == {"fedavg", "scaffold", "fedprox", "feddyn", "fedpvr", "fedavgm"}
+        assert set(column.paper) == set(t1.PAPER_ALGORITHMS)
+
+
+def rows(*accuracies: float) -> list[dict]:
+    return [{"round": t, "test_accuracy": a} for t, a in enumerate(accuracies, 1)]
+
+
+def test_the_target_rule_by_hand():
+    # last 5 rounds' means: 0.80 and 0.70 -> 0.75; 0.95 x 0.75 = 0.7125 -> 71 %
+    seed0 = rows(0.1, 0.2, 0.8, 0.8, 0.8, 0.8, 0.8)
+    seed1 = rows(0.9, 0.9, 0.6, 0.7, 0.8, 0.7, 0.7)
+    assert t1.target_rule([seed0, seed1]) == pytest.approx(0.71)
+
+
+def test_speedups_at_a_target_with_censoring_by_hand():
+    without = [rows(0.3, 0.5, 0.6, 0.7), rows(0.4, 0.5, 0.55, 0.58)]  # seed 1 never reaches 0.6: 4 + 1 = 5
+    with_ = [rows(0.6, 0.7, 0.7, 0.7), rows(0.5, 0.6, 0.6, 0.7)]
+    at = t1.speedup(without, with_, 0.6)
+    assert (at.without, at.with_, at.censored, at.mark) == ([3, 5], [1, 2], (True, False), "≥ ")
+    assert at.ratios == [3.0, 2.5] and at.mean_sd[0] == pytest.approx(2.75)
+    exact = t1.speedup(without, with_, 0.5)  # every run reaches 0.5
+    assert (exact.without, exact.with_, exact.mark) == ([2, 2], [1, 1], "")
+    late = t1.speedup(with_, without, 0.7)  # the other way round: the synthetic side censored
+    assert (late.without, late.with_, late.mark) == ([2, 4], [4, 5], "≤ ")  # an upper bound on the speed-up
+    assert t1.speedup(without, with_, 0.75).mark == "? "  # both sides censored: bounds both ways
+    assert t1.speedup(without[:1], with_[1:], 0.7).mark == ""
+    # targets: whole percent from 50 % to the highest every run of both arms reached (0.58)
+    assert t1.targets(without, with_) == [k / 100 for k in range(50, 59)]
+
+
+def test_a_column_claim_and_its_bounds(tmp_path: Path):
+    from figures.flruns import Arm, Result
+
+    def result(curves):
+        return Result(Arm("x"), [{} for _ in curves], list(curves))
+
+    slow = [rows(*([0.1] * 30 + [0.8])), rows(*([0.1] * 40 + [0.8]))]
+    fast = [rows(0.1, 0.8), rows(0.1, 0.1, 0.8)]
+    pairs = {a: (result(slow), result(fast)) for a in t1.ALGORITHMS}
+    numbers, claim = t1.column_claim("a01", t1.COLUMNS["a01"], pairs, 0.8)
+    assert claim.verdict == "held" and numbers["speedups"]["fedavg"][0] == pytest.approx((31 / 2 + 41 / 3) / 2)
+    never = [rows(*([0.1] * 10)), rows(*([0.1] * 10))]
+    pairs = {a: (result(never), result(fast)) for a in t1.ALGORITHMS}
+    numbers, claim = t1.column_claim("a01", t1.COLUMNS["a01"], pairs, 0.8)
+    assert "≥ " in claim.text  # a D_i arm that never reached m: its speed-ups are lower bounds
+    assert numbers["sizes"]["fedavg"] == f"{NOT_RESOLVED} (a lower bound)"  # 11/2, 11/3 below the paper's 8.5x
