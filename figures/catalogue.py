@@ -16,7 +16,9 @@ import numpy as np
 
 from figures.artefacts import Artefact, Built, Claim
 from figures.flruns import NotInStore, plt, read_only, save, store
-from figures.verdict import HELD, NOT_MEASURED, NOT_RESOLVED, at_or_below, censored_mark, combine
+from figures.verdict import at_or_below, censored_mark, combine
+from sims.mnist.experiment import figb2_claim as simulated_figb2_claim
+from sims.quadratic.fit import corollary_claims
 from theory.errors import InputError
 from theory.output import read_object
 from theory.shuffle import finite_sample_allowance
@@ -72,35 +74,18 @@ def quadratic_run(scale: str, folder: Path) -> tuple[dict, Path]:
     return simulate("sims.quadratic", QUADRATIC[scale], run), run
 
 
-def fig2_claim(p: np.ndarray, a_ratio: np.ndarray, theory: np.ndarray, ci_low: np.ndarray | None = None) -> Claim:
-    """Fig. 2c: Corollary I bounds the rounds, so for 0 < p <= 0.6 the fitted A_p/A_0 stays at or below its ratio
-    (1-p)·sqrt(1-p+p·L_avg/L_max); the bound is exceeded beyond its allowance where even the lower end of the
-    bootstrap 95% interval lies above it (:func:`figures.verdict.at_or_below`). Which curve the ratio follows
-    (log-space RMS distance to the corollary's ratio and to (1-p)²) is reported in the sentence, not as a size (the
-    paper gives no number to compare with); so is where, beyond p = 0.6, the ratio lies above the bound."""
-    from sims.quadratic.__main__ import fit_errors
+def fig2_claim(p: np.ndarray, a_ratio: np.ndarray, theory: np.ndarray, ci: np.ndarray | None = None) -> Claim:
+    """Fig. 2c's bound (Corollary I: the fitted A_p/A_0 at or below its ratio for 0 < p <= 0.6), judged as the
+    simulator judges it (:func:`sims.quadratic.fit.corollary_claims`); the paper's "matches" is the second claim,
+    :func:`fig2_shape`, kept in the result's numbers for its own claims row."""
+    verdict, text = corollary_claims(p, a_ratio, theory, ci)["bound"]
+    return Claim(verdict, text + ".")
 
-    errors = fit_errors(p, a_ratio, theory)
-    if errors is None:
-        return Claim(NOT_MEASURED, "No p in (0, 0.6] has a finite fitted ratio: the claim cannot be checked here.")
-    rms_theory, rms_square = errors
-    keep = (p > 0) & (p <= 0.6) & np.isfinite(a_ratio)
-    low = a_ratio if ci_low is None else np.asarray(ci_low, dtype=float)
-    verdict = at_or_below(low[keep], theory[keep])
-    follows = "(1-p)²" if rms_square < rms_theory else "Corollary I's ratio"
-    outside = (p > 0.6) & np.isfinite(low) & (low > theory * (1 + 1e-9))
-    beyond = (
-        f"; beyond that range (not claimed) it lies above it, past its 95 % interval, at p = "
-        f"{', '.join(f'{q:g}' for q in p[outside])}"
-        if outside.any()
-        else ""
-    )
-    text = (
-        f"Corollary I's bound on the rounds (A_p/A_0 <= its ratio for p <= 0.6): {verdict}: for 0 < p <= 0.6 the "
-        f"fitted ratio lies {'at or below' if verdict == HELD else 'above'} it{beyond}; it follows {follows}: "
-        f"log-RMS distance {rms_theory:.3f} to Corollary I's ratio, {rms_square:.3f} to (1-p)²."
-    )
-    return Claim(verdict, text)
+
+def fig2_shape(p: np.ndarray, a_ratio: np.ndarray, theory: np.ndarray, ci: np.ndarray | None = None) -> Claim:
+    """Fig. 2c's "the estimated ratio matches the theoretical ratio" (p <= 0.6), by the simulator's rule."""
+    verdict, text = corollary_claims(p, a_ratio, theory, ci)["shape"]
+    return Claim(verdict, text + ".")
 
 
 def build_fig2(scale: str, folder: Path) -> Built:
@@ -108,6 +93,7 @@ def build_fig2(scale: str, folder: Path) -> Built:
     p, a_ratio = np.array(summary["p"]), np.array(summary["A_ratio"], dtype=float)
     theory, rounds = np.array(summary["theory_ratio"]), summary["rounds_to_eps"]
     ci = summary.get("A_ratio_ci95")
+    intervals = None if ci is None else np.array(ci, dtype=float)
     rows = [
         [float(q), float(a_ratio[j]), "-" if ci is None else f"[{ci[0][j]:.3g}, {ci[1][j]:.3g}]", float(theory[j]),
          float((1 - q) ** 2), rounds[j]]
@@ -117,9 +103,13 @@ def build_fig2(scale: str, folder: Path) -> Built:
     return Built(
         ["p", "A_p/A_0 (fitted)", "95% CI", "Corollary I ratio", "(1-p)²", "rounds to ε"],
         rows,
-        fig2_claim(p, a_ratio, theory, None if ci is None else np.array(ci[0], dtype=float)),
+        fig2_claim(p, a_ratio, theory, intervals),
         figures,
-        {"seeds": summary["config"]["seeds"], "kappa_p_le_0.6": summary["kappa_p_le_0.6"]},
+        {
+            "seeds": summary["config"]["seeds"],
+            "kappa_p_le_0.6": summary["kappa_p_le_0.6"],
+            "parts": {"shape": fig2_shape(p, a_ratio, theory, intervals).to_dict()},
+        },
     )
 
 
@@ -190,19 +180,8 @@ def plot_lemma1(p, zeta_ratio, zeta_bound, l_p, l_bound, path: Path) -> list[str
 
 
 def figb2_claim(claims: dict, epochs: list[int]) -> Claim:
-    """Fig. B.2: with split-by-class data the final loss falls monotonically in p at every E, and the speed-up
-    from shuffling is largest at the largest E."""
-    monotone = all(claims.get(f"split_E{e}_monotone_in_p", False) for e in epochs)
-    gains = {e: claims.get(f"split_E{e}_speedup_at_pmax") or 0.0 for e in epochs}
-    largest = max(gains, key=gains.get)
-    verdict = HELD if monotone and largest == max(epochs) else NOT_RESOLVED  # the summary holds no seed spread
-    text = (
-        f"Fig. B.2's claim (split-by-class loss falls with p, most at the largest E): {verdict}: loss "
-        f"{'monotone' if monotone else 'not monotone'} in p at every E; "
-        f"speed-up at the largest p is largest at E={largest} "
-        f"({', '.join(f'E={e}: {g:.2f}x' for e, g in gains.items())})."
-    )
-    return Claim(verdict, text)
+    """Fig. B.2, judged as the simulator judges it (:func:`sims.mnist.experiment.figb2_claim`)."""
+    return Claim(*simulated_figb2_claim(claims, epochs))
 
 
 def shown_speedup(row: dict, rows: list[dict], rounds: int) -> str | float:

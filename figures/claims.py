@@ -34,7 +34,9 @@ class ClaimRow:
     are not in it yet; the verdict is the lost build's judgement in :mod:`figures.verdict`'s words. A row with
     ledger evidence never falls back to it: it exists only for rows marked record lost from the start.
     ``rerun``: the command or campaign group that would make a lost row's runs again.
-    ``fixed``: (ours, verdict, evidence, command) of a claim that no run checks."""
+    ``fixed``: (ours, verdict, evidence, command) of a claim that no run checks.
+    ``part``: a second claim of the same artefact (its result's ``numbers["parts"][part]``) judged apart from its
+    main claim (Fig. 2c's bound and its "matches")."""
 
     claim: str
     paper: str
@@ -42,6 +44,7 @@ class ClaimRow:
     lost: tuple[str, str] | None = None
     rerun: str = ""
     fixed: tuple[str, str, str, str] | None = None
+    part: str = ""
 
     def __post_init__(self) -> None:
         for pair in (self.lost, self.fixed):
@@ -60,7 +63,14 @@ ROWS = (
     ClaimRow(
         "Corollary I: A_p/A_0 ≤ (1-p)√(1-p+p·L_avg/L_max), the rounds' bound (Fig. 2c)", "Fig. 2", ("fig2", "cpu")
     ),
-    ClaimRow("Corollary I, the authors' single-sample SGD", "Fig. 2", ("fig2", "paper")),
+    ClaimRow("Corollary I's bound, the authors' single-sample SGD", "Fig. 2", ("fig2", "paper")),
+    ClaimRow(
+        "Fig. 2c: the fitted A_p/A_0 matches Corollary I's ratio for p ≤ 0.6",
+        '"matches"',
+        ("fig2", "cpu"),
+        part="shape",
+    ),
+    ClaimRow("Fig. 2c's match, the authors' single-sample SGD", '"matches"', ("fig2", "paper"), part="shape"),
     ClaimRow("Fedssyn Fig. B.2: split-by-class loss falls with p, most at large E", "Fig. B.2", ("figB2", "cpu")),
     ClaimRow("Fedssyn Fig. 3: shuffled synthetic data boost FedAvg", "CIFAR-10, DDPM", ("fig3", "cpu")),
     ClaimRow(
@@ -139,6 +149,8 @@ def row_cells(row: ClaimRow, built: dict[tuple[str, str], dict | str]) -> list[s
     outcome = built.get((name, scale)) if name else None
     if isinstance(outcome, dict):
         claim, runs = outcome["claim"], outcome.get("runs", [])
+        if row.part:
+            claim = outcome["numbers"]["parts"][row.part]
         evidence = f"yes: {len(runs)} run(s)" if runs else "yes: the simulator's summary"
         verdict = check(claim["verdict"])
         return [row.claim, row.paper, ours_text(claim), verdict, claim.get("size") or "-", evidence, command]

@@ -15,6 +15,7 @@ from sims.mnist.problem import DATASETS, PARTITIONS, client_indices, evaluate, g
 from theory import lemma1
 from theory.errors import InputError
 from theory.shuffle import n_exchanged
+from theory.verdict import NOT_RESOLVED
 
 
 @dataclass(frozen=True)
@@ -356,3 +357,22 @@ def seconds_needed(config: Config) -> float:
 
 def config_dict(config: Config) -> dict:
     return asdict(config)
+
+
+def figb2_claim(claims: dict, epochs: list[int]) -> tuple[str, str]:
+    """Fig. B.2's claim (split-by-class: the final loss falls with p at every E, and shuffling's speed-up is largest
+    at the largest E) as (verdict, sentence), in :mod:`theory.verdict`'s words; REPORT and the simulator's summary
+    line print the same. The summary holds the mean over seeds without its spread, so the rule can give no more than
+    not resolved; the sentence says what the means show."""
+    monotone = all(claims.get(f"split_E{e}_monotone_in_p", False) for e in epochs)
+    gains = {e: claims.get(f"split_E{e}_speedup_at_pmax") or 0.0 for e in epochs}
+    largest = max(gains, key=gains.get)
+    agrees = monotone and largest == max(epochs)
+    text = (
+        f"Fig. B.2's claim (split-by-class loss falls with p, most at the largest E): {NOT_RESOLVED} (means over "
+        f"seeds without their spread: the rule needs one to say more); the means "
+        f"{'agree with' if agrees else 'go against'} it: loss {'monotone' if monotone else 'not monotone'} in p at "
+        f"every E; speed-up at the largest p is largest at E={largest} "
+        f"({', '.join(f'E={e}: {g:.2f}x' for e, g in gains.items())})."
+    )
+    return NOT_RESOLVED, text

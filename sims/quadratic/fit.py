@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from theory.verdict import HELD, NOT_MEASURED, at_or_below, within_intervals
+
 
 def weighted_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares slope and intercept of y ≈ slope·x + intercept with weights w (last axis), vectorised."""
@@ -61,3 +63,68 @@ def fit_exponent(ratio: np.ndarray, p: np.ndarray) -> float:
         return float("nan")
     u, v = np.log1p(-p[ok]), np.log(ratio[ok])
     return float(np.sum(u * v) / np.sum(u * u))
+
+
+MATCH_P_MAX = 0.6  # the paper says the fitted ratio matches the theory ratio for p <= 0.6 (Fig. 2c)
+
+
+def fit_errors(p: np.ndarray, a_ratio: np.ndarray, theory_ratio: np.ndarray) -> tuple[float, float] | None:
+    """Log-space RMS error of the fitted A_p/A_0 against the theory ratio and against (1-p)², over
+    0 < p <= 0.6 with a finite positive fit (None when there is no such p)."""
+    ok = (p > 0) & (p <= MATCH_P_MAX) & np.isfinite(a_ratio) & (a_ratio > 0)
+    if not ok.any():
+        return None
+    log_ratio = np.log(a_ratio[ok])
+    rms_theory = float(np.sqrt(np.mean((log_ratio - np.log(theory_ratio[ok])) ** 2)))
+    rms_square = float(np.sqrt(np.mean((log_ratio - 2 * np.log1p(-p[ok])) ** 2)))
+    return rms_theory, rms_square
+
+
+def corollary_claims(
+    p: np.ndarray, a_ratio: np.ndarray, theory: np.ndarray, ci: tuple[np.ndarray, np.ndarray] | None
+) -> dict[str, tuple[str, str]]:
+    """Fig. 2c's two claims judged by :mod:`theory.verdict`'s rules, as (verdict, sentence) by name; the
+    simulator's summary line and REPORT print these same words.
+
+    - ``bound``: Corollary I bounds the rounds, so for 0 < p <= 0.6 the fitted A_p/A_0 stays at or below its ratio
+      (1-p)·sqrt(1-p+p·L_avg/L_max): exceeded where even the lower end of the bootstrap 95 % interval lies above it
+      (:func:`theory.verdict.at_or_below`);
+    - ``shape``: the paper's "the estimated ratio matches the theoretical ratio" for p <= 0.6: the corollary's ratio
+      inside the fit's 95 % intervals (:func:`theory.verdict.within_intervals`); the sentence says whether the fit
+      follows the corollary's ratio or (1-p)² (log-space RMS distances)."""
+    errors = fit_errors(p, a_ratio, theory)
+    if errors is None:
+        why = "no p in (0, 0.6] has a finite fitted ratio: the claim cannot be checked here"
+        return {"bound": (NOT_MEASURED, why), "shape": (NOT_MEASURED, why)}
+    rms_theory, rms_square = errors
+    keep = (p > 0) & (p <= MATCH_P_MAX) & np.isfinite(a_ratio)
+    low = a_ratio if ci is None else np.asarray(ci[0], dtype=float)
+    bound = at_or_below(low[keep], theory[keep])
+    outside = (p > MATCH_P_MAX) & np.isfinite(low) & (low > theory * (1 + 1e-9))
+    beyond = (
+        f"; beyond that range (not claimed) it lies above it, past its 95 % interval, at p = "
+        f"{', '.join(f'{q:g}' for q in p[outside])}"
+        if outside.any()
+        else ""
+    )
+    follows = "(1-p)²" if rms_square < rms_theory else "Corollary I's ratio"
+    distances = f"log-RMS distance {rms_theory:.3f} to Corollary I's ratio, {rms_square:.3f} to (1-p)²"
+    if ci is None:
+        shape, misses = NOT_MEASURED, "no 95 % intervals (one seed)"
+    else:
+        high = np.asarray(ci[1], dtype=float)
+        shape = within_intervals(low[keep], high[keep], theory[keep])
+        out = int(((theory[keep] < low[keep]) | (theory[keep] > high[keep])).sum())
+        misses = f"the corollary's ratio outside the fit's 95 % interval at {out} of {int(keep.sum())} values of p"
+    return {
+        "bound": (
+            bound,
+            f"Corollary I's bound on the rounds (A_p/A_0 <= its ratio for p <= {MATCH_P_MAX:g}): {bound}: for "
+            f"0 < p <= {MATCH_P_MAX:g} the fitted ratio lies {'at or below' if bound == HELD else 'above'} it{beyond}",
+        ),
+        "shape": (
+            shape,
+            f"Fig. 2c's match of the fitted A_p/A_0 with Corollary I's ratio for p <= {MATCH_P_MAX:g}: {shape}: "
+            f"{misses}; the fit follows {follows} ({distances})",
+        ),
+    }

@@ -15,6 +15,7 @@ import figures.flruns as flruns
 from figures import fedssyn_fl, methods_fl
 from figures.__main__ import main
 from figures.flruns import Arm, Result
+from sims.quadratic import fit as quadratic_fit
 from theory.errors import InputError
 
 # the artefacts with a quick scale (those that read the scripts' runs have the paper scale only)
@@ -213,6 +214,7 @@ def test_fig2_and_theory_fl_judge_corollary_one_by_one_function(monkeypatch):
         return original(low, ceiling, allowance)
 
     monkeypatch.setattr(catalogue, "at_or_below", spy)
+    monkeypatch.setattr(quadratic_fit, "at_or_below", spy)
     monkeypatch.setattr(fedssyn_fl, "at_or_below", spy)
     p = np.array([0.0, 0.3, 0.5])
     catalogue.fig2_claim(p, np.array([1.0, 0.5, 0.3]), np.array([1.0, 0.8, 0.6]))
@@ -237,18 +239,33 @@ def test_fig2_claim_flips_with_the_numbers():
     p = np.array([0.0, 0.2, 0.4, 0.6])
     theory = np.array([1.0, 0.75, 0.5, 0.3])
     claim = catalogue.fig2_claim(p, theory * 0.99, theory)
-    assert claim.held and "it follows Corollary I's ratio" in claim.text
+    assert claim.held and "at or below it" in claim.text
     claim = catalogue.fig2_claim(p, theory * 1.05, theory)
     assert claim.verdict == "contradicted" and "lies above it" in claim.text
-    claim = catalogue.fig2_claim(p, theory * 1.05, theory, ci_low=theory * 0.98)  # the interval reaches the bound
+    claim = catalogue.fig2_claim(p, theory * 1.05, theory, np.array([theory * 0.98, theory * 1.1]))  # reaches it
     assert claim.held
     square = (1 - p) ** 2  # below the bound: the saving is larger than the corollary's shape
     claim = catalogue.fig2_claim(p, square, theory)
-    assert claim.held and "it follows (1-p)²" in claim.text and claim.size == ""  # a curve, not a size
+    assert claim.held and claim.size == ""  # a curve, not a size
     wide = np.array([0.0, 0.2, 0.4, 0.6, 0.95])
     claim = catalogue.fig2_claim(wide, np.array([1.0, 0.7, 0.45, 0.3, 0.2]), np.array([1.0, 0.75, 0.5, 0.3, 0.1]))
     assert claim.held and "for 0 < p <= 0.6 the fitted ratio lies at or below it" in claim.text
     assert "beyond that range (not claimed) it lies above it, past its 95 % interval, at p = 0.95" in claim.text
+
+
+def test_fig2_shape_is_judged_apart_from_the_bound():
+    """The paper's "matches" (Fig. 2c) by the rule for curves: the corollary's ratio inside the fit's 95 % intervals
+    at all but one point in twenty; a fit that follows (1-p)² instead is contradicted though it holds the bound."""
+    p = np.array([0.0, 0.2, 0.4, 0.6])
+    theory = np.array([1.0, 0.75, 0.5, 0.3])
+    shape = catalogue.fig2_shape(p, theory * 0.99, theory, np.array([theory * 0.95, theory * 1.02]))
+    assert shape.verdict == "held" and "follows Corollary I's ratio" in shape.text
+    square = (1 - p) ** 2
+    intervals = np.array([square * 0.95, square * 1.05])
+    assert catalogue.fig2_claim(p, square, theory, intervals).held  # the bound holds
+    shape = catalogue.fig2_shape(p, square, theory, intervals)
+    assert shape.verdict == "contradicted" and "follows (1-p)²" in shape.text and "at 3 of 3 values" in shape.text
+    assert catalogue.fig2_shape(p, square, theory).verdict == "not measured"  # no intervals: one seed
 
 
 def test_lemma1_claim_flips_with_the_numbers():
@@ -265,9 +282,11 @@ def test_lemma1_claim_flips_with_the_numbers():
 def test_figb2_claim_flips_with_the_numbers():
     good = {"split_E1_monotone_in_p": True, "split_E5_monotone_in_p": True}
     good |= {"split_E1_speedup_at_pmax": 1.5, "split_E5_speedup_at_pmax": 2.0}
-    assert catalogue.figb2_claim(good, [1, 5]).held
-    assert not catalogue.figb2_claim(good | {"split_E5_speedup_at_pmax": 1.0}, [1, 5]).held
-    assert not catalogue.figb2_claim(good | {"split_E1_monotone_in_p": False}, [1, 5]).held
+    claim = catalogue.figb2_claim(good, [1, 5])  # means without a seed spread: never more than not resolved
+    assert claim.verdict == "not resolved" and "the means agree with it" in claim.text
+    claim = catalogue.figb2_claim(good | {"split_E5_speedup_at_pmax": 1.0}, [1, 5])
+    assert claim.verdict == "not resolved" and "the means go against it" in claim.text
+    assert "go against" in catalogue.figb2_claim(good | {"split_E1_monotone_in_p": False}, [1, 5]).text
 
 
 def test_unknown_artefact_is_one_line_exit_2(tmp_path, capsys):
