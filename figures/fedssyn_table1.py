@@ -196,7 +196,7 @@ def build(scale: str, folder: Path) -> Built:
     root = folder.parent.parent
     if PLAN["tasks"] is not None:  # python -m figures status: every run of the grid (run_arms raises Planned)
         run_arms("table1-grid", protocol, [arm for name in COLUMNS for arm in arms(name, subsample)], root)
-    rows, claims, notes, numbers, curves = [], [], [], {}, {}
+    rows, claims, notes, numbers, curves, parts = [], [], [], {}, {}, {}
     for name, column in COLUMNS.items():
         column_arms = arms(name, subsample)
         done, total, partial = column_state(protocol, column_arms, root)
@@ -204,6 +204,7 @@ def build(scale: str, folder: Path) -> Built:
             reached = f"; the started ones at rounds {min(partial)}-{max(partial)} of 100" if partial else ""
             notes.append(f"{name} ({column.title}): {NOT_MEASURED}: {done} of {total} runs finished{reached}; "
                          f"`{SCRIPT} {name}` continues it")  # fmt: skip
+            parts[name] = Claim(NOT_MEASURED, notes[-1]).to_dict()
             continue
         results = run_arms(f"table1-grid {name}", protocol, column_arms, root)
         pairs = {a: (results[2 * k], results[2 * k + 1]) for k, a in enumerate(ALGORITHMS)}
@@ -211,6 +212,7 @@ def build(scale: str, folder: Path) -> Built:
         numbers[name], claim = column_claim(name, column, pairs, m)
         numbers[name]["m"] = m
         claims.append(claim)
+        parts[name] = claim.to_dict()
         curves[name] = (m, column.paper_m, {a: [speedup(w.rows, s.rows, t) for t in targets(w.rows, s.rows)]
                                             for a, (w, s) in pairs.items()})  # fmt: skip
         for a, (without, with_) in pairs.items():
@@ -241,7 +243,7 @@ def build(scale: str, folder: Path) -> Built:
         rows,
         claim,
         figure(curves, folder, scale),
-        {"columns": numbers, "seeds": list(SEEDS), "subsample": subsample, "target_rule": f"{TARGET_SHARE} x FedAvg "
+        {"columns": numbers, "parts": parts, "seeds": list(SEEDS), "subsample": subsample, "target_rule": f"{TARGET_SHARE} x FedAvg "
          f"D_i's mean of its last {LAST} rounds, floored to a whole percent"},
         tuple(notes),
     )  # fmt: skip
