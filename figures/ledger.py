@@ -28,6 +28,7 @@ from figures.catalogue import ARTEFACTS, RERUN
 from figures.claims import ROWS, claims_table
 from figures.flruns import LEDGER_MARK, RUNS, STORE
 from figures.report import BEGIN, CLAIMS_BEGIN, CLAIMS_END, END, between, own_report, section, write_sections
+from fl.plugins import importing_nothing
 from fl.records.check import NAMED, SIMS
 from fl.records.check import verify as verify_ledger
 from fl.records.lease import bring_home
@@ -93,7 +94,7 @@ def rebuild(
     STORE["path"], RERUN["sims"] = ledger, False  # the simulator artefacts read the ledger's summaries
     DRAW["figures"] = False  # into a temporary folder: each figure's name, not its drawing
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, importing_nothing("the ledger's rebuild imports no plug-in"):
             for artefact in ARTEFACTS.values():
                 if names and artefact.name not in names:
                     continue

@@ -20,10 +20,13 @@ is imported again, so a process always runs the code its hash names.
 
 A config read from a data file (a run folder's config.json, the ledger, a lease's records) could name a module that
 came with the data. So before anything is imported, :func:`locate` finds the files the import would run, as the
-import system would but without running any, and :func:`written_folder` refuses (one line) a module whose file lies
-in a folder the package writes: a run folder, a sweep, the run ledger, a lease's records or a run store
-(``$SHUFFLEFL_RUNS``). A plug-in comes only from where its user installed or wrote it. Where a resumed run recorded
-the plug-in's hash, :func:`expecting` has it compared with the located files before the import.
+import system would (its own finders: a ``.py`` file, a ``.pyc`` without its source, an extension module by any of
+:func:`importlib.machinery.all_suffixes`, a package's ``__init__`` in any of those forms, a namespace package's
+folders) but without running any, and :func:`written_folder` refuses (one line) a module whose file lies in a folder
+the package writes: a run folder, a sweep, the run ledger, a lease's records or a run store (``$SHUFFLEFL_RUNS``). A
+plug-in comes only from where its user installed or wrote it. Where a resumed run recorded the plug-in's hash,
+:func:`expecting` has it compared with the located files before the import. What only reads records (the ledger's
+check, :mod:`fl.records.check`) imports no plug-in at all (:func:`importing_nothing`): it compares paths and hashes.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import importlib.machinery
 import importlib.metadata
 import os
 import re
@@ -55,6 +59,7 @@ GROUPS = {  # config key -> the entry-point group an installed package registers
 }
 _IMPORTED: dict[str, str] = {}  # module name -> source hash when it was (last) imported here
 _EXPECTED: dict[str, str] = {}  # plug-in path -> the hash a resumed run recorded (expecting)
+_INERT: list[str] = []  # while not empty, why no plug-in may be imported (importing_nothing)
 OURS = (
     "fl",
     "theory",
@@ -62,7 +67,7 @@ OURS = (
     "sims",
     "plots",
     "benchmarks",
-)  # never a plug-in's own code  # plug-in path -> the hash a resumed run recorded (expecting)
+)  # never a plug-in's own code
 # A folder holding one of these is one the package wrote (a run, a sweep, the ledger, a lease's records, an entry):
 WRITTEN_MARKS = (
     "provenance.json", "metrics.jsonl", "summary.json", "checkpoint.pt", "sweep.json", "ledger.json", ".ledger",
@@ -189,48 +194,87 @@ def digest(files: list[Path]) -> str:
     return syntax_digest((path.name, path) for path in files)
 
 
+def find_spec(name: str, path: list[str] | None):
+    """The spec the import system would find for the module ``name`` (top-level: ``path`` None, on ``sys.path``; a
+    submodule: ``path`` its package's folders), asking each finder of ``sys.meta_path`` in turn as the import does
+    (built-ins, frozen modules, every path entry's finder: ``.py``, ``.pyc`` without a source, extension modules by
+    every suffix of :func:`importlib.machinery.all_suffixes`, packages, namespace packages, zip files), without
+    loading it: finding runs none of the module's code. None where no finder finds it."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        try:
+            spec = find(name, path, None) if find is not None else None
+        except KeyError:
+            if path is None:
+                raise
+            # a namespace package in a package not imported: the path finder found no module of the name and
+            # reads the parent's folders from the imported parent; they are ``path``, so its folders are these
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            tail = name.rpartition(".")[2]
+            spec.submodule_search_locations = [str(Path(e) / tail) for e in path if (Path(e) / tail).is_dir()]
+        if spec is not None:
+            return spec
+    return None
+
+
 def locate(module_name: str) -> list[Path]:
-    """The files importing ``module_name`` would run (each package's ``__init__.py`` on the way, then the module's
-    file), looked for as the path-based import does (on ``sys.path`` in order: a package or a module in a folder
-    wins, else the namespace of every folder of the name), without running any; modules already imported by their
-    own ``__file__``. Stops where nothing is found (the import then fails as it will)."""
-    files: list[Path] = []
-    search = [e or "." for e in sys.path if isinstance(e, str)]
+    """The files importing ``module_name`` would run (each package's ``__init__`` on the way, then the module's
+    file, in whichever form the import finds it: source, compiled, extension) and the folders of each namespace
+    package on the way, found as the import system finds them (:func:`find_spec`) without running any; modules
+    already imported by their own ``__file__`` (``__path__``). Stops where nothing is found (the import then fails
+    as it will)."""
+    importlib.invalidate_caches()  # a file written since the last import is seen, as the import will see it
+    found: list[Path] = []
+    search: list[str] | None = None  # None: sys.path (a top-level module)
     parts = module_name.split(".")
-    for k, part in enumerate(parts, 1):
-        module = sys.modules.get(".".join(parts[:k]))
+    for k in range(1, len(parts) + 1):
+        name = ".".join(parts[:k])
+        module = sys.modules.get(name)
         if module is not None:
-            if getattr(module, "__file__", None):
-                files.append(Path(module.__file__))
-            search = [str(e) for e in getattr(module, "__path__", None) or []]
-            continue
-        portions, found = [], None
-        for entry in search:
-            folder = Path(entry) / part
-            if (folder / "__init__.py").is_file() or (Path(entry) / f"{part}.py").is_file():
-                found = folder / "__init__.py" if (folder / "__init__.py").is_file() else Path(entry) / f"{part}.py"
+            origin, portions = getattr(module, "__file__", None), getattr(module, "__path__", None)
+        else:
+            spec = find_spec(name, search)
+            if spec is None:
                 break
-            if folder.is_dir():
-                portions.append(str(folder))
-        if found is None and not portions:
+            origin = spec.origin if spec.has_location else None
+            portions = spec.submodule_search_locations
+        if origin:
+            found.append(Path(origin))
+        elif portions is not None:  # a namespace package runs nothing of its own: where its modules are found counts
+            found.extend(Path(folder) for folder in portions)
+        if portions is None:  # a module, not a package: nothing below it is imported
             break
-        if found is not None:
-            files.append(found)
-        search = [str(found.parent)] if found is not None and found.name == "__init__.py" else portions
-        if found is not None and found.name != "__init__.py":
-            break
-    return files
+        search = [str(folder) for folder in portions]
+    return found
 
 
 def written_folder(file: Path) -> Path | None:
-    """The folder the package wrote that ``file`` lies in (a run, a sweep, the ledger, a lease's records, a run
-    store: :data:`WRITTEN_MARKS`, ``$SHUFFLEFL_RUNS``), or None."""
+    """The folder the package wrote that ``file`` (or the folder ``file``: a namespace package's) lies in or is (a
+    run, a sweep, the ledger, a lease's records, a run store: :data:`WRITTEN_MARKS`, ``$SHUFFLEFL_RUNS``), or None."""
     store = os.environ.get("SHUFFLEFL_RUNS")
     stores = {Path(store).expanduser().resolve()} if store else set()
-    for folder in Path(file).resolve().parents:
+    path = Path(file).resolve()
+    for folder in (path, *path.parents) if path.is_dir() else path.parents:
         if folder in stores or any((folder / mark).exists() for mark in WRITTEN_MARKS):
             return folder
     return None
+
+
+@contextlib.contextmanager
+def importing_nothing(why: str):
+    """While records are read and checked (the ledger's check): no plug-in is imported, not even one imported
+    already; resolving or hashing one is a one-line InputError ending with ``why``. What a check compares of a
+    plug-in is its path and the hash its run recorded, never its code."""
+    _INERT.append(why)
+    try:
+        yield
+    finally:
+        _INERT.pop()
+
+
+def _refuse_if_inert(key: str, spec: str) -> None:
+    if _INERT:
+        raise InputError(f"config {key}: {spec!r} names a plug-in, not imported: {_INERT[-1]}")
 
 
 @contextlib.contextmanager
@@ -257,16 +301,22 @@ def located_fingerprint(module_name: str) -> str | None:
 
 
 def _import(module_name: str, key: str, spec: str):
+    _refuse_if_inert(key, spec)
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.append(cwd)  # "importable from the working directory", after everything installed
-    for file in locate(module_name):
+    try:
+        located = locate(module_name)
+    except (ImportError, OSError, ValueError) as error:  # a finder failed: the import would fail the same way
+        raise InputError(f"config {key}: cannot import {spec!r} ({type(error).__name__}: {error})") from None
+    for file in located:
         folder = written_folder(file)
         if folder is not None:
+            where = f"{file}, which is" if folder == file.resolve() else f"{file}, which lies in {folder},"
             raise InputError(
-                f"config {key}: {spec!r} would run {file}, which lies in {folder}, a folder this package writes "
-                "(a run, a sweep, the ledger, a lease or a run store); a plug-in runs only from where you put it: "
-                "refused, nothing imported"
+                f"config {key}: {spec!r} would be imported from {where} a folder this package writes (a run, a "
+                "sweep, the ledger, a lease or a run store); a plug-in runs only from where you put it: refused, "
+                "nothing imported"
             )
     if spec in _EXPECTED:  # imported or not: a changed file would be (re)imported, so compare before
         now = located_fingerprint(module_name)
@@ -324,6 +374,7 @@ def resolve(spec: str, key: str, base: type | None = None, what: str = "a class"
 def source_hash(spec: str) -> dict:
     """What a run records of the plug-in ``spec`` (imported already): its module's files and their hash."""
     module_name = spec.split(":")[0]
+    _refuse_if_inert("plug-in", spec)
     module = sys.modules.get(module_name) or _import(module_name, "plug-in", spec)
     file = getattr(module, "__file__", None)
     if not file:

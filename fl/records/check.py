@@ -23,12 +23,21 @@ The layout (:mod:`figures.ledger` describes it): ``.ledger`` (the mark), ``_runs
   without recorded digests (added by hand);
 - a named run (``runs/<name>``) whose config contradicts its name (its seed ``_seed<k>``, its arm: ``_hfmds``,
   ``_fmds``, ``_fedcog``, ``_fedavg``), a run that reached its last round without a summary, and two entries of one
-  run (the same metrics rows under two names).
+  run (the same metrics rows under two names);
+- a run whose config names a plug-in (``package.module:Name``) that its ``provenance.json`` does not record by the
+  same path with a hash (its code's, :func:`fl.plugins.source_hash`), or records where the config names none.
+
+The check runs no code the ledger's records name (:func:`fl.plugins.importing_nothing`): a plug-in's path and hash
+are compared as recorded, never imported. Its configuration is checked with each plug-in in place of a built-in (the
+rest of the config as ``fl.run`` reads it), and a keyed entry naming one is not re-keyed (its key hashes the
+plug-in's code and defaults): the sha256 of its ``config.json`` recorded by ``ledger add``, which keyed it, stands
+for that.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -40,7 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fl.config import RunConfig, from_dict
+from fl.config import PLUGIN_KEYS, RunConfig, from_dict, migrate
+from fl.plugins import importing_nothing, is_plugin
 from fl.quality import report_name
 from fl.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
 from fl.run import rounds_to_target
@@ -64,6 +74,7 @@ QUALITY_KEYS = {  # what a quality report must hold, by type (fl.quality)
     "noise_by_client": list, "label_agreement": float, "synthetic_trained_accuracy": float,
     "real_trained_accuracy": float, "code_version": str,
 }  # fmt: skip
+NO_CODE = "the ledger's check reads records and runs none of the code they name"
 ESTIMATES = ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_ratio")  # fl.run.summarise's means
 
 Flag = Callable[[Path, str], None]
@@ -128,7 +139,14 @@ def name_problem(name: str, config) -> str | None:
 def verify(ledger: Path, rests_on: dict[str, str] | None = None) -> list[str]:
     """Every problem of the run ledger ``ledger``, one line per damaged file or folder ("PATH: what is wrong"),
     sorted by path; none when it is whole. ``rests_on`` (entry, relative to the ledger -> what rests on it: a
-    report's block, ``figures.ledger.verify``): also each such entry the ledger no longer holds."""
+    report's block, ``figures.ledger.verify``): also each such entry the ledger no longer holds. Runs no code a
+    record names: no plug-in is imported (:func:`fl.plugins.importing_nothing`)."""
+    with importing_nothing(NO_CODE):
+        return problems_of(ledger, rests_on)
+
+
+def problems_of(ledger: Path, rests_on: dict[str, str] | None) -> list[str]:
+    """:func:`verify`'s lines."""
     problems: dict[Path, list[str]] = {}
 
     def flag(path: Path, what: str) -> None:
@@ -247,8 +265,39 @@ def json_rows(path: Path, flag: Flag, rounds: bool) -> list[dict] | None:
     return rows
 
 
-def run_config(entry: Path, flag: Flag) -> RunConfig | None:
-    """The run config of a run folder; None (and the folder flagged as stray) when it has none that is valid."""
+def plugins_named(tree: dict) -> dict[str, str]:
+    """Config key -> the plug-in path (``package.module:Name``) a recorded config tree names there (read, not
+    resolved)."""
+    named = {}
+    for key in PLUGIN_KEYS:
+        section, name = key.split(".")
+        table = tree.get(section)
+        if isinstance(table, dict) and is_plugin(table.get(name)):
+            named[key] = table[name]
+    return named
+
+
+def builtins_only(tree: dict, named: dict[str, str]) -> dict:
+    """``tree`` with each plug-in of ``named`` replaced by its key's default built-in, a plug-in method's or
+    algorithm's table by the bare default (their keys are the plug-in's to say): the rest is checked as fl.run reads
+    it, and no plug-in is imported."""
+    tree = {section: dict(table) if isinstance(table, dict) else table for section, table in tree.items()}
+    defaults = RunConfig()
+    for key in named:
+        section, name = key.split(".")
+        if section in ("method", "algorithm"):
+            tree[section] = {"name": getattr(defaults, section)["name"]}
+            if section == "algorithm":
+                tree.pop("algorithm_fields", None)  # the plug-in's fields with their values, as recorded
+        else:
+            tree[section][name] = getattr(getattr(defaults, section), name)
+    return tree
+
+
+def run_config(entry: Path, flag: Flag) -> tuple[RunConfig, dict[str, str]] | None:
+    """The run config of a run folder and the plug-ins it names (:func:`plugins_named`; the config holds their
+    paths, its other keys checked); None (and the folder flagged as stray) when it has none that is valid. Imports
+    no plug-in (:func:`fl.plugins.importing_nothing`)."""
     path = entry / "config.json"
     if not path.is_file():
         flag(entry, "stray folder: no config.json (not a run)")
@@ -259,25 +308,78 @@ def run_config(entry: Path, flag: Flag) -> RunConfig | None:
         flag(entry, f"stray folder: its config.json is {problems[0]}")
         return None
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # notes on keys a method ignores: not the ledger's business
-            return from_dict(json.loads(json.dumps(tree)))
+        # notes on keys a method ignores: not the ledger's business
+        with contextlib.redirect_stderr(io.StringIO()), importing_nothing(NO_CODE):
+            tree = migrate(json.loads(json.dumps(tree)))
+            named = plugins_named(tree)
+            config = from_dict(builtins_only(tree, named))
     except (InputError, TypeError, ValueError, AttributeError, KeyError) as error:
         flag(entry, f"stray folder: its config.json is not a valid run config ({error})")
         return None
+    for key, spec in named.items():  # the paths back in place (never resolved: name_problem reads method.name)
+        section, name = key.split(".")
+        if section in ("method", "algorithm"):
+            config = dataclasses.replace(config, **{section: dict(tree[section])})
+        else:
+            part = getattr(config, section)
+            config = dataclasses.replace(config, **{section: dataclasses.replace(part, **{name: spec})})
+    return config, named
+
+
+def plugin_records(entry: Path, named: dict[str, str], flag: Flag) -> None:
+    """The plug-ins a run's config names (key -> path, :func:`plugins_named`) against what its ``provenance.json``
+    records of them at the run's start and at each change a resume accepted (by key: {"spec", "sha256"}): the same
+    paths, each with a hash (:func:`fl.plugins.source_hash`: 12 hex digits, an installed distribution's
+    NAME==VERSION, or null for code without source), and none the config does not name. Paths and hashes only:
+    nothing is imported."""
+    path = entry / "provenance.json"
+    if not path.is_file():
+        if named:
+            key = min(named)
+            flag(path, f"missing: the config names the plug-in {named[key]} ({key}), whose code only "
+                 "provenance.json records")  # fmt: skip
+        return
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # json_object flags it
+    if not isinstance(record, dict):
+        return
+    changes = record.get("changes") if isinstance(record.get("changes"), list) else []
+    records = [("at the run's start", record.get("plugins"))]
+    records += [(f"at a resume's change, round {c.get('round')}", c["plugins"]) for c in changes
+                if isinstance(c, dict) and "plugins" in c]  # fmt: skip
+    for where, said in records:
+        if not named and not said:  # a run without plug-ins (an older record has no "plugins")
+            continue
+        if not isinstance(said, dict):
+            flag(path, f"records no plug-ins by config key {where}; the config names {', '.join(sorted(named))}")
+            continue
+        for key in sorted({*named, *said}):
+            recorded = said.get(key)
+            spec = recorded.get("spec") if isinstance(recorded, dict) else None
+            if key not in named:
+                flag(path, f"records the plug-in {spec!r} for {key} {where}, which the config does not name")
+            elif spec != named[key]:
+                flag(path, f"records {spec!r} for {key} {where}; the config names the plug-in {named[key]!r}")
+            elif not isinstance(recorded.get("sha256", 0), str | None):
+                flag(path, f"records no hash of the plug-in {spec} ({key}) {where}")
 
 
 def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
     """One ``fl.run`` run of the ledger (``_runs/<key>`` when ``keyed``, else ``runs/<name>``)."""
-    config = run_config(entry, flag)
-    if config is None:
+    found = run_config(entry, flag)
+    if found is None:
         return
+    config, named = found
     for child in sorted(entry.iterdir()):
         if child.is_dir() and not child.is_symlink():
             flag(child, "stray folder (a run entry holds files only)")
         elif child.name not in (*KEPT, ENTRY):
             flag(child, f"stray file (a run entry keeps only {', '.join(KEPT)} and {ENTRY})")
-    if keyed:
-        with contextlib.redirect_stderr(io.StringIO()):
+    plugin_records(entry, named, flag)
+    if keyed and not named:  # a plug-in's key hashes its code: ledger.json's sha256 of config.json stands for it
+        with contextlib.redirect_stderr(io.StringIO()), importing_nothing(NO_CODE):
             key = run_key(config)
         if key != entry.name:
             flag(entry / "config.json", f"hashes to {key}, not to its folder's name (edited, or a stray folder)")
