@@ -35,7 +35,7 @@ import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from fl.atomic import write_atomically
@@ -67,13 +67,15 @@ def tar_size(group: Group) -> int:
 
 def write_archives(
     groups: Sequence[Group], out: Path, name: str, max_bytes: int, max_files: int, max_total: int,
-    compress: bool = False, every: Group = (),
+    compress: bool = False, every: Group = (), ours: Callable[[Path], bool] | None = None,
 ) -> tuple[list[Path], list[int]]:  # fmt: skip
     """The ``groups`` in order into ``out/NAME-1.tar``, ``NAME-2.tar``, ... (``.tgz`` with ``compress``), each
     archive at most ``max_bytes``, at most ``max_files`` of them and ``max_total`` bytes together (counted before
     compression); a group goes into the first archive with room, and one that fits nowhere is left out whole.
     ``every``: files each archive holds. Each file is written whole before it replaces an older one; older
-    ``NAME-k`` files beyond the new ones are removed. Returns the files written and the indices left out."""
+    ``NAME-k`` files beyond the new ones are removed. With ``ours`` (whether a file in ``out`` is one the caller
+    wrote there, e.g. by its record of them) only those are replaced or removed: a ``NAME-k`` that is not is left
+    as it is and the next free number taken. Returns the files written and the indices left out."""
     overhead = 2 * 10240 + tar_size(list(every))  # end-of-archive blocks, padding to tar's 10240-byte records
     parts: list[list[int]] = []
     used: list[int] = []
@@ -94,8 +96,12 @@ def write_archives(
     out.mkdir(parents=True, exist_ok=True)
     extension = "tgz" if compress else "tar"
     written = []
-    for p, part in enumerate(parts, 1):
-        path = out / f"{name}-{p}.{extension}"
+    number = 0
+    for part in parts:
+        number += 1
+        while ours is not None and taken(out / f"{name}-{number}.{extension}", ours):  # another's file: kept
+            number += 1
+        path = out / f"{name}-{number}.{extension}"
         files = [*every, *(item for k in part for item in groups[k])]
         write_atomically(path, lambda tmp, files=files: _write_tar(tmp, files, compress))
         if path.stat().st_size > max_bytes:
@@ -103,8 +109,14 @@ def write_archives(
         written.append(path)
     for old in out.glob(f"{name}-*.{extension}"):  # only the parts this writes: NAME-<k>.EXT, never NAME-backup.EXT
         if old not in written and re.fullmatch(rf"{re.escape(name)}-[0-9]+\.{re.escape(extension)}", old.name):
-            old.unlink()
+            if ours is None or ours(old):
+                old.unlink()
     return written, left_out
+
+
+def taken(path: Path, ours: Callable[[Path], bool]) -> bool:
+    """Whether ``path`` holds something (a link included) that ``ours`` does not claim: never written over."""
+    return (path.exists() or path.is_symlink()) and not ours(path)
 
 
 def _write_tar(path: Path, files: Sequence[tuple[str, bytes]], compress: bool) -> None:

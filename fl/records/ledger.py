@@ -23,9 +23,13 @@ and never train.
 from __future__ import annotations
 
 import datetime
+import glob
 import hashlib
 import json
+import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
 
 from fl.config import from_dict
@@ -150,7 +154,9 @@ def altered(run: Path) -> str | None:
 def add(run: Path, ledger: Path, device: str | None = None, git: str | None = None, note: str | None = None) -> str:
     """Copy ``run``'s small records into the ledger; an InputError (one line, nothing written) when the run's records
     were altered (:func:`altered`), the ledger has a conflicting entry of the same name, a file is too large or the
-    ledger would pass its budget."""
+    ledger would pass its budget. A run added before replaces only what ``add`` wrote of its entry (:data:`KEPT`,
+    ``ledger.json``): anything else a user keeps there (a NOTES.md) stays with the entry, and the folders ``add``
+    works in are its own (:func:`own_folder`), never a user's ``NAME.adding`` or ``NAME.replaced``."""
     run = run.expanduser()
     if not run.is_dir():
         raise InputError(f"{run}: no such run folder")
@@ -167,7 +173,8 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
     for f in files:
         if f.stat().st_size > MAX_FILE:
             raise InputError(f"{f}: {f.stat().st_size / 2**20:.1f} MB is over the ledger's 2 MB per file")
-    grown = sum(f.stat().st_size for f in files) - size(dest)
+    written_before = [dest / name for name in WRITTEN if (dest / name).is_file()]
+    grown = sum(f.stat().st_size for f in files) - sum(f.stat().st_size for f in written_before)
     if size(ledger) + grown > MAX_TOTAL:
         raise InputError(f"{run}: refused, the ledger would pass its {MAX_TOTAL // 2**20} MB")
     if dest.exists() and all((dest / f.name).exists() and (dest / f.name).read_bytes() == f.read_bytes()
@@ -182,21 +189,50 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
         "note": note,
     }
     ensure(ledger)
-    staging = dest.with_name(dest.name + ".adding")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    for label in ("adding", "replaced"):  # what an interrupted add of this entry left (its marker says so)
+        for folder in dest.parent.glob(f"{glob.escape(dest.name)}.*.{label}"):
+            if re.fullmatch(rf"{re.escape(dest.name)}\.[a-z0-9_]{{8}}\.{label}", folder.name):
+                remove_own(folder)
+    staging = own_folder(dest, "adding")
     for f in files:
         shutil.copy2(f, staging / f.name)
         fsync_path(staging / f.name)
     record = sealed(record, [staging / f.name for f in files])  # digests: an edit after the add shows (check)
     write_text_atomically(staging / ENTRY, json.dumps(record, indent=2) + "\n")  # fsyncs staging too
-    old = dest.with_name(dest.name + ".replaced")
+    old = None
     if dest.exists():
-        dest.rename(old)
+        (staging / OURS).unlink()  # from here on staging may hold the user's files: never removed as add's own
+        for path in sorted(dest.iterdir()):  # a user's files in the entry stay with it
+            if path.name not in WRITTEN:
+                os.replace(path, staging / path.name)
+        old = own_folder(dest, "replaced")
+        os.replace(dest, old / dest.name)
+    else:
+        (staging / OURS).unlink()
     staging.rename(dest)
     fsync_path(dest.parent, folder=True)  # the entry's name is on disk before the old one goes
-    shutil.rmtree(old, ignore_errors=True)
+    if old is not None:
+        remove_own(old)  # the entry before: only what add wrote (the user's files moved on with the entry)
     return f"{run}: added as {dest}"
+
+
+WRITTEN = (*KEPT, ENTRY)  # what add writes in an entry (and replaces when the run comes again); nothing else
+OURS = ".ledger-add"  # a marker in every folder add makes for itself (staging, the entry set aside)
+
+
+def own_folder(dest: Path, label: str) -> Path:
+    """A new folder beside ``dest``, ``NAME.XXXXXXXX.LABEL`` (made new, so never a user's folder of that name; the
+    check names a leftover one), holding add's marker."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{dest.name}.", suffix=f".{label}", dir=dest.parent))
+    (folder / OURS).write_text("made by figures ledger add; removed when it is done with it\n")
+    return folder
+
+
+def remove_own(folder: Path) -> None:
+    """Remove a folder add made (it holds the marker); anything else stays."""
+    if folder.is_dir() and not folder.is_symlink() and (folder / OURS).is_file():
+        shutil.rmtree(folder)
 
 
 def entries(ledger: Path) -> list[Path]:
