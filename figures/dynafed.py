@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from figures.artefacts import DRAW, Artefact, Built, Claim
 from figures.flruns import plt, save
 from figures.scripted import accuracy_numbers, points, read_rows, runs_root, spread_verdict, window_mean
-from figures.verdict import NOT_MEASURED, NOT_RESOLVED, combine, direction, mean_sd, size_word
+from figures.verdict import NOT_MEASURED, NOT_RESOLVED, combine, direction, mean_sd, not_comparable, size_word
 from theory.errors import InputError
 
 # DynaFed Table 1, FMNIST, α = 0.01: mean test accuracy of the last 5 of 200 rounds (%).
@@ -378,11 +378,16 @@ def climb(arms: list[dict], common: int, total: int) -> str:
     )
 
 
-def size_text(gains_by_arm: dict[str, tuple[bool, list[dict]]], arms: list[dict], common: int, total: int) -> str:
+def size_text(
+    gains_by_arm: dict[str, tuple[bool, list[dict]]], arms: list[dict], common: int, total: int, scale: str = "paper"
+) -> str:
     """Each matched arm's mean gain over FedAvg against the paper's +13.02, from the conservative comparison
     (:func:`conservative`): the size word of :func:`figures.verdict.size_word`, never taken from a lower bound that
-    lies below the paper's (then not resolved), with where it is measured."""
+    lies below the paper's (then not resolved), with where it is measured; "not comparable" at a scale whose
+    protocol is not the paper's (a narrower ConvNet-3 over fewer rounds: the gain's scale differs)."""
     paper = PAPER["dynafed"] - PAPER["fedavg"]
+    width, rounds, _ = PROTOCOLS[scale]
+    other = (width, rounds) != PROTOCOLS["paper"][:2]
     parts = []
     for label, (control, group) in gains_by_arm.items():
         pairs = partners(group, arms)
@@ -390,7 +395,9 @@ def size_text(gains_by_arm: dict[str, tuple[bool, list[dict]]], arms: list[dict]
             continue
         chosen = conservative(comparisons(pairs, common, total))
         mean, sd, _ = mean_sd([100 * g for g in chosen["gains"]])
-        if chosen["bound"] and mean + sd < paper:  # a lower bound below the paper's: its size is not known
+        if other:
+            word = not_comparable(f"ConvNet-3 width {width}, {rounds} rounds against the paper's width 128, 200 rounds")
+        elif chosen["bound"] and mean + sd < paper:  # a lower bound below the paper's: its size is not known
             word = f"not resolved (a lower bound: {mean:+.2f} ± {sd:.2f} could grow to the paper's by round {total})"
         else:
             word = size_word(mean, sd, paper)
@@ -444,7 +451,7 @@ def build(scale: str, folder: Path) -> Built:
     return Built(
         HEADERS,
         table_rows(arms, common),
-        Claim(verdict, text, size_text(gains_by_arm, arms, common, total)),
+        Claim(verdict, text, size_text(gains_by_arm, arms, common, total, scale)),
         figures,
         {"arms": arms, "common": common},
     )

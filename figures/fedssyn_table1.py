@@ -243,8 +243,8 @@ def build(scale: str, folder: Path) -> Built:
         rows,
         claim,
         figure(curves, folder, scale),
-        {"columns": numbers, "parts": parts, "seeds": list(SEEDS), "subsample": subsample, "target_rule": f"{TARGET_SHARE} x FedAvg "
-         f"D_i's mean of its last {LAST} rounds, floored to a whole percent"},
+        {"columns": numbers, "parts": parts, "seeds": list(SEEDS), "subsample": subsample,
+         "target_rule": f"{TARGET_SHARE} x FedAvg D_i's mean of its last {LAST} rounds, floored to a whole percent"},
         tuple(notes),
     )  # fmt: skip
 

@@ -7,6 +7,7 @@ from theory.verdict import (
     DEFINITIONS,
     HELD,
     LARGER,
+    NOT_COMPARABLE,
     NOT_MEASURED,
     NOT_RESOLVED,
     SIZE_DEFINITIONS,
@@ -21,6 +22,7 @@ from theory.verdict import (
     combine,
     direction,
     mean_sd,
+    not_comparable,
     size_word,
     within_intervals,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "DEFINITIONS",
     "HELD",
     "LARGER",
+    "NOT_COMPARABLE",
     "NOT_MEASURED",
     "NOT_RESOLVED",
     "SIZES",
@@ -45,6 +48,7 @@ __all__ = [
     "combine",
     "direction",
     "mean_sd",
+    "not_comparable",
     "size_word",
     "within_intervals",
 ]  # fmt: skip

@@ -30,7 +30,8 @@ import numpy as np
 HELD, NOT_RESOLVED, CONTRADICTED, NOT_MEASURED = "held", "not resolved", "contradicted", "not measured"
 WORDS = (HELD, NOT_RESOLVED, CONTRADICTED, NOT_MEASURED)
 SMALLER, AS_PAPER, LARGER = "smaller than the paper's", "as the paper's", "larger than the paper's"
-SIZES = (SMALLER, AS_PAPER, LARGER)
+NOT_COMPARABLE = "not comparable"
+SIZES = (SMALLER, AS_PAPER, LARGER, NOT_COMPARABLE)
 DEFINITIONS = (
     (HELD, "the paper's direction, beyond the seed spread (a bound: never exceeded beyond its allowance)"),
     (NOT_RESOLVED, 'within the seed spread, or a single seed: the effect is not resolved, which is not "no effect"'),
@@ -41,6 +42,11 @@ SIZE_DEFINITIONS = (
     (SMALLER, "the paper's number lies above our mean + sd"),
     (AS_PAPER, "the paper's number (or range) meets our mean ± sd"),
     (LARGER, "the paper's number lies below our mean − sd"),
+    (
+        NOT_COMPARABLE,
+        "our protocol differs from the paper's in what sets the number's scale (fewer rounds, a "
+        "narrower model): the size is not judged, and the row says why",
+    ),
 )
 
 
@@ -138,6 +144,11 @@ def size_word(mean: float, sd: float, paper: float | tuple[float, float]) -> str
     if mean - sd > high:
         return LARGER
     return AS_PAPER
+
+
+def not_comparable(why: str) -> str:
+    """The size word where our protocol caps or rescales the number against the paper's (say ``why``)."""
+    return f"{NOT_COMPARABLE} ({why})"
 
 
 def bounded_size(mean: float, sd: float, paper: float | tuple[float, float], mark: str = "") -> str:
