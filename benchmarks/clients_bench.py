@@ -50,6 +50,7 @@ from theory.cli import (  # noqa: E402
     positive_float,
     positive_int,
 )
+from theory.output import write_text_atomically  # noqa: E402
 
 SHAPES = {"fedcog-cnn": (1, 28, 28), "convnet3": (1, 28, 28), "vgg11": (3, 32, 32)}
 # what --quick sets, and what each of those options is without it (an option --quick sets is refused beside it)
@@ -215,7 +216,7 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"torch": torch.__version__, "threads": torch.get_num_threads(), "samples": args.samples}
     meta |= {"batch_size": args.batch_size, "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    write_text_atomically(args.out, json.dumps({"meta": meta, "rows": rows}, indent=2))
     print(f"wrote {args.out}")
     return 0
 

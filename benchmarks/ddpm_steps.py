@@ -28,6 +28,7 @@ import torch  # noqa: E402
 
 from theory.cli import ArgumentParser, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 
 def client_of(text: str) -> str | int:
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         parser.error(str(error))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    write_text_atomically(args.out, json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
     return 0
 

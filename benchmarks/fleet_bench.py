@@ -36,6 +36,7 @@ from sweep_timing import timed_sweep  # noqa: E402 (beside this script)
 
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 SETTINGS = (
     ("one after another", ["--jobs", "1"], ["train.workers=1", "train.backend='sequential'"]),
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         result["fleet_speedup"] = min(others) / times["--fleet"]
         print(f"--fleet: x{result['fleet_speedup']:.2f} against the faster of --jobs 2 and one after another")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_text_atomically(args.out, json.dumps(result, indent=2))
     print(f"{os.cpu_count()} cores, load average before {load[0]:.2f}")
     if load[0] > 0.5:
         print("note: the cores were busy: redo the measurement on idle cores before quoting the speed-up")

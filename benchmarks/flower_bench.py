@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from fl.flower.loopback import Loopback  # noqa: E402
 from theory.cli import ArgumentParser, make_dir  # noqa: E402
 from theory.errors import InputError  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 
 def metrics(run: Path) -> list[dict]:
@@ -109,7 +110,7 @@ def bench(args, config, out: Path) -> int:
     for row in results.values():
         row["accuracy_equal_to_fl_run"] = row["test_accuracy"] == reference
     payload = {"config": args.config, "set": args.set, "cpus": os.cpu_count(), "threads_per_process": 1, **results}
-    (out / "flower_bench.json").write_text(json.dumps(payload, indent=2))
+    write_text_atomically(out / "flower_bench.json", json.dumps(payload, indent=2))
     lines = [
         "| way | start-up (s) | seconds per round (mean; each) | total (s) | test accuracy per round | = fl.run |",
         "|---|---|---|---|---|---|",
@@ -122,7 +123,7 @@ def bench(args, config, out: Path) -> int:
             f"{row['wall_seconds']:.1f} | {accuracy} | {'yes' if row['accuracy_equal_to_fl_run'] else 'NO'} |"
         )
     table = "\n".join(lines)
-    (out / "flower_bench.md").write_text(table + "\n")
+    write_text_atomically(out / "flower_bench.md", table + "\n")
     print(table)
     return 0 if all(row["accuracy_equal_to_fl_run"] for row in results.values()) else 1
 

@@ -66,6 +66,7 @@ sys.path.insert(0, str(ROOT))
 
 from fl.precision import PRECISIONS, arithmetic  # noqa: E402
 from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "long_runs": 16, "long_steps": 100,
         "batch": 10, "ddpm_batch": 128, "ddpm_base": 32, "ddpm_clients": 10, "ddpm_steps": 10,
@@ -403,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ({part}: {time.perf_counter() - started:.0f} s)", flush=True)
         result = {"device": name, "dry": args.dry, "parts": parts, "complete": False,
                   "rates": rates_of(rows, device.type == "cuda"), "rows": rows}  # fmt: skip
-        args.out.write_text(json.dumps(result, indent=1))
+        write_text_atomically(args.out, json.dumps(result, indent=1))
 
     measure("peak", lambda: peak(device, sizes))
     peaks = {r["precision"]: r["tflops"] for r in rows if r["part"] == "peak" and "tflops" in r}
@@ -414,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     for part in parts:
         measure(part, work[part])
     result = json.loads(args.out.read_text()) | {"complete": True}
-    args.out.write_text(json.dumps(result, indent=1))
+    write_text_atomically(args.out, json.dumps(result, indent=1))
     print(f"rates (FLOP/s) for `bash scripts/gpu-campaign.sh plan --rates {args.out}`: "
           + ", ".join(f"{k} {v:.3g}" for k, v in result["rates"].items()))  # fmt: skip
     if failed:

@@ -33,6 +33,7 @@ from sweep_timing import timed_sweep  # noqa: E402 (beside this script)
 
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 
 def job_counts(text: str) -> str:
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "args": {k: str(v) for k, v in vars(args).items()}, "runs": 2 * len(args.seeds.split(",")),
     }  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_text_atomically(args.out, json.dumps(result, indent=2))
     print(f"{os.cpu_count()} cores, load average before {load[0]:.2f}; same table in every setting: {same}")
     if load[0] > 0.5:
         print("note: the cores were busy: redo the measurement on idle cores before quoting the speed-up")

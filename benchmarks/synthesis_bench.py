@@ -47,6 +47,7 @@ from fl.precision import PRECISIONS  # noqa: E402
 from fl.run import device_argument  # noqa: E402
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 
 class Synthesis:
@@ -239,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
               + f"({row['ran']})")  # fmt: skip
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(
-            json.dumps({"device": device_name, "args": vars(args) | {"out": str(args.out)}, "rows": rows})
+        write_text_atomically(
+            args.out, json.dumps({"device": device_name, "args": vars(args) | {"out": str(args.out)}, "rows": rows})
         )
     return 0
 

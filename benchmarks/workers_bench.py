@@ -26,6 +26,7 @@ from flower_bench import measured, timed  # noqa: E402
 from fl.workers import available_cores  # noqa: E402
 from theory.cli import ArgumentParser, make_dir  # noqa: E402
 from theory.errors import InputError  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 # one round of configs/paper/dynafed_fmnist_a001.toml; its Dirichlet(0.01) split over 80 clients cannot give every
 # client 10 samples (NIID-Bench scheme), so the timing uses the equal-size Hsu et al. scheme at the same alpha
@@ -87,7 +88,7 @@ def bench(args, out: Path) -> int:
     base = results["fl.run workers=1"]["mean_seconds_per_round"]
     flower = results["flower-simulation"]["mean_seconds_per_round"]
     payload = {"cores": available_cores(), "threads_per_process": 1, "accuracy_identical": equal, **results}
-    (out / "workers_bench.json").write_text(json.dumps(payload, indent=2))
+    write_text_atomically(out / "workers_bench.json", json.dumps(payload, indent=2))
     lines = [
         "| way | workload | start-up (s) | s / round (mean) | vs workers=1 | vs Flower sim. | total (s) |",
         "|---|---|---|---|---|---|---|",
@@ -105,7 +106,7 @@ def bench(args, out: Path) -> int:
         lines.append(f"\nDynaFed setting, one round: {one:.1f} s with 1 worker, {two:.1f} s with 2 ({one / two:.2f}x).")
     lines.append(f"\nTest accuracy per round identical across ways: {'yes' if equal else 'NO'}.")
     table = "\n".join(lines)
-    (out / "workers_bench.md").write_text(table + "\n")
+    write_text_atomically(out / "workers_bench.md", table + "\n")
     print(table)
     return 0 if equal else 1
 

@@ -41,6 +41,7 @@ from fl.records.keys import LEDGER_MARK, RUNS, SYNTHETIC, run_key
 from fl.run import missing_prepared, read_metrics
 from fl.sweep import mean_sd, run_one
 from fl.sweep import run_processes as sweep_processes
+from plots.figure import save as save_figure
 from theory.errors import InputError
 
 JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
@@ -320,7 +321,7 @@ def save(fig, path: Path) -> list[str]:
     drawn while :data:`figures.artefacts.DRAW` is off)."""
     if DRAW["figures"]:
         fig.tight_layout(rect=(0, 0, 1, 0.95) if fig.get_suptitle() else None)  # room for the title
-        fig.savefig(path.with_suffix(".png"), dpi=120)
-        fig.savefig(path.with_suffix(".pdf"))
+        save_figure(fig, path.with_suffix(".png"), dpi=120)  # each through a temporary file, never via a link
+        save_figure(fig, path.with_suffix(".pdf"))
     plt.close(fig)
     return [path.with_suffix(".png").name, path.with_suffix(".pdf").name]

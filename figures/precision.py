@@ -35,6 +35,7 @@ from fl.torchfiles import load_safely
 from plots.precision import plot_precision
 from theory.cli import ArgumentParser, make_dir
 from theory.errors import InputError
+from theory.output import write_text_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [compare(twin, other) for twin, other in pairs]
     summary = summaries(twins, pairs)
     result = {"rows": rows, "precisions": summary, "fp32_arms": {str(k): v["run"] for k, v in sorted(twins.items())}}
-    (args.out / "precision.json").write_text(json.dumps(result, indent=1))
+    write_text_atomically(args.out / "precision.json", json.dumps(result, indent=1))
     labels = [f"{'fp32' if is_fp32(a) else a['precision']} (seed {a['seed']})" for a in runs]
     curves = {label: tuple(map(list, zip(*a["numbers"]["curve"]))) for label, a in zip(labels, runs)}
     losses = {label: tuple(map(list, zip(*a["synthesis"]["loss"]))) for label, a in zip(labels, runs)}

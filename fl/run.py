@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -53,7 +54,7 @@ from fl.torchfiles import load_safely
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
-from theory.output import fsync_path, open_unlinked, read_object, to_json, write_csv, write_text_atomically
+from theory.output import fsync_path, open_unlinked, read_object, refuse_link, to_json, write_csv, write_text_atomically
 
 CPU = torch.device("cpu")
 
@@ -619,12 +620,42 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
     return to_json(row)  # a diverged model's NaN loss is written as null: the file stays strict JSON
 
 
+# Every file fl.run writes in a run folder (and fl.remeasure, its estimates_posthoc.jsonl; a method its pictures
+# and its work in progress: HFMDs' pool, DynaFed's D_syn and synthesis), by name, and their temporaries (a write cut
+# short leaves NAME.tmp): what --overwrite removes, and nothing else. Its .shufflefl-output mark and .running lock
+# stay (the start rewrites the one and holds the other). tests/fl/test_run_overwrite.py holds this list to what a
+# run writes.
+RUN_FILES = (
+    "config.json", "provenance.json", "init_from.txt", "metrics.jsonl", "checkpoint.pt", "summary.json", CLIENTS_CSV,
+    "clients.png", "synthetic_samples.png", "hfmds_pool.png", "dynafed_dsyn.png", "dynafed_synthesis.pt",
+    "estimates_posthoc.jsonl",
+)  # fmt: skip
+RUN_FILE = re.compile(r"(" + "|".join(map(re.escape, RUN_FILES)) + r"|checkpoint_round[0-9]+\.pt)(\.tmp)?")
+
+
+def run_files(out: Path) -> list[Path]:
+    """The files of ``out`` that fl.run (or fl.remeasure) writes there: those of :data:`RUN_FILES`' names or
+    ``checkpoint_roundK.pt``, or a temporary of one (a link planted at such a name too: removing it leaves what it
+    points to as it is, and a new run would replace it anyway); never a folder or a file of another name."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if RUN_FILE.fullmatch(p.name) and (p.is_symlink() or p.is_file()))
+
+
 def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
     """``out`` made ready for a new run (fl.run's folder, :func:`theory.cli.make_dir`): refused in one line when it
-    holds a run already and not ``overwrite`` (``instead``: what to do, in the caller's terms)."""
+    holds a run already and not ``overwrite`` (``instead``: what to do, in the caller's terms). With ``overwrite``
+    the earlier run's files go, every one fl.run or fl.remeasure wrote (:func:`run_files`: its checkpoints,
+    post-hoc estimates, per-client table and pictures too, so none is read as the new run's) and nothing else (a
+    user's notes stay), under the folder's lock: never while a run is going on in it."""
     if (out / "metrics.jsonl").exists() and not overwrite:
         raise InputError(f"{out} already holds a run; {instead}")
-    return make_dir(out, "run directory", tool="fl.run", overwrite=overwrite)
+    folder = make_dir(out, "run directory", tool="fl.run", overwrite=overwrite)
+    if overwrite:
+        with locked(out / RUN_LOCK, busy=f"run directory {out}"):
+            for path in run_files(out):
+                path.unlink()
+    return folder
 
 
 def read_run_config(out: Path) -> RunConfig:
@@ -866,12 +897,13 @@ def run_flags(args) -> list[str]:
 
 
 def resume_in_place(run: Path | None, out: Path | None, overwrite: bool, accept_code_change: bool) -> None:
-    """``--resume RUN`` continues RUN in RUN: refuse an ``--out`` elsewhere and ``--overwrite``, and
-    ``--accept-code-change`` without ``--resume`` (fl.run, fl.flower)."""
+    """``--resume RUN`` continues RUN in RUN: refuse RUN itself a symbolic link (never written through), an
+    ``--out`` elsewhere and ``--overwrite``, and ``--accept-code-change`` without ``--resume`` (fl.run, fl.flower)."""
     if run is None:
         if accept_code_change:
             raise InputError("--accept-code-change continues a run that other code started: it goes with --resume")
         return
+    refuse_link(run, "run directory")
     if out is not None and out.resolve() != run.resolve():
         raise InputError(f"--resume continues the run in its own folder {run}; drop --out {out}")
     if overwrite:

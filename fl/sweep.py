@@ -48,7 +48,8 @@ from fl.run import RUN_LOCK, execute, read_metrics
 from fl.sinks import replay, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
-from theory.output import read_object, to_json, write_csv, write_text_atomically
+from theory.output import read_object, refuse_link, to_json, write_csv, write_text_atomically
+from theory.verdict import sample_mean_sd as mean_sd
 
 TOOL = "fl.sweep"
 ESTIMATES = ("zeta2_ratio", "zeta2_hat", "sigma2_hat", "delta2")
@@ -136,7 +137,9 @@ def run_state(config: RunConfig, out: Path, overwrite: bool = False) -> str:
     """What the run folder ``out`` holds for ``config``, read only: "done" (a readable summary.json), "resume" (a
     checkpoint), "restart" (a run of this config that stopped before its first checkpoint) or "start" (no folder,
     an empty one, or one fl.run made). A folder holding another config, a corrupt config.json or summary.json, and
-    a non-empty folder without a config.json that fl.run did not make (unless ``overwrite``) are one-line errors."""
+    a non-empty folder without a config.json that fl.run did not make (unless ``overwrite``) are one-line errors, and
+    so is ``out`` itself a symbolic link (a run folder is never written through one)."""
+    refuse_link(out, "run directory")
     if (out / "config.json").exists():
         if saved_config(out).identity() != json.loads(json.dumps(config.identity())):
             raise InputError(f"{out} holds a run of another config; use another --out or remove it")
@@ -273,14 +276,6 @@ def accuracy_curve(out: Path) -> list[tuple[int, float]]:
     return curve
 
 
-def mean_sd(values: Sequence[float | None]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for one value) of the values that are not None; NaN when none are."""
-    kept = [float(v) for v in values if v is not None]
-    if not kept:
-        return float("nan"), float("nan")
-    return float(np.mean(kept)), float(np.std(kept, ddof=1)) if len(kept) > 1 else 0.0
-
-
 def aggregate(name: str, summaries: list[dict]) -> dict:
     """Mean and standard deviation over seeds of the numbers a sweep reports."""
 
@@ -332,7 +327,9 @@ def sweep(
         if len(runs) == 1:
             raise InputError("--no-base needs at least one --vary")
         runs = runs[1:]
+    refuse_link(out, "sweep folder")
     for name, _ in runs:  # every run folder there is checked before anything is written
+        refuse_link(out / run_dir_name(name), "a sweep's folder of runs")
         for seed in seeds:
             run_state(configs[name, seed], out / run_dir_name(name) / f"seed{seed}", overwrite)
     sweep_folder(out, overwrite)

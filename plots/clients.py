@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from plots.figure import save
+
 
 def plot_clients(rounds: Sequence[int], accuracies: Sequence[Sequence[float]], path: Path) -> None:
     """A box of the clients' held-out accuracies at each of ``rounds``, the worst client's marked."""
@@ -21,5 +23,5 @@ def plot_clients(rounds: Sequence[int], accuracies: Sequence[Sequence[float]], p
     ax.set(xlabel="round", ylabel="held-out accuracy per client", ylim=(0, 1))
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path, dpi=120)
     plt.close(fig)

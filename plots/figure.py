@@ -1,13 +1,42 @@
-"""What every drawing here ends with: legends, a title, the layout tightened, the file written, the figure closed."""
+"""What every drawing here ends with: legends, a title, the layout tightened, the file written, the figure closed;
+and :func:`save`, the one way a figure file is written (every ``savefig`` of this package goes through it)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+
+def save(fig: plt.Figure, path: Path, **options) -> None:
+    """``fig.savefig`` into ``path`` (its format from the name's suffix; ``options``: dpi and the like) through a
+    temporary file beside it (its name + ".tmp", created new: O_EXCL | O_NOFOLLOW), fsynced, then ``os.replace``:
+    a symbolic link planted at ``path`` is replaced, never followed, and a crash leaves the old figure or the new
+    one. The drawing leaf's twin of ``theory.output.replace_durably`` (plots imports nothing of ours)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)  # a leftover (a link included) is removed, never followed
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        with os.fdopen(os.open(tmp, flags, 0o644), "wb") as handle:
+            fig.savefig(handle, format=path.suffix.lstrip(".").lower() or None, **options)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # the rename on disk too, where the OS lets a folder be synced
+        folder = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 def finish(fig: plt.Figure, path: Path, title: str = "", legends: tuple = ()) -> None:
@@ -17,5 +46,5 @@ def finish(fig: plt.Figure, path: Path, title: str = "", legends: tuple = ()) ->
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path, dpi=120)
     plt.close(fig)

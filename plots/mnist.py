@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from plots.figure import save
+
 
 def plot_fig_b2(result: dict, path: Path) -> None:
     """One panel per (partition, E): seed-mean test loss of the server model per round, one line per p."""
@@ -28,8 +30,8 @@ def plot_fig_b2(result: dict, path: Path) -> None:
             ax.legend(fontsize=7)
     fig.suptitle(f"softmax regression on {config.dataset}, σ̄²={config.sigma_bar2:g}, B={config.batch_size}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    fig.savefig(Path(path).with_suffix(".pdf"))
+    save(fig, path, dpi=120)
+    save(fig, Path(path).with_suffix(".pdf"))
     plt.close(fig)
 
 
@@ -57,6 +59,6 @@ def plot_dissimilarity(result: dict, path: Path) -> None:
     for ax in axes:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    fig.savefig(Path(path).with_suffix(".pdf"))
+    save(fig, path, dpi=120)
+    save(fig, Path(path).with_suffix(".pdf"))
     plt.close(fig)

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from plots.figure import save
+
 
 def plot_fig2(panel_a: dict, panels: dict, path: Path) -> None:
     """(a) error per round per σ², p; (b) tuned error curves with fitted R_p bars; (c) A_p/A_0 vs theory; (d) ζ*²."""
@@ -65,6 +67,6 @@ def plot_fig2(panel_a: dict, panels: dict, path: Path) -> None:
     ax.set(title="(d) dissimilarity at the optimum", xlabel="p", ylabel="ratio")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    fig.savefig(Path(path).with_suffix(".pdf"))
+    save(fig, path, dpi=120)
+    save(fig, Path(path).with_suffix(".pdf"))
     plt.close(fig)

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from plots.figure import save
+
 
 def plot_grid(images: np.ndarray, labels: np.ndarray, path: Path, per_class: int = 8, title: str = "") -> None:
     """One row per class with up to ``per_class`` uint8 images (n, C, H, W) of that class."""
@@ -26,7 +28,7 @@ def plot_grid(images: np.ndarray, labels: np.ndarray, path: Path, per_class: int
     if title:
         fig.suptitle(title, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -47,5 +49,5 @@ def plot_soft_grid(inputs, probabilities, path: Path, per_row: int = 15, title: 
     if title:
         fig.suptitle(title, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save(fig, path, dpi=100)
     plt.close(fig)

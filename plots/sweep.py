@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from plots.figure import save
+
 
 def _groups(results: dict, keys: list[str], product: bool) -> list[tuple[str, list[str]]]:
     names = list(results)
@@ -55,5 +57,5 @@ def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> Non
         right.set_ylabel("final test accuracy")
         right.set_title(f"{key}: final accuracy (mean ± sd over seeds)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save(fig, path, dpi=110)
     plt.close(fig)

@@ -10,7 +10,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from theory.output import write_text_atomically  # noqa: E402 (each file replaced whole, never through a link)
 
 
 def run_numbers(folder: Path) -> dict | None:
@@ -41,7 +43,7 @@ def main(out: Path) -> int:
     }
     bench = out / "bench.json"
     summary["benchmark"] = json.loads(bench.read_text()) if bench.exists() else None
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomically(out / "summary.json", json.dumps(summary, indent=2))
     lines = [
         f"# GPU check: {summary['device']}, torch {summary['torch']} (CUDA {summary['cuda']})",
         "",
@@ -58,7 +60,7 @@ def main(out: Path) -> int:
         from clients_bench import table
 
         lines += ["", table(summary["benchmark"]["rows"])]
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    write_text_atomically(out / "summary.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return int(any(p["rc"] != 0 for p in parts))
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from theory.errors import InputError, user_code_failure
+from theory.output import refuse_link, write_text_atomically
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -166,7 +167,10 @@ def make_dir(path: Path, what: str = "output folder", tool: str | None = None, o
 
     With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's: an existing folder that is
     not empty and was not made by ``tool`` (its :data:`OWNER` file names another, or none) is refused in one line
-    unless ``overwrite``, so that a CLI never writes over files it did not make."""
+    unless ``overwrite``, so that a CLI never writes over files it did not make; ``path`` itself a symbolic link is
+    refused in one line (never written through), and the owner file is replaced whole, never through a link."""
+    if tool is not None:
+        refuse_link(path, what)
     try:
         if tool is not None and path.is_dir() and any(path.iterdir()) and not overwrite:
             owner = (path / OWNER).read_text().strip() if (path / OWNER).is_file() else None
@@ -178,7 +182,7 @@ def make_dir(path: Path, what: str = "output folder", tool: str | None = None, o
                 )
         path.mkdir(parents=True, exist_ok=True)
         if tool is not None:
-            (path / OWNER).write_text(tool + "\n")
+            write_text_atomically(path / OWNER, tool + "\n")
     except OSError as error:
         raise InputError(f"cannot create {what} {path}: {error.strerror}") from None
     return path

@@ -83,17 +83,25 @@ def write_csv(path: Path, header: Sequence[str], rows) -> None:
     replace_durably(path, write)
 
 
+def refuse_link(path: Path, what: str = "") -> Path:
+    """``path`` itself, unless it is a symbolic link (to a file or a folder, dangling or not): then a one-line
+    InputError naming it (``what``: e.g. "run directory"), so that nothing is written through it."""
+    if Path(path).is_symlink():
+        named = f"{what} {path}" if what else str(path)
+        raise InputError(f"{named}: a symbolic link; refused (this package never writes through one)")
+    return Path(path)
+
+
 def open_unlinked(path: Path, mode: str = "a"):
-    """``path`` opened for appending (``"a"``, text; ``"ab+"``, bytes read and append) or reading and writing
-    (``"a+"``), created where missing, never through a symbolic link planted at ``path`` (O_NOFOLLOW): such a link
-    is an InputError in one line, and the file it points to is left as it is."""
+    """``path`` opened for appending (``"a"``, text; ``"ab"``, bytes; ``"ab+"``, bytes read and append) or reading
+    and writing (``"a+"``), created where missing, never through a symbolic link planted at ``path`` (O_NOFOLLOW):
+    such a link is an InputError in one line, and the file it points to is left as it is."""
     flags = os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     flags |= os.O_RDWR | os.O_APPEND if "+" in mode else os.O_WRONLY | os.O_APPEND
     try:
         handle = os.open(path, flags, 0o644)
     except OSError as error:
-        if Path(path).is_symlink():
-            raise InputError(f"{path}: a symbolic link; refused (this package never writes through one)") from None
+        refuse_link(path)
         raise error
     return os.fdopen(handle, mode)
 

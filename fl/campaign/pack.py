@@ -32,6 +32,7 @@ from fl.records.lease import (
     write_archives,
 )
 from theory.errors import InputError
+from theory.output import write_text_atomically
 
 
 @dataclass
@@ -384,7 +385,7 @@ def unpack(files: list[Path]) -> int:
         status = campaign_status(read_archive(archive), archive)
         done |= {str(row.get("name")) for row in status.get("tasks", []) if row.get("state") == "done"}
     (store / "campaign").mkdir(parents=True, exist_ok=True)
-    (store / "campaign" / "previous.json").write_text(json.dumps({"done": sorted(done)}))
+    write_text_atomically(store / "campaign" / "previous.json", json.dumps({"done": sorted(done)}))
     print(f"{len(done)} tasks finished in earlier leases")
     for archive in kinds["state"]:
         print("\n".join(extract_state(archive, store)))

@@ -12,10 +12,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from fl.campaign.pack import finished_earlier
+from fl.campaign.pack import finished_earlier, limits
 from fl.campaign.predict import predicted_minutes
 from fl.campaign.status import FINAL, alive, gpu_query, log_tail, read_status, store_path, write_status
 from fl.campaign.tasks import MARGIN, ROOT, custom_plan, needs_gib, open_tasks, plan
+from theory.errors import InputError
+from theory.output import open_unlinked, write_text_atomically
 
 
 def job_limit() -> tuple[int, str]:
@@ -59,6 +61,7 @@ def admitted(row: dict, running: dict, tasks: dict) -> str | None:
 def start(group: str) -> int:
     """Write GROUP's plan into the status and start the scheduler in its own session."""
     store = store_path()
+    limits()  # a bad CAMPAIGN_MAX_FILES or _MIB is refused before the scheduler starts, not at its first pack
     status = read_status(store)
     if status and status.get("ended") is None and alive(status.get("pid")):
         print(f"a campaign is running in {store} (pid {status['pid']}): follow it with `wait`", file=sys.stderr)
@@ -75,12 +78,12 @@ def start(group: str) -> int:
     limit, why = job_limit()
     rows = [asdict(t) | {"state": "waiting", "gib": needs_gib(t), "minutes": predicted_minutes(t)} for t in tasks]
     seconds = float(os.environ.get("CAMPAIGN_SECONDS") or 0)
-    now = time.time()
-    write_status(store, {"group": group, "limit": limit, "limit_why": why, "store": str(store), "pid": None,
-                         "started": now, "deadline": now + seconds if seconds else None, "ended": None,
-                         "tasks": rows})  # fmt: skip
     (store / "logs").mkdir(parents=True, exist_ok=True)
-    with open(store / "logs" / "campaign.log", "ab") as log:
+    with open_unlinked(store / "logs" / "campaign.log", "ab") as log:  # a planted link: refused before the status
+        now = time.time()
+        write_status(store, {"group": group, "limit": limit, "limit_why": why, "store": str(store), "pid": None,
+                             "started": now, "deadline": now + seconds if seconds else None, "ended": None,
+                             "tasks": rows})  # fmt: skip
         daemon = subprocess.Popen(
             [sys.executable, "-m", "fl.campaign", "schedule"], cwd=ROOT, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -176,7 +179,12 @@ def schedule() -> int:
                 fleet.append(row)
                 continue
             cap = {"SHUFFLEFL_GPU_GIB": f"{row['gib']:g}"} if row.get("gib") else {}  # fl.run caps its process
-            with open(store / "logs" / f"{row['name']}.log", "ab") as log:
+            try:
+                log = open_unlinked(store / "logs" / f"{row['name']}.log", "ab")
+            except InputError as error:  # a link planted at its log: the task is not started, never written through
+                row.update(state="failed", end=time.time(), note=str(error))
+                continue
+            with log:
                 process = subprocess.Popen(
                     row["command"], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True, env=env | cap,
@@ -185,7 +193,11 @@ def schedule() -> int:
             row.update(state="running", pid=process.pid, start=time.time())
             free -= slots
         if fleet:
-            start_fleet(fleet, store, env, running)
+            try:
+                start_fleet(fleet, store, env, running)
+            except InputError as error:  # a link planted at one of its files: not started, never written through
+                for row in fleet:
+                    row.update(state="failed", end=time.time(), note=str(error))
         status["booked"] = booked
         if not running and (stop or not any(row["state"] == "waiting" for row in order)):
             status["ended"] = time.time()
@@ -213,21 +225,22 @@ def start_fleet(rows: list[dict], store: Path, env: dict, running: dict) -> None
         spec.append([*args, "--out", out, *(["--overwrite"] if fresh else [])])
     (store / "campaign").mkdir(parents=True, exist_ok=True)
     path = store / "campaign" / f"{name}.json"
-    path.write_text(json.dumps(spec, indent=1))
     gib = sum(row.get("gib") or 0 for row in rows)
     cap = {"SHUFFLEFL_GPU_GIB": f"{gib:g}"} if gib else {}
     python = env.get("PYTHON") or sys.executable
     accept = ["--accept-code-change"] if env.get("ACCEPT_CODE_CHANGE") else []
-    with open(store / "logs" / f"{name}.log", "ab") as log:
+    with contextlib.ExitStack() as logs:  # every log opened (a planted link refused) before anything is written
+        log = logs.enter_context(open_unlinked(store / "logs" / f"{name}.log", "ab"))
+        owns = [logs.enter_context(open_unlinked(store / "logs" / f"{row['name']}.log", "a")) for row in rows]
+        write_text_atomically(path, json.dumps(spec, indent=1))
         process = subprocess.Popen(
             [python, "-m", "fl.fleet", str(path), *accept], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True, env=env | cap,
         )  # fmt: skip
-    for row in rows:
-        with open(store / "logs" / f"{row['name']}.log", "a") as own:
+        for row, own in zip(rows, owns):
             own.write(f"in {name} (logs/{name}.log)\n")
-        running[row["name"]] = process
-        row.update(state="running", pid=process.pid, start=time.time(), fleet=name, log=name)
+            running[row["name"]] = process
+            row.update(state="running", pid=process.pid, start=time.time(), fleet=name, log=name)
 
 
 OOM_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA_ERROR_OUT_OF_MEMORY", "OutOfMemoryError")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from fl.atomic import write_atomically
 from fl.data.datasets import LAYOUTS, canonical_name, copy_problem, default_download_root, published_copy_problem
 from fl.data.formats import DataError
 from fl.data.sources import SOURCES, Archive
@@ -87,8 +88,13 @@ def extract_data(tar: tarfile.TarFile, root: Path, path: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         source = tar.extractfile(member)
         assert source is not None  # isfile() members always have data
-        with source, open(target, "wb") as sink:
-            shutil.copyfileobj(source, sink)
+        with source:  # through a temporary file renamed over ``target``: a link planted there is never followed
+            write_atomically(target, lambda tmp, source=source: _copy_into(source, tmp))
+
+
+def _copy_into(source, tmp: Path) -> None:
+    with open(tmp, "wb") as sink:
+        shutil.copyfileobj(source, sink)
 
 
 def _unpack(archive: Archive, path: Path, folder: Path, root: Path) -> None:
@@ -104,7 +110,9 @@ def _unpack(archive: Archive, path: Path, folder: Path, root: Path) -> None:
             for member in members:
                 source = tar.extractfile(member)
                 assert source is not None  # isfile() members always have data
-                (folder / Path(member.name).name).write_bytes(source.read())
+                target = folder / Path(member.name).name  # replaced whole: a link planted there is never followed
+                with source:
+                    write_atomically(target, lambda tmp, source=source: _copy_into(source, tmp))
     except (tarfile.TarError, OSError, EOFError) as error:
         raise DataError(f"{path}: cannot unpack ({error})") from None
 

@@ -26,6 +26,7 @@ from sims.limits import announce, check_steps, check_time, progress_bar
 from sims.mnist.experiment import (
     Config,
     config_dict,
+    figb2_claim,
     loop_steps,
     memory_needed,
     quick,
@@ -129,16 +130,7 @@ def verdict(claims: dict, config: Config) -> list[str]:
             )
     split = [E for E in config.epochs if f"split_E{E}_speedup_at_pmax" in claims]
     if len(split) > 1:
-        gains = {E: claims[f"split_E{E}_speedup_at_pmax"] or 0.0 for E in split}
-        larger = max(gains, key=gains.get)
-        lines.append(
-            f"The speed-up from shuffling is largest at E={larger}"
-            + (
-                " (the paper: largest at the highest E)."
-                if larger == max(split)
-                else f"; this disagrees with the paper, which reports the largest gain at E={max(split)}."
-            )
-        )
+        lines.append(figb2_claim(claims, split)[1])
     deviation = claims.get("split_zeta2_ratio_max_rel_dev_from_1mp2")
     if deviation is not None:
         lines.append(f"split-by-class: measured ζ̂²_p/ζ² is within {100 * deviation:.1f}% of (1-p)² (Lemma 1).")

@@ -41,12 +41,12 @@ from sims.quadratic.experiment import (
     run_panels_bcd,
     seconds_needed,
 )
+from sims.quadratic.fit import corollary_claims, fit_errors
 from sims.quadratic.problem import MEAN_SCALES
 from theory.cli import ArgumentParser, check_memory, finite_float, format_table, guarded, seed_arg
 from theory.errors import InputError
 from theory.output import to_json, write_csv, write_text_atomically
 
-MATCH_P_MAX = 0.6  # the paper says the fitted ratio matches the theory ratio for p <= 0.6 (Fig. 2c)
 TOOL = "sims.quadratic"
 OUTPUTS = ("summary.json", "table.csv", "panel_a.csv", "panel_b.csv", "rounds.csv", "fig2.png", "fig2.pdf")
 
@@ -117,38 +117,26 @@ def resolve_config(args) -> Config:
     return config
 
 
-def fit_errors(p: np.ndarray, a_ratio: np.ndarray, theory_ratio: np.ndarray) -> tuple[float, float] | None:
-    """Log-space RMS error of the fitted A_p/A_0 against the theory ratio and against (1-p)², over
-    0 < p <= 0.6 with a finite positive fit (None when there is no such p)."""
-    ok = (p > 0) & (p <= MATCH_P_MAX) & np.isfinite(a_ratio) & (a_ratio > 0)
-    if not ok.any():
-        return None
-    log_ratio = np.log(a_ratio[ok])
-    rms_theory = float(np.sqrt(np.mean((log_ratio - np.log(theory_ratio[ok])) ** 2)))
-    rms_square = float(np.sqrt(np.mean((log_ratio - 2 * np.log1p(-p[ok])) ** 2)))
-    return rms_theory, rms_square
-
-
 def verdict(panels: dict) -> dict:
-    """Which law the fitted A_p/A_0 follows for 0 < p <= 0.6: the theory ratio or (1-p)²; RMS error in log space."""
+    """Fig. 2c's two claims (Corollary I's bound, the paper's "matches") in REPORT's words
+    (:func:`sims.quadratic.fit.corollary_claims`), and which law the fitted A_p/A_0 follows for 0 < p <= 0.6."""
     p = panels["p"]
     errors = fit_errors(p, panels["A_ratio"], panels["theory_ratio"])
     if errors is None:
         return {"note": "no p in (0, 0.6] with a finite fitted ratio"}
     rms_theory, rms_square = errors
+    claims = corollary_claims(p, panels["A_ratio"], panels["theory_ratio"], panels["A_ratio_ci"])
     closer = "(1-p)^2" if rms_square < rms_theory else "theory ratio (1-p)sqrt(1-p+p L_avg/L_max)"
     text = (
-        f"For 0 < p <= {MATCH_P_MAX}, the fitted A_p/A_0 follows {closer} "
-        f"(log-RMS error {min(rms_square, rms_theory):.3f}"
-        f" vs {max(rms_square, rms_theory):.3f}); fitted exponent kappa = {panels['kappa_small_p']:.2f} "
+        f"{claims['bound'][1]}. {claims['shape'][1]}. Fitted exponent kappa = {panels['kappa_small_p']:.2f} "
         f"(theory ratio: kappa between 1 and 1.5; (1-p)^2: kappa = 2)."
     )
-    if closer == "(1-p)^2":
-        text += " This disagrees with the paper's Fig. 2(c), which reports a match with the theory ratio."
     return {
         "closer_to": closer,
         "log_rms_theory_ratio": rms_theory,
         "log_rms_one_minus_p_squared": rms_square,
+        "bound": claims["bound"][0],
+        "shape": claims["shape"][0],
         "text": text,
     }
 

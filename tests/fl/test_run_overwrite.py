@@ -1,0 +1,54 @@
+"""``python -m fl.run --overwrite`` removes every file fl.run or fl.remeasure wrote in the run folder (checkpoints,
+post-hoc estimates, the per-client table and picture, a temporary a crash left, a link planted at one of those
+names), so none is read as the new run's, and nothing else (a user's notes and folders stay); and the list of names
+it removes (fl.run.RUN_FILES) holds what the run, its methods and fl.remeasure write. (Never while another process
+runs in the folder: tests/fl/test_run.py::test_a_run_folder_in_use_is_refused_in_one_line.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fl import remeasure
+from fl.methods.dynafed import Progress
+from fl.run import CLIENTS_CSV, RUN_FILE, RUN_LOCK, main
+from tests.fl.test_run import base_args
+from theory.cli import OWNER
+
+ROOT = Path(__file__).resolve().parents[2]
+THE_RUNS = {OWNER, RUN_LOCK}  # the folder's mark and lock: kept (the start rewrites one and holds the other)
+
+
+def test_overwrite_removes_every_file_of_the_earlier_run_and_nothing_else(cifar_root, tmp_path):
+    out = tmp_path / "run"
+    extra = ("--set", "train.keep_round=2", "--set", "train.client_eval_every=2", "--set", "data.val_fraction=0.2")
+    assert main(base_args(cifar_root, out, *extra)) == 0
+    assert [line["round"] for line in remeasure.remeasure(out, samples=2, quiet=True)] == [2, 4]
+    (out / "checkpoint.pt.tmp").write_bytes(b"cut short")  # what a write cut short leaves
+    written = {p.name for p in out.iterdir()} - THE_RUNS
+    assert {"checkpoint_round2.pt", CLIENTS_CSV, "clients.png", remeasure.OUT} <= written
+    assert all(RUN_FILE.fullmatch(name) for name in written), written  # every file the run made is one of its own
+    (out / "NOTES.md").write_text("mine")
+    (tmp_path / "elsewhere.pt").write_bytes(b"not the run's")
+    (out / "checkpoint_round3.pt").symlink_to(tmp_path / "elsewhere.pt")  # a link at a name of the run's: removed
+    (out / "plots").mkdir()
+    (out / "plots" / "clients.png").write_bytes(b"mine too")
+    assert main(base_args(cifar_root, out, "--set", "train.rounds=2", "--overwrite")) == 0
+    left = {p.name for p in out.iterdir()} - THE_RUNS
+    assert left == {"config.json", "provenance.json", "metrics.jsonl", "checkpoint.pt", "summary.json", "NOTES.md",
+                    "plots"}  # fmt: skip
+    assert (out / "NOTES.md").read_text() == "mine" and (out / "plots" / "clients.png").read_bytes() == b"mine too"
+    assert (tmp_path / "elsewhere.pt").read_bytes() == b"not the run's"  # the link went, never what it points to
+    assert [line["round"] for line in remeasure.remeasure(out, samples=2, quiet=True)] == [
+        2
+    ]  # the new run's model, measured
+
+
+def test_the_names_overwrite_removes_hold_every_picture_and_file_a_method_or_remeasure_writes():
+    sources = [*(ROOT / "fl" / "methods").rglob("*.py"), ROOT / "fl" / "run.py"]
+    pictures = {name for path in sources for name in re.findall(r'Picture\(\s*"([^"]+)"', path.read_text())}
+    assert {"hfmds_pool.png", "dynafed_dsyn.png", "synthetic_samples.png"} <= pictures
+    for name in [*pictures, Progress.FILE, remeasure.OUT, "checkpoint_round49.pt", "summary.json.tmp"]:
+        assert RUN_FILE.fullmatch(name), name
+    for name in ["NOTES.md", "checkpoint_roundx.pt", "snapshots", "metrics.jsonl.bak", OWNER, RUN_LOCK]:
+        assert not RUN_FILE.fullmatch(name), name
