@@ -138,25 +138,27 @@ def test_a_fedssyn_runs_samples_figure_and_files_replace_planted_links(tmp_path,
     assert_replaced(out, names, victim, "fl.run\n")
 
 
-def test_sims_quadratic_replaces_every_planted_link(tmp_path):
-    out = tmp_path / "quadratic"
+def planted(tmp_path: Path, folder: str, names: list[str], tool: str) -> tuple[Path, Path]:
+    """A new output folder with a link to one victim file at each of ``names``: (the folder, the victim)."""
+    out = tmp_path / folder
     out.mkdir()
-    victim = victim_of(tmp_path, "sims.quadratic\n")
-    names = [OWNER, *QUADRATIC_OUTPUTS]
+    victim = victim_of(tmp_path, tool)
     for name in names:
         (out / name).symlink_to(victim)
+    return out, victim
+
+
+def test_sims_quadratic_replaces_every_planted_link(tmp_path):
+    names = [OWNER, *QUADRATIC_OUTPUTS]
+    out, victim = planted(tmp_path, "quadratic", names, "sims.quadratic\n")
     assert quadratic_main(["--quick", "--quiet", "--out", str(out)]) == 0  # its own folder: no --overwrite
     assert_replaced(out, names, victim, "sims.quadratic\n")
     assert {p.name for p in out.iterdir()} == set(names)  # nothing it writes was left out of the plant
 
 
 def test_sims_mnist_replaces_every_planted_link(tmp_path):
-    out = tmp_path / "mnist"
-    out.mkdir()
-    victim = victim_of(tmp_path, "sims.mnist\n")
     names = [OWNER, *MNIST_OUTPUTS]
-    for name in names:
-        (out / name).symlink_to(victim)
+    out, victim = planted(tmp_path, "mnist", names, "sims.mnist\n")
     argv = ["--quick", "--quiet", "--dataset", real_dataset(), "--per-class", "20", "--rounds", "2", "--epochs", "1",
             "--p", "0", "0.5", "--seeds", "1", "--out", str(out)]  # fmt: skip
     assert mnist_main(argv) == 0

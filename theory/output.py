@@ -5,6 +5,7 @@ and CSV tables."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -132,3 +133,12 @@ def read_object(path: Path, what: str) -> dict:
     if not isinstance(value, dict):
         raise InputError(f"{path}: {what} is not a JSON object")
     return value
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks of 1 MiB (the one file digest of the package)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import math
 import os
@@ -32,7 +31,7 @@ from fl.records.lease import (
     write_archives,
 )
 from theory.errors import InputError
-from theory.output import write_text_atomically
+from theory.output import file_sha256, write_text_atomically
 
 
 @dataclass
@@ -115,14 +114,6 @@ class Written:
         self.every[self.key] = entries
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, lambda tmp: tmp.write_text(json.dumps(self.every, indent=1)))
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def linked_part(path: Path, top: Path) -> Path | None:

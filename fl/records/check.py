@@ -55,7 +55,7 @@ from fl.quality import report_name
 from fl.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
 from fl.run import rounds_to_target
 from theory.errors import InputError
-from theory.output import to_json
+from theory.output import file_sha256, to_json
 
 KEPT = RECORD_FILES  # what a ledger entry keeps of a run: the records a lease brings back of every run
 MAX_FILE, MAX_TOTAL = 2 * 2**20, 50 * 2**20
@@ -82,10 +82,6 @@ Flag = Callable[[Path, str], None]
 ARM_METHODS = {"_fedavg_alpha01": "none", "_hfmds": "hfmds", "_fmds": "fmds", "_fedcog": "fedcog", "_fedavg": "none"}
 
 
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def entry_digest(record: dict) -> str:
     """The digest of a ledger.json's fields (all but ``entry_sha256`` itself): an edit of one shows."""
     fields = {k: v for k, v in record.items() if k != "entry_sha256"}
@@ -95,7 +91,7 @@ def entry_digest(record: dict) -> str:
 def sealed(record: dict, files: list[Path]) -> dict:
     """``record`` with the sha256 of each of ``files`` and its own digest: what ``ledger add`` writes."""
     record = {k: v for k, v in record.items() if k not in ("files", "entry_sha256")}
-    record["files"] = {f.name: file_digest(f) for f in sorted(files)}
+    record["files"] = {f.name: file_sha256(f) for f in sorted(files)}
     return record | {"entry_sha256": entry_digest(record)}
 
 
@@ -119,7 +115,7 @@ def recorded(entry: Path, flag: Flag, kept: tuple[str, ...]) -> None:
     for name in sorted(here - set(files)):
         flag(entry / name, "not among the files the entry was added with (put there by hand?)")
     for name in sorted(here & set(files)):
-        if file_digest(entry / name) != files[name]:
+        if file_sha256(entry / name) != files[name]:
             flag(entry / name, "differs from the file the entry was added with (its sha256 changed: edited?)")
 
 

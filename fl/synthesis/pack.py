@@ -44,7 +44,7 @@ from pathlib import Path
 from fl.atomic import write_atomically
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 from theory.errors import InputError
-from theory.output import write_text_atomically
+from theory.output import file_sha256, write_text_atomically
 
 MANIFEST = "manifest.json"
 FOLDER = re.compile(r"client([0-9]+)-([0-9a-f]{16})")  # matched whole (fullmatch): no newline, nothing after
@@ -74,14 +74,6 @@ class Folder:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _shown(name: str) -> str:
@@ -182,7 +174,7 @@ def pack(cache_dir: Path, out_dir: Path, name: str = "synthetic_sets", max_bytes
         if path.stat().st_size > max_bytes:
             raise InputError(f"{path}: {path.stat().st_size} bytes, over the limit of {max_bytes}")
         written.append(path)
-        record[archive_name] = {"sha256": _file_sha256(path), "bytes": path.stat().st_size,
+        record[archive_name] = {"sha256": file_sha256(path), "bytes": path.stat().st_size,
                                 "cache": str(cache_dir.resolve())}  # fmt: skip
     for path in present:
         if path not in written:
@@ -206,7 +198,7 @@ def _not_ours(path: Path, entry: object, cache_dir: Path) -> str | None:
     ``cache_dir`` and the file is unchanged since."""
     if not isinstance(entry, dict) or not path.is_file() or path.is_symlink():
         return "not an archive pack wrote here"
-    if entry.get("bytes") != path.stat().st_size or entry.get("sha256") != _file_sha256(path):
+    if entry.get("bytes") != path.stat().st_size or entry.get("sha256") != file_sha256(path):
         return "changed since pack wrote it"
     if entry.get("cache") != str(cache_dir.resolve()):
         return f"holds the sets of another cache ({entry.get('cache')})"
@@ -344,7 +336,7 @@ def unpack(archives: list[Path], cache_dir: Path) -> list[str]:
                     plan[target] = _merged_keys(target, planned if isinstance(planned, bytes) else None,
                                                 keys[f"{folder_name}/{file}"])  # fmt: skip
                     continue
-                if target.exists() and (not target.is_file() or _file_sha256(target) != digest):
+                if target.exists() and (not target.is_file() or file_sha256(target) != digest):
                     raise InputError(f"{target}: already in the cache and different from {archive.name}'s")
                 plan[target] = (archive, f"{folder_name}/{file}", digest)
             if not folder.is_symlink() and not any(folder.glob("generator_epoch*.pt")):
