@@ -41,6 +41,15 @@ def rows(*accuracies: float) -> list[dict]:
     return [{"round": t, "test_accuracy": a} for t, a in enumerate(accuracies, 1)]
 
 
+def test_a_diverged_run_never_reaches_the_target_and_leaves_the_rule_its_rounds_before():
+    seed = rows(0.5, 0.7, 0.8, 0.8, 0.8, 0.8, 0.8) + [{"round": 8, "test_accuracy": 0.1, "diverged": True}]
+    assert t1.target_rule([seed]) == pytest.approx(0.76)  # 0.95 x 0.80: the diverged round is no accuracy
+    assert t1.rounds_to(seed, 0.9) == (101, True)  # stopped at round 8, never reaches it: > 100 rounds
+    stopped = rows(0.2, 0.3) + [{"round": 3, "test_accuracy": 0.1, "diverged": True}]
+    assert t1.speedup([stopped], [rows(0.2, 0.6)], 0.5).ratios == [101 / 2]
+    assert t1.diverged(stopped) and not t1.diverged(rows(0.2))
+
+
 def test_the_target_rule_by_hand():
     # last 5 rounds' means: 0.80 and 0.70 -> 0.75; 0.95 x 0.75 = 0.7125 -> 71 %
     seed0 = rows(0.1, 0.2, 0.8, 0.8, 0.8, 0.8, 0.8)
@@ -49,15 +58,15 @@ def test_the_target_rule_by_hand():
 
 
 def test_speedups_at_a_target_with_censoring_by_hand():
-    without = [rows(0.3, 0.5, 0.6, 0.7), rows(0.4, 0.5, 0.55, 0.58)]  # seed 1 never reaches 0.6: 4 + 1 = 5
+    without = [rows(0.3, 0.5, 0.6, 0.7), rows(0.4, 0.5, 0.55, 0.58)]  # seed 1 never reaches 0.6: 101
     with_ = [rows(0.6, 0.7, 0.7, 0.7), rows(0.5, 0.6, 0.6, 0.7)]
     at = t1.speedup(without, with_, 0.6)
-    assert (at.without, at.with_, at.censored, at.mark) == ([3, 5], [1, 2], (True, False), "≥ ")
-    assert at.ratios == [3.0, 2.5] and at.mean_sd[0] == pytest.approx(2.75)
+    assert (at.without, at.with_, at.censored, at.mark) == ([3, 101], [1, 2], (True, False), "≥ ")
+    assert at.ratios == [3.0, 50.5] and at.mean_sd[0] == pytest.approx(26.75)
     exact = t1.speedup(without, with_, 0.5)  # every run reaches 0.5
     assert (exact.without, exact.with_, exact.mark) == ([2, 2], [1, 1], "")
     late = t1.speedup(with_, without, 0.7)  # the other way round: the synthetic side censored
-    assert (late.without, late.with_, late.mark) == ([2, 4], [4, 5], "≤ ")  # an upper bound on the speed-up
+    assert (late.without, late.with_, late.mark) == ([2, 4], [4, 101], "≤ ")  # an upper bound on the speed-up
     assert t1.speedup(without, with_, 0.75).mark == "? "  # both sides censored: bounds both ways
     assert t1.speedup(without[:1], with_[1:], 0.7).mark == ""
     # targets: whole percent from 50 % to the highest every run of both arms reached (0.58)
@@ -79,4 +88,5 @@ def test_a_column_claim_and_its_bounds(tmp_path: Path):
     pairs = {a: (result(never), result(fast)) for a in t1.ALGORITHMS}
     numbers, claim = t1.column_claim("a01", t1.COLUMNS["a01"], pairs, 0.8)
     assert "≥ " in claim.text  # a D_i arm that never reached m: its speed-ups are lower bounds
-    assert numbers["sizes"]["fedavg"] == f"{NOT_RESOLVED} (a lower bound)"  # 11/2, 11/3 below the paper's 8.5x
+    assert numbers["speedups"]["fedavg"][0] == pytest.approx((101 / 2 + 101 / 3) / 2)  # lower bounds: ≥ 42x
+    assert numbers["sizes"]["fedavg"] == "larger than the paper's"  # a lower bound above the paper's 8.5x decides it
