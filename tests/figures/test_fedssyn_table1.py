@@ -9,7 +9,6 @@ import pytest
 
 from figures import fedssyn_table1 as t1
 from figures.flruns import Protocol, config_of
-from figures.verdict import NOT_RESOLVED
 
 
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
@@ -42,10 +41,10 @@ def rows(*accuracies: float) -> list[dict]:
 
 
 def test_a_diverged_run_never_reaches_the_target_and_leaves_the_rule_its_rounds_before():
-    seed = rows(0.5, 0.7, 0.8, 0.8, 0.8, 0.8, 0.8) + [{"round": 8, "test_accuracy": 0.1, "diverged": True}]
+    seed = [*rows(0.5, 0.7, 0.8, 0.8, 0.8, 0.8, 0.8), {"round": 8, "test_accuracy": 0.1, "diverged": True}]
     assert t1.target_rule([seed]) == pytest.approx(0.76)  # 0.95 x 0.80: the diverged round is no accuracy
     assert t1.rounds_to(seed, 0.9) == (101, True)  # stopped at round 8, never reaches it: > 100 rounds
-    stopped = rows(0.2, 0.3) + [{"round": 3, "test_accuracy": 0.1, "diverged": True}]
+    stopped = [*rows(0.2, 0.3), {"round": 3, "test_accuracy": 0.1, "diverged": True}]
     assert t1.speedup([stopped], [rows(0.2, 0.6)], 0.5).ratios == [101 / 2]
     assert t1.diverged(stopped) and not t1.diverged(rows(0.2))
 
