@@ -118,6 +118,7 @@ class Engine:
 
     def __init__(self, call) -> None:
         self.raised: list[BaseException] = []
+        self.ended = threading.Event()  # the call returned or raised
         self.thread = threading.Thread(target=self._run, args=(call,), name="flower-engine", daemon=True)
         ray_worker = logging.getLogger("ray._private.worker")
         if not any(isinstance(f, RayThreadNotice) for f in ray_worker.filters):
@@ -128,10 +129,20 @@ class Engine:
             call()
         except BaseException as error:  # handed to the waiting thread
             self.raised.append(error)
+        finally:
+            self.ended.set()
 
     def join(self) -> None:
-        while self.thread.is_alive():
-            self.thread.join(0.1)
+        """Wait until the call has ended (at once if a stop came before the thread started).
+
+        On :attr:`ended`, never on ``Thread.join`` or ``Thread.is_alive``: a KeyboardInterrupt raised inside them
+        (Ctrl-C while the thread runs) makes CPython 3.11 mark the live thread stopped (bpo-45274's fix), the next
+        wait returns at once, and Ray was shut down under the engine (issue 69). An interrupted Event.wait leaves the
+        Event as it was. The wait is in slices of 0.1 s because the main thread runs its signal handlers only between
+        them: a signal the kernel gave another thread (or ``_thread.interrupt_main``) does not wake a blocked wait."""
+        while not self.ended.wait(0.1):
+            if self.thread.ident is None:  # never started: nothing to wait for
+                return
 
     def run(self) -> None:
         self.thread.start()

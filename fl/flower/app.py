@@ -473,4 +473,5 @@ class ServerRun:
             sys.stderr.write(
                 "stopping: the Flower server saves its checkpoint when its current step ends (Ctrl-C again to leave)\n"
             )
-            self.finished.wait()
+            while not self.finished.wait(0.1):  # in slices: the second Ctrl-C is handled between them
+                pass
