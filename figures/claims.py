@@ -209,7 +209,7 @@ def catalogue_rows(built: dict[tuple[str, str], dict | str], claims: list[dict] 
         where = f"{PAPERS[claim['paper']]} {claim['where']}"
         head = [where, claim["claim"], claim["paper_number"]]
         if not claim.get("rows"):
-            out.append([*head, "-", "-", NOT_MEASURED, "-", f"no: {claim['why']}", f"`{claim['command']}`"])
+            out.append([*head, "-", "-", NOT_MEASURED, "-", f"no: {claim['why']}", f"to measure: {claim['command']}"])
             continue
         for key in claim["rows"]:
             label, _, ours, verdict, size, evidence, command = row_cells(by_key[key], built)
