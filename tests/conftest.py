@@ -19,6 +19,22 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(autouse=True)
+def signal_handlers():
+    """Every test leaves SIGINT and SIGTERM as it found them: code run in-process that installs its own handler and
+    fails to put the old one back would change how a later test's Ctrl-C lands (``_thread.interrupt_main`` does
+    nothing where SIGINT is not Python's handler). The test fails on such a leak, then the handlers are restored."""
+    import signal
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    after = {sig: signal.getsignal(sig) for sig in before}
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+    leaked = [signal.Signals(sig).name for sig in before if after[sig] is not before[sig]]
+    assert not leaked, f"the test left its own {' and '.join(leaked)} handler installed"
+
+
 @pytest.fixture()
 def cifar_root(tmp_path, monkeypatch):
     """A tiny CIFAR-10 in the standard layout: 5 x 40 training images and 30 test images (random pixels whose

@@ -313,14 +313,17 @@ def supervise(argv: Sequence[str]) -> int:
         with contextlib.suppress(ProcessLookupError):  # as Ctrl-C: Ray's own SIGTERM handler prints a native dump
             child.send_signal(signal.SIGINT)
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, forward)
-    while True:
-        try:
-            code = child.wait()
-            break
-        except InterruptedError:  # pragma: no cover - wait() retries on EINTR since Python 3.5
-            continue
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                code = child.wait()
+                break
+            except InterruptedError:  # pragma: no cover - wait() retries on EINTR since Python 3.5
+                continue
+    finally:  # the caller's handlers back (a process that goes on, a test among others, keeps its Ctrl-C)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 128 + signal.SIGTERM if signal.SIGTERM in received else code
 
 
