@@ -339,8 +339,14 @@ def test_a_stop_reaches_the_server_while_flowers_engine_winds_down_in_its_own_th
     monkeypatch.setattr(flower_module, "shutdown_ray", lambda: events.append("Ray shut down here"))
     monkeypatch.setattr(flwr.simulation, "run_simulation", engine)
     config = SimpleNamespace(data=SimpleNamespace(clients=2))
-    with pytest.raises(InputError, match="interrupted after round 1"):
-        flower_module.simulate(config, tmp_path)
+    # Ctrl-C as a user's process has it (Python's handler): interrupt_main does nothing where SIGINT is another's,
+    # as it may be here after fixtures of wider scope ran other CLIs in this process
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(InputError, match="interrupted after round 1"):
+            flower_module.simulate(config, tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert events == ["engine in the main thread: False", "server stopped, its checkpoint saved", "engine ended",
                       "Ray shut down here"]  # fmt: skip
 
