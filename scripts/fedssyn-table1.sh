@@ -31,6 +31,8 @@ while [ $# -gt 0 ]; do
 done
 [ ${#COLUMNS[@]} -eq 0 ] && COLUMNS=(a01 a001 c04_a01 c04_a001 n40_a01 n40_a001 n100_a01 n100_a001)
 case $ARM in real|synthetic|both) ;; *) echo "ARM must be real, synthetic or both, not $ARM" >&2; exit 2 ;; esac
+case $SUBSAMPLE in ''|*[!0-9]*) echo "SUBSAMPLE must be a whole number (0: every image), not '$SUBSAMPLE'" >&2; exit 2 ;; esac
+
 
 column() {  # the --set arguments of a column: clients, participation, alpha
   case $1 in
@@ -42,6 +44,7 @@ column() {  # the --set arguments of a column: clients, participation, alpha
        return 2 ;;
   esac
 }
+for col in "${COLUMNS[@]}"; do column "$col" > /dev/null || exit 2; done  # an unknown column: one line
 
 if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder's parent is _runs: stage them so
   stage=$(mktemp -d)
@@ -52,7 +55,7 @@ if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder
       [ -f "$run/summary.json" ] || continue
       name=$(echo "${run#"$RUNS/"}" | tr '/=' '__')
       mkdir "$stage/_runs/$name"
-      cp "$run"/{config.json,metrics.jsonl,summary.json,provenance.json} "$stage/_runs/$name/"
+      cp -P "$run"/{config.json,metrics.jsonl,summary.json,provenance.json} "$stage/_runs/$name/"  # a link stays one
     done
   done
   if [ -z "$(ls "$stage/_runs")" ]; then echo "no finished run of ${COLUMNS[*]} in $RUNS"; exit 0; fi
