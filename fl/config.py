@@ -24,6 +24,10 @@ start_round = 51
 rounds = 30
 lr = [0.01, 0.05, 0.1]   # a grid is tuned on the clients' 10% local validation sets
 ```
+
+That is an example, not the defaults: every key's default and meaning is in the docs' config reference
+(generated from these dataclasses by :mod:`fl.config_reference`), and ``python -m fl.run --print-config`` prints
+a resolved config.
 """
 
 from __future__ import annotations
@@ -150,6 +154,7 @@ MAX_ROUNDS = 1_000_000
 class TrainConfig:
     """rounds: communication rounds. participation: C ∈ (0, 1]. local_epochs: E. batch_size: B.
     lr: client step size, or a grid tuned for ``tune_rounds`` rounds on the local validation sets.
+    tune_rounds: rounds each step size of an ``lr`` grid runs before the best on the validation sets is kept.
     weighting: "size" or "uniform" aggregation weights. seed: everything derives from it.
     device: auto (CUDA when present), cpu, cuda. eval_every: rounds between test evaluations.
     estimate_every: rounds between ζ²/σ²/δ² measurements (0: off); estimate_samples: per-sample gradients per
@@ -299,7 +304,12 @@ class RunConfig:
             not self.train.client_eval_every or self.data.val_fraction > 0, "train.client_eval_every",
             "needs data.val_fraction > 0 (each client is evaluated on its own held-out split)",
         )  # fmt: skip
-        build_algorithm(self.algorithm)
+        algorithm = build_algorithm(self.algorithm)
+        plain = self.train.momentum == 0 and self.train.optimizer == "sgd"  # so no optimiser state to keep either
+        _require(
+            plain or not algorithm.plain_sgd_only, "algorithm.name",
+            f"{algorithm.name} assumes plain local SGD steps: it needs train.momentum = 0 and train.optimizer = 'sgd'",
+        )  # fmt: skip
         build_method(self.method)
         return self
 

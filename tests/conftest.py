@@ -19,14 +19,52 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(autouse=True)
-def signal_handlers():
-    """Every test leaves SIGINT and SIGTERM as it found them: code run in-process that installs its own handler and
-    fails to put the old one back would change how a later test's Ctrl-C lands (``_thread.interrupt_main`` does
-    nothing where SIGINT is not Python's handler). The test fails on such a leak, then the handlers are restored."""
+def _handlers() -> tuple:
     import signal
 
+    return signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+
+SESSION_HANDLERS: list[tuple] = []  # SIGINT's and SIGTERM's handlers as the session began
+LAST_TEST: list[str] = ["the session's start"]
+
+
+def pytest_sessionstart(session):
+    SESSION_HANDLERS.append(_handlers())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """A fixture of any scope, and its teardown below, leaves SIGINT and SIGTERM as it found them: the autouse
+    fixture further down sees only what a test does between its own setup and teardown, and a module- or
+    session-scoped fixture that ran a CLI in-process could otherwise leave a handler that makes a later test's
+    Ctrl-C (``_thread.interrupt_main``) land nowhere. Such a fixture fails the test it was set up for, by name;
+    a teardown that does so fails the next test (``signal_handlers``)."""
+    before = _handlers()
+    yield
+    if _handlers() != before:
+        import signal
+
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+        pytest.fail(f"fixture {fixturedef.argname} ({fixturedef.scope} scope) left its own signal handler installed")
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers(request):
+    """Every test leaves SIGINT and SIGTERM as it found them: code run in-process that installs its own handler and
+    fails to put the old one back would change how a later test's Ctrl-C lands (``_thread.interrupt_main`` does
+    nothing where SIGINT is not Python's handler). The test fails on such a leak, then the handlers are restored.
+    A test that starts with other handlers than the session began with fails too, naming the test before it (whose
+    fixtures' teardown, or a wider fixture's, changed them)."""
+    import signal
+
+    if SESSION_HANDLERS and _handlers() != SESSION_HANDLERS[0]:
+        signal.signal(signal.SIGINT, SESSION_HANDLERS[0][0])
+        signal.signal(signal.SIGTERM, SESSION_HANDLERS[0][1])
+        pytest.fail(f"a SIGINT or SIGTERM handler was changed after {LAST_TEST[0]} ended (a fixture's teardown)")
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    LAST_TEST[0] = request.node.nodeid
     yield
     after = {sig: signal.getsignal(sig) for sig in before}
     for sig, handler in before.items():

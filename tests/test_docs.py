@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GUIDES = sorted((ROOT / "docs" / "guides").glob("*.md"))
 TESTED = re.compile(r"<!-- tested -->\n```bash\n(.*?)```", re.S)
 FILES = re.compile(r"```python\n# file: (\S+)\n(.*?)```", re.S)
+ROLE = re.compile(r":(?:mod|class|meth|func|attr|data|obj|exc):")
+NAV_PAGE = re.compile(r":\s*(\S+\.md)\s*$", re.M)
 
 
 def commands_marked_tested(text: str) -> list[str]:
@@ -34,6 +36,16 @@ def test_the_docs_build_with_warnings_as_errors(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     page = (tmp_path / "site" / "reference" / "methods" / "index.html").read_text()
     assert "client_payload" in page and "before_client" in page  # the hooks' reference comes from the docstrings
+    built = {path: path.read_text() for path in (tmp_path / "site").rglob("*.html")}
+    raw = {str(path.relative_to(tmp_path)): ROLE.findall(text) for path, text in built.items() if ROLE.search(text)}
+    assert not raw, f"Sphinx roles left as raw text: {raw}"
+    engine = built[tmp_path / "site" / "reference" / "engine" / "index.html"]
+    assert 'href="../methods/#fl.methods.base"><code>fl.methods.base' in engine  # a role is a link
+    config_page = built[tmp_path / "site" / "reference" / "config" / "index.html"]
+    from fl.config_reference import every_key
+
+    keys = [key for table in every_key().values() for key, *_ in table]
+    assert len(keys) > 100 and all(f"<code>{key}</code>" in config_page for key in keys)
 
 
 def test_readme_links_into_the_docs_resolve_and_readme_stays_short():
@@ -41,6 +53,56 @@ def test_readme_links_into_the_docs_resolve_and_readme_stays_short():
     links = re.findall(r"\]\((docs/[^)]+)\)", text)
     assert len(links) >= 8 and all((ROOT / link).is_file() for link in links)
     assert len(text.splitlines()) <= 80
+
+
+def test_every_module_a_guide_names_has_a_reference_page():
+    """A dotted name of ours in a guide (``fl.data.partition``, ``fl.run.trainer_threads``): the longest prefix that
+    is a module has a ``::: module`` page (a namespace package: one of its modules has)."""
+    import importlib.util
+
+    def is_module(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # a name inside a module that is no package
+            return False
+
+    pages = " ".join(p.read_text() for p in (ROOT / "docs" / "reference").glob("*.md"))
+    shown = set(re.findall(r"^::: (\S+)", pages, re.M))
+    text = " ".join(p.read_text() for p in [*GUIDES, ROOT / "docs" / "getting-started.md", ROOT / "README.md"])
+    missing = []
+    for name in set(re.findall(r"\b(?:fl|theory|sims|figures|plots)(?:\.[a-z_]+)+", text)):
+        parts = name.split(".")
+        modules = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+        module = next(m for m in modules if is_module(m))
+        if not any(s == module or s.startswith(module + ".") for s in shown):
+            missing.append(f"{name} ({module})")
+    assert not missing, f"modules the guides name with no reference page: {sorted(missing)}"
+
+
+def test_the_home_page_links_every_page_of_the_nav():
+    nav = set(NAV_PAGE.findall((ROOT / "mkdocs.yml").read_text())) - {"index.md"}
+    home = set(re.findall(r"\]\(([^)]+\.md)\)", (ROOT / "docs" / "index.md").read_text()))
+    assert nav and nav <= home, f"pages of the nav the home page does not link: {sorted(nav - home)}"
+
+
+def test_the_config_reference_has_every_key_with_its_real_default_and_a_meaning():
+    from dataclasses import fields
+
+    from fl.algorithms import ALGORITHMS
+    from fl.config_reference import SECTIONS, every_key, markdown
+    from fl.methods import METHODS
+
+    tables = every_key()
+    for title, table in tables.items():
+        for key, _, _, meaning in table:
+            assert meaning, f"{title}: {key} has no meaning in its class docstring (write 'name: meaning.' there)"
+    expected = {f"{s}.{f.name}": repr(getattr(cls(), f.name)) for s, cls in SECTIONS.items() for f in fields(cls)}
+    for section, classes in (("algorithm", ALGORITHMS), ("method", METHODS)):
+        for cls in classes.values():
+            expected |= {f"{section}.{f.name}": repr(getattr(cls(), f.name)) for f in fields(cls)}
+    found = {key: default for table in tables.values() for key, _, default, _ in table}
+    assert found == expected
+    assert "| `train.rounds` | int | `20` |" in markdown() and "| `data.p` | float | `0.0` |" in markdown()
 
 
 def test_the_guides_with_tested_blocks():

@@ -41,6 +41,7 @@ class Algorithm:
     name: ClassVar[str] = "fedavg"
     client_keys: ClassVar[tuple[str, ...]] = ()  # per-client state vectors, each stored as (N, P)
     server_keys: ClassVar[tuple[str, ...]] = ()
+    plain_sgd_only: ClassVar[bool] = False  # its update assumes plain local SGD steps (FedNova's τ_i normalisation)
 
     def check(self) -> Algorithm:
         """Raise :class:`~theory.errors.InputError` (naming the ``algorithm.KEY``) for an out-of-range value."""

@@ -751,7 +751,12 @@ class DynaFed(Method):
     depend on it). precision: the arithmetic of the matching's products and convolutions (:mod:`fl.precision`):
     "auto" (the device's: float32 on the CPU; on CUDA, TF32 on the fast path and cuDNN's default, TF32 convolutions,
     on the others), or "fp32", "tf32" (emulated off CUDA) or "bf16" on any device; the server's fine-tuning is not
-    affected."""
+    affected. augment: "dsa" (each inner step sees its own differentiable augmentation of X, DSA) or "none".
+    dsa_strategy: DSA's transformations, joined by "_" (DSA's and DynaFed's default: all six). target_draw: how a
+    segment's target is drawn: "paper" (w^{t+s} averaged with ``target_average`` checkpoints between) or "code"
+    (2..s checkpoints of w^{t+1..t+s}, with replacement, as the authors' code draws them). initial_checkpoint: the
+    trajectory starts with the initial model w^0 (the authors' code) instead of w^1. class_mean: the matching's
+    soft-label loss also averaged over the C classes, as the authors' code's ``kd_loss``."""
 
     name: ClassVar[str] = "dynafed"
     trajectory_rounds: int = 20

@@ -56,8 +56,9 @@ class FedssynConfig:
     (:func:`synthesize`: one vmapped step over the clients; equal to one by one to float rounding, so a cache
     key of its own; no dp, no dropout). sample_steps: DDPM sampling steps (0: the full chain
     of T steps; fewer: strided DDIM). generator_config: overrides of the generator's own config dataclass (e.g.
-    {"timesteps": 200}). dp: train the generators with DP-SGD (revised paper Sec. 6) with dp_noise_multiplier,
-    dp_max_grad_norm, reporting ε for dp_delta (see :mod:`fl.synthesis.generators.dp`). dp_accountant: how ε is
+    {"timesteps": 200}). dp: train the generators with DP-SGD (revised paper Sec. 6), reporting ε (see
+    :mod:`fl.synthesis.generators.dp`). dp_noise_multiplier: DP-SGD's noise multiplier σ. dp_max_grad_norm: the
+    per-sample gradient clipping norm C. dp_delta: the δ of the (ε, δ) reported. dp_accountant: how ε is
     computed, "prv" (default: Opacus's PRV accountant, Gopi et al. 2021, which Opacus recommends; an upper bound
     on ε, 6-16% below RDP here, e.g. 1.398 against 1.569 at q = 0.1, 30 steps, σ = 1.906, δ = 1e-5) or "rdp"
     (the Rényi-DP accountant the paper's ε come from, kept for comparison). Like dp_delta it only changes the

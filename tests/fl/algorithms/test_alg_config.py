@@ -4,7 +4,19 @@ import math
 
 import pytest
 
-from fl.algorithms import ALGORITHMS, FedAvg, FedAvgM, FedDyn, FedProx, FedPVR, Scaffold
+from fl.algorithms import (
+    ALGORITHMS,
+    FedAdagrad,
+    FedAdam,
+    FedAvg,
+    FedAvgM,
+    FedDyn,
+    FedNova,
+    FedProx,
+    FedPVR,
+    FedYogi,
+    Scaffold,
+)
 from fl.config import build_algorithm
 from theory.errors import InputError
 
@@ -30,6 +42,10 @@ def test_registry():
         "scaffold": Scaffold,
         "feddyn": FedDyn,
         "fedpvr": FedPVR,
+        "fedadam": FedAdam,
+        "fedyogi": FedYogi,
+        "fedadagrad": FedAdagrad,
+        "fednova": FedNova,
     }
 
 

@@ -1,0 +1,27 @@
+"""FedAdam (Reddi et al. 2021, Algorithm 2): Adam on the server over the averaged client delta Δ_t.
+
+    m_t = β1 m_{t-1} + (1 - β1) Δ_t,   v_t = β2 v_{t-1} + (1 - β2) Δ_t²,   x_{t+1} = x_t + η m_t/(√v_t + τ)
+
+with v_{-1} = τ² and no bias correction, as in Algorithm 2 (see :mod:`fl.algorithms.fedopt` for the shared step
+and the start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from fl.algorithms.fedopt import FedOptWithBeta2
+
+
+@dataclass(frozen=True)
+class FedAdam(FedOptWithBeta2):
+    """FedAdam: server_lr (η), beta1 (β1), tau (τ) and beta2 (β2) of :class:`~fl.algorithms.fedopt.FedOpt`."""
+
+    name: ClassVar[str] = "fedadam"
+
+    def second_moment(self, v: torch.Tensor, delta2: torch.Tensor) -> torch.Tensor:
+        """Algorithm 2's Adam line: v_t = β2 v_{t-1} + (1 - β2) Δ_t²."""
+        return self.beta2 * v + (1 - self.beta2) * delta2
