@@ -288,6 +288,11 @@ PLUGIN_KEYS = ("method.name", "algorithm.name", "model.name", "data.partition", 
 
 @dataclass(frozen=True)
 class RunConfig:
+    """A whole run's config: the ``[data]``, ``[model]``, ``[algorithm]``, ``[train]``, ``[method]`` and ``[log]``
+    sections (every key with its default: the docs' config reference). Read one with :func:`load_config`;
+    :meth:`check` refuses an inconsistent one in one line naming the key; :meth:`identity` is what a run's folder,
+    its resume and the ledger key it by."""
+
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     algorithm: dict = field(default_factory=lambda: {"name": "fedavg"})

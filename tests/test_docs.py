@@ -39,6 +39,11 @@ def test_the_docs_build_with_warnings_as_errors(tmp_path):
     built = {path: path.read_text() for path in (tmp_path / "site").rglob("*.html")}
     raw = {str(path.relative_to(tmp_path)): ROLE.findall(text) for path, text in built.items() if ROLE.search(text)}
     assert not raw, f"Sphinx roles left as raw text: {raw}"
+    reference = tmp_path / "site" / "reference"
+    contract = "".join(built[reference / page / "index.html"] for page in ("methods", "algorithms"))
+    for name in ("ServerRound.clients", "ClientRound.task", "Setup.seed", "Split.original", "Method.not_distributed"):
+        assert f'id="fl.methods.base.{name}"' in contract  # the plug-in contract, field by field
+    assert 'id="fl.algorithms.base.Algorithm.server_keys"' in contract
     engine = built[tmp_path / "site" / "reference" / "engine" / "index.html"]
     assert 'href="../methods/#fl.methods.base"><code>fl.methods.base' in engine  # a role is a link
     config_page = built[tmp_path / "site" / "reference" / "config" / "index.html"]
@@ -131,3 +136,6 @@ def test_every_tested_block_of_a_guide_runs(page, tmp_path):
         ]
         numbers = [[json.loads(row)["test_loss"] for row in run.splitlines()] for run in runs]
         assert numbers[0] == numbers[1] == numbers[2] and len(numbers[0]) == 3
+        adam = [(tmp_path / "runs" / run / "metrics.jsonl").read_text() for run in ("adam_builtin", "adam_plugin")]
+        losses = [[json.loads(row)["test_loss"] for row in run.splitlines()] for run in adam]
+        assert losses[0] == losses[1] and len(losses[0]) == 3  # the guide's plug-in is the built-in FedAdam

@@ -169,7 +169,10 @@ class CyclicBatches:
 class LocalTask(Protocol):
     """One client's objective for one round: ``loss(model, x, y)`` on a real batch (x, y), called every step."""
 
-    def loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor: ...
+    def loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The scalar loss whose gradient the local step takes: ``model`` at the current local weights, (x, y) the
+        step's real batch (already on the model's device)."""
+        ...
 
 
 @dataclasses.dataclass
@@ -202,9 +205,15 @@ class BatchedTask(LocalTask, Protocol):
     extra_width: int
     feature_classes: int
 
-    def extra(self, steps: int) -> Extra | None: ...
+    def extra(self, steps: int) -> Extra | None:
+        """The extra samples of the round's ``steps`` local steps (:class:`Extra`), drawn as :meth:`loss` would
+        draw them, or None (no extra samples)."""
+        ...
 
-    def take(self, sums: torch.Tensor | None, counts: torch.Tensor | None, share: dict | None) -> None: ...
+    def take(self, sums: torch.Tensor | None, counts: torch.Tensor | None, share: dict | None) -> None:
+        """After training: the per-class feature sums (C, d) and counts (C,) under the evolving local model (None
+        when not wanted or the client took no step), and the first step's ``{"pool_share", "cosine"}`` (or None)."""
+        ...
 
 
 @dataclass(frozen=True)
