@@ -316,9 +316,6 @@ class Method:
         each into the run folder (a method never draws)."""
         return []
 
-    def config_dict(self) -> dict:
-        return {"name": self.name, **dataclasses.asdict(self)}
-
 
 def require(ok: bool, key: str, message: str) -> None:
     """A method's config check: InputError naming ``method.KEY`` when ``ok`` is false."""

@@ -42,12 +42,6 @@ def centralise(split: Split, keep_real: bool) -> Split:
     return Split([real], [np.concatenate(split.val)], [everything], synthetic, "own")
 
 
-def sampled_loss(info: dict, epoch: int) -> dict:
-    """A generator's training losses at the epoch its set was sampled from (empty where not kept)."""
-    losses = info.get("losses") or [{}] * epoch
-    return losses[epoch - 1]
-
-
 @dataclass(frozen=True)
 class Fedssyn(FedssynConfig, Method):
     """The keys of :class:`fl.synthesis.fedssyn.FedssynConfig` (generator, rho ρ, n_tilde ñ, epochs, min_steps,

@@ -454,11 +454,6 @@ class DDPM:
 
     # -- helpers ------------------------------------------------------------------------------------------------
 
-    @property
-    def n_parameters(self) -> int:
-        """Number of trainable parameters of the U-Net."""
-        return sum(p.numel() for p in self.model.parameters())
-
     def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` on the model's device; from the CPU to CUDA through pinned memory without waiting (a copy
         from pageable memory first waits for the stream, once per training step and twice per sampling step)."""
