@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,20 +53,43 @@ def measured(x: np.ndarray, y: np.ndarray, threshold: float, classifier) -> dict
 
 
 def compared(cache: Path, seed: int, client: int) -> list[tuple[dict, np.ndarray, np.ndarray]]:
-    """Each set of ``client`` for ``seed`` in the generator cache ``cache``: (its generator's key, x, y)."""
+    """Each set of ``client`` for ``seed`` in the generator cache ``cache``: (its generator's key, x, y). A key.json
+    or a set that is not what the cache writes (cut short, of another shape, a set named outside its folder, other
+    arrays: uint8 images x (n, C, H, W) and n whole labels y) is an InputError naming the file."""
     found = []
     for folder in sorted(cache.glob(f"client{client}-*")):
         key = folder / "key.json"
         if not key.is_file():
             continue
-        keys = json.loads(key.read_text())
-        if keys["generator"].get("seed") != seed or keys["generator"].get("client") != client:
+        try:
+            keys = json.loads(key.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            raise InputError(f"{key}: not a generator's key (cut short or damaged)") from None
+        generator = keys.get("generator") if isinstance(keys, dict) else None
+        sets = keys.get("sets", {}) if isinstance(keys, dict) else None
+        if not isinstance(generator, dict) or not isinstance(sets, dict) or not isinstance(generator.get("config"),
+                                                                                           dict):  # fmt: skip
+            raise InputError(f"{key}: not a generator's key (no generator config or sets table)")
+        if generator.get("seed") != seed or generator.get("client") != client:
             continue
-        for name in sorted(keys.get("sets", {})):
-            with np.load(folder / name) as held:
-                found.append(({"folder": folder.name, **keys["generator"]["config"], **keys["sets"][name]},
-                              held["x"], held["y"]))  # fmt: skip
+        for name in sorted(sets):
+            if Path(name).name != name or not name.endswith(".npz") or not isinstance(sets[name], dict):
+                raise InputError(f"{key}: names the set {name!r}, not a .npz file of its folder")
+            found.append(({"folder": folder.name, **generator["config"], **sets[name]}, *read_set(folder / name)))
     return found
+
+
+def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A cached synthetic set's images and labels, checked (InputError naming ``path``)."""
+    try:
+        with np.load(path, allow_pickle=False) as held:
+            x, y = held["x"], held["y"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise InputError(f"{path}: not a synthetic set (x and y) of the cache ({type(error).__name__})") from None
+    if x.dtype != np.uint8 or x.ndim != 4 or y.ndim != 1 or y.dtype.kind not in "iu" or len(y) != len(x):
+        raise InputError(f"{path}: holds x {x.dtype} {x.shape} and y {y.dtype} {y.shape}, not uint8 images "
+                         "(n, C, H, W) with n whole labels")  # fmt: skip
+    return x, y
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,8 +137,18 @@ def measure(args) -> dict:
     if not 0 <= i < len(sizes):
         raise InputError(f"--client {i}: the config has clients 0-{len(sizes) - 1}")
     start = time.perf_counter()
-    x, y, info = synthesize_client(data.name, data.x_train, data.y_train, split.original[i], i, data.n_classes,
-                                   build_method(config.method).protocol(), args.seed, args.cache)  # fmt: skip
+    try:
+        x, y, info = synthesize_client(data.name, data.x_train, data.y_train, split.original[i], i, data.n_classes,
+                                       build_method(config.method).protocol(), args.seed, args.cache)  # fmt: skip
+    except OSError as error:
+        raise InputError(f"--cache {args.cache}: {error.filename or ''}: {error.strerror or error}") from None
+    except (ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as error:
+        # a generator folder the synthesis reads without checking it (a cut key.json or generator.json)
+        said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise InputError(
+            f"--cache {args.cache}: client {i}'s generator folder client{i}-* is damaged "
+            f"({type(error).__name__}: {said}); remove it to train the client again"
+        ) from None
     seconds = time.perf_counter() - start
     real = quality.as_floats(data.x_train)
     threshold = quality.noise_threshold(real)

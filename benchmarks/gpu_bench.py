@@ -46,6 +46,7 @@ the synthesis, the DDPM, each in the precision the campaign's runs use) and ever
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import json
@@ -65,7 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fl.precision import PRECISIONS, arithmetic  # noqa: E402
-from theory.cli import ArgumentParser, output_file_problem  # noqa: E402
+from theory.cli import ArgumentParser, output_file_problem, signals_as_interrupts  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
 
 FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "long_runs": 16, "long_steps": 100,
@@ -369,6 +370,8 @@ def show(row: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The bench; its failures to write ``--out`` (a full disk, a folder that became read-only) and Ctrl-C (or
+    SIGTERM) are one line on stderr, exit 2 and 130: the parts measured before stay in ``--out``."""
     parser = ArgumentParser(prog="gpu-bench.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--dry", action="store_true", help="tiny sizes on the CPU (that every part runs)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "gpu.json")
@@ -376,9 +379,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (problem := output_file_problem(args.out, "gpu.json")) is not None:
         parser.error(problem)
+    if args.out.exists() and not args.out.is_symlink() and not args.out.is_file():  # a link is replaced, never followed
+        parser.error(f"--out {args.out}: not a regular file (a device, a pipe or a socket); give a file name")
     parts = [part for part in args.parts.split(",") if part]
     if not parts or set(parts) - set(PARTS):
         parser.error(f"--parts {args.parts!r}: expected some of {', '.join(PARTS)}")
+    try:
+        with signals_as_interrupts():
+            return bench(args, parts)
+    except OSError as error:
+        where = error.filename or args.out
+        sys.stderr.write(f"gpu-bench.sh: error: {where}: {error.strerror or error}; the parts measured before are "
+                         f"in {args.out} if it was written\n")  # fmt: skip
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"gpu-bench.sh: interrupted; the parts measured before are in {args.out}\n")
+        return 130
+
+
+def bench(args: argparse.Namespace, parts: list[str]) -> int:
+    """The parts of ``parts`` measured, the JSON rewritten after each (see :func:`main`)."""
     device = torch.device("cpu" if args.dry or not torch.cuda.is_available() else "cuda")
     if device.type == "cpu":
         torch.set_num_threads(1)

@@ -22,19 +22,21 @@ its config alone. Models with dropout are refused (their draws would not be the 
 side draw from no global random generator (every draw of training comes from generators seeded by (seed, round,
 client)).
 
-Ctrl-C or SIGTERM, or a run that fails, stops every run at its next round (each saves its checkpoint); running the
-same command again resumes them.
+Ctrl-C or SIGTERM, or a run that fails, stops every run at its next round (each saves its checkpoint; a second or
+third signal waits for them: :func:`patient_signals`); running the same command again resumes them.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -269,6 +271,7 @@ def run_fleet(
     rendezvous = Rendezvous(len(runs), rows, side_by_side([run[0] for run in runs], threads), bar.update)
     shared = SharedTensors()  # used in the runs' turns: one at a time
     results: list[dict | BaseException | None] = [None] * len(runs)
+    ended = [threading.Event() for _ in runs]  # run k's thread has ended (waited on: never Thread.join)
     start = time.perf_counter()
 
     def one(k: int, config: RunConfig, out: Path, resume: bool, start_from: Path | None = None, accept: bool = False):
@@ -291,27 +294,58 @@ def run_fleet(
         finally:
             rendezvous.leave(k)
             rendezvous.give_turn()
+            ended[k].set()
 
     threads = [threading.Thread(target=one, args=(k, *run), daemon=True) for k, run in enumerate(runs)]
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)  # as every fl.run on the CPU (fl.run.trainer_threads): numbers never depend on cores
     interrupted = False
     try:
-        for thread in threads:
-            thread.start()
         try:
-            while any(thread.is_alive() for thread in threads):
-                for thread in threads:
-                    thread.join(0.2)
+            for thread in threads:
+                thread.start()
+            wait_for(ended)
         except KeyboardInterrupt:  # Ctrl-C / SIGTERM in this thread: every run saves its checkpoint
             interrupted = True
-            rendezvous.stop()
-            for thread in threads:
-                thread.join()
+            with patient_signals():  # a second or third signal waits for the checkpoints too
+                rendezvous.stop()
+                wait_for([event for event, thread in zip(ended, threads) if thread.ident is not None])
     finally:
         torch.set_num_threads(threads_before)
         bar.close()
     return outcome(runs, results, interrupted)
+
+
+def wait_for(ended: Sequence[threading.Event]) -> None:
+    """Until every run's thread has ended: on their Events, in slices of 0.1 s, never on ``Thread.join`` or
+    ``Thread.is_alive`` (a KeyboardInterrupt raised inside them makes CPython 3.11 take a live thread for ended,
+    bpo-45274, and the process would leave while its runs still write). Slices, because the main thread runs its
+    signal handlers only between waits."""
+    while not all(event.is_set() for event in ended):
+        next(event for event in ended if not event.is_set()).wait(0.1)
+
+
+@contextlib.contextmanager
+def patient_signals() -> Iterator[None]:
+    """While a stopped fleet's runs save their checkpoints: a further Ctrl-C or SIGTERM raises nothing (leaving now
+    would lose every run's rounds since its last checkpoint) and says once that the fleet waits for them (SIGKILL
+    leaves at once); the handlers before come back after. In the main thread only (where signals are handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    said: list[bool] = []
+
+    def notice(signum, frame) -> None:
+        if not said:
+            said.append(True)
+            os.write(2, b"stopping: every run saves its checkpoint at its next round; waiting for them\n")
+
+    previous = {sig: signal.signal(sig, notice) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def side_by_side(configs: Sequence[RunConfig], threads: int) -> int:
@@ -372,9 +406,11 @@ def run_arguments(spec: Path) -> list[list[str]]:
 
 
 def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, Path, RunConfig | None] | None:
-    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run;
-    else (its fl.run arguments, its folder, its config: None for a resume), a started one continued, the others
-    started (the folder made; the config written under the folder's lock by :func:`fl.run.locked_config`)."""
+    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run
+    (unless ``--overwrite``: then it starts again, as ``fl.run --overwrite`` would); else (its fl.run arguments, its
+    folder, its config: None for a resume), a started one continued (unless ``--overwrite``), the others started
+    (the folder made; the config written under the folder's lock by :func:`fl.run.locked_config`). An empty entry
+    (fl.run's default config) and the flags fl.run refuses together are one line naming the entry."""
     from fl.run import build_parser, start_or_resume
 
     parser = build_parser()
@@ -383,11 +419,15 @@ def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, 
         raise InputError(f"{where}: {message}")
 
     parser.error = refuse  # one line naming the entry, never argparse's exit
+    if not argv:
+        raise InputError(f"{where}: empty; a fleet entry is a run's fl.run arguments (its --config or --set, and "
+                         "--out), never the default config")  # fmt: skip
     args = parser.parse_args(argv)
     if args.compare:
         raise InputError(f"{where}: --compare runs nothing; a fleet entry starts or continues a run")
+    flags_as_fl_run(args, where)
     out = args.resume or args.out
-    if out is not None and (out / "summary.json").is_file():
+    if out is not None and (out / "summary.json").is_file() and not args.overwrite:
         return None
     if not args.resume and out is not None and (out / "config.json").is_file() and not args.overwrite:
         args.resume, args.config, args.set, args.init_from, args.out = out, None, [], None, None  # started: continue
@@ -396,10 +436,59 @@ def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, 
     return args, out, config
 
 
+def flags_as_fl_run(args: argparse.Namespace, where: str) -> None:
+    """What ``fl.run`` refuses of an entry's flags, refused before the entry is looked at further (a finished run
+    included): ``--resume`` with an ``--out`` elsewhere or ``--overwrite``, ``--init-from`` with ``--resume``; one
+    line naming the entry."""
+    from fl.run import resume_in_place
+
+    try:
+        if args.init_from and args.resume:
+            raise InputError("--init-from starts a new run; --resume continues one: use one of them")
+        # --accept-code-change without --resume is checked later: a started entry is continued with it (prepare)
+        resume_in_place(args.resume, args.out, args.overwrite, args.accept_code_change and bool(args.resume))
+    except InputError as error:
+        raise InputError(f"{where}: {error}") from None
+
+
+def entry_folder(argv: list[str]) -> Path | None:
+    """The run folder a fleet entry writes (``--resume``, else ``--out``, else fl.run's default
+    ``results/runs/<config name>``), read from its arguments alone; None where they do not parse (:func:`prepare`
+    says why)."""
+    from fl.run import build_parser
+
+    def refuse(message: str):
+        raise InputError(message)
+
+    parser = build_parser()
+    parser.error = refuse  # no exit: prepare says it, naming the entry
+    try:
+        args = parser.parse_args(argv)
+    except InputError:
+        return None
+    return args.resume or args.out or Path("results/runs") / (args.config.stem if args.config else "default")
+
+
+def one_folder_each(entries: list[list[str]], spec: Path) -> None:
+    """Refuse (one line naming both entries) two entries that write one run folder: the second would wait on the
+    lock the fleet itself holds for the first."""
+    seen: dict[Path, int] = {}
+    for k, entry in enumerate(entries):
+        folder = entry_folder(entry) if entry else None
+        if folder is None:
+            continue
+        key = folder.resolve()
+        if key in seen:
+            raise InputError(f"{spec} entries {seen[key] + 1} and {k + 1} both write the run folder {folder}; give "
+                             "each entry its own --out")  # fmt: skip
+        seen[key] = k
+
+
 @guarded("fl.fleet")
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fl.fleet SPEC.json``: the runs SPEC lists (each a list of ``python -m fl.run`` arguments) in one
-    process as a fleet; a finished run is left as it is, a started one continues, the others start."""
+    process as a fleet; a finished run is left as it is, a started one continues, the others start (``--overwrite``
+    in an entry: its run starts again). Two entries of one run folder are refused before anything starts."""
     from fl.atomic import locked
     from fl.run import RUN_LOCK, locked_config
 
@@ -410,6 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     entries = run_arguments(args.spec)
+    one_folder_each(entries, args.spec)
     with contextlib.ExitStack() as locks:
         runs = []
         for k, entry in enumerate(entries):

@@ -13,8 +13,11 @@ An installed package may also register a plug-in under a short name, as a Python
 and the run's config.json records the path, so everything below holds for it unchanged.
 
 A plug-in's code is part of what made a run: :func:`source_hash` is a hash of its module's syntax (every ``.py``
-file of it, docstrings dropped, as :func:`fl.provenance.code_version` hashes ours), which ``provenance.json`` and
-the run's identity keep, so ``--resume`` refuses a run whose plug-in changed. Our own ``code_version`` covers
+file of it, and of the user's modules it imports, wherever on ``sys.path`` or through ``importlib.import_module``
+with a literal name: :func:`own_files`; docstrings dropped, as :func:`fl.provenance.code_version` hashes ours),
+which ``provenance.json`` and the run's identity keep, so ``--resume`` refuses a run whose plug-in changed. Not
+covered: a helper imported by a name computed at run time, loaded from a file path, or found only through a folder
+the plug-in adds to ``sys.path`` itself (keep such a helper in the plug-in's package). Our own ``code_version`` covers
 ``fl`` and ``theory`` only: adding a plug-in never changes it. A module whose file changed since it was imported
 is imported again, so a process always runs the code its hash names.
 
@@ -137,42 +140,95 @@ def installed_distribution(path: Path, module_name: str) -> str | None:
         return f"{names[0]}==unknown"
 
 
+def imported_names(tree: ast.AST) -> list[str]:
+    """The absolute module names a module's syntax imports: ``import`` and ``from ... import`` statements (relative
+    ones excepted: they stay in the package), and ``importlib.import_module(NAME)`` or ``__import__(NAME)`` calls
+    whose first argument is a literal string. A name computed at run time, or a module loaded from a file path
+    (``importlib.util.spec_from_file_location``), is not seen: such a helper is not in the plug-in's hash."""
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+        elif isinstance(node, ast.Call) and node.args:
+            func, first = node.func, node.args[0]
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in ("import_module", "__import__") and isinstance(first, ast.Constant):
+                if isinstance(first.value, str) and not first.value.startswith("."):
+                    names.append(first.value)
+    return names
+
+
+def _stdlib_roots() -> set[Path]:
+    return {Path(p).resolve() for key in ("stdlib", "platstdlib") if (p := sysconfig.get_paths().get(key))}
+
+
+def helper_files(top: str) -> list[Path]:
+    """The source files of the top-level module or package ``top`` as the import would find it on ``sys.path``
+    (:func:`find_spec`, nothing run) when it is a user's code: none for the standard library, an installed
+    distribution's module (its version is its identity) or a compiled module, or where nothing is found."""
+    if top in OURS or top in sys.builtin_module_names or top in getattr(sys, "stdlib_module_names", ()):
+        return []
+    try:
+        spec = find_spec(top, None)
+    except (ImportError, ValueError, OSError, KeyError):
+        return []
+    if spec is None:
+        return []
+    folders = [Path(f) for f in spec.submodule_search_locations or ()]
+    origin = Path(spec.origin) if spec.has_location and spec.origin else None
+    first = origin or (folders[0] if folders else None)
+    stdlib = _stdlib_roots()
+    if first is None or any(root in first.resolve().parents for root in stdlib):
+        return []
+    if installed_distribution(first, top):
+        return []
+    if folders:  # a package (or a namespace package's folders): all of it, as a plug-in's own package
+        return sorted({f for folder in folders if folder.is_dir() for f in folder.rglob("*.py")})
+    return [origin] if origin is not None and origin.suffix == ".py" else []
+
+
 def own_files(path: Path, module_name: str) -> list[Path]:
-    """The source files that are the plug-in's own code: every ``.py`` file of its top-level package (the helper
-    modules it imports from there included), or, for a module at the top level, its file and the modules beside it
-    that it imports (and they import); none for a compiled module or an installed distribution's (see
-    :func:`installed_distribution`)."""
+    """The source files that are the plug-in's own code: every ``.py`` file of its top-level package, or, for a
+    module at the top level, its file; then, followed from every file found, the user's modules they import (and
+    those import): beside the file first, else wherever the import finds them on ``sys.path`` (another folder of
+    the path, the working directory; ``importlib.import_module`` with a literal name included: see
+    :func:`imported_names`), never ours, the standard library's or an installed distribution's (see
+    :func:`installed_distribution`). None for a compiled module or an installed distribution's. A helper imported
+    by a name computed at run time, from a file path, or from a folder the plug-in adds to ``sys.path`` itself is
+    not covered: keep such a helper in the plug-in's own package."""
     if path.suffix != ".py" or installed_distribution(path, module_name):
         return []
     parts = module_name.split(".")
     up = len(parts) - 1 if path.name == "__init__.py" else len(parts) - 2
-    if up >= 0:  # inside a package: the whole top-level package is the plug-in's
-        return sorted(path.parents[up].rglob("*.py"))
-    found, todo = [], [path]
+    # inside a package: the whole top-level package is the plug-in's
+    found: list[Path] = sorted(path.parents[up].rglob("*.py")) if up >= 0 else []
+    todo, seen = [path, *found], set()
     while todo:
         file = todo.pop()
-        if file in found:
+        if file in seen:
             continue
-        found.append(file)
+        seen.add(file)
+        if file not in found:
+            found.append(file)
         try:
             tree = ast.parse(file.read_text(), str(file))
         except (SyntaxError, ValueError, OSError):
             continue
-        for node in ast.walk(tree):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else ([node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
-            )
-            for name in names:
-                top = name.split(".")[0]
-                if top in OURS:  # this package's code: its own code_version covers it
-                    continue
-                beside = file.parent / f"{top}.py"
-                if beside.is_file():
-                    todo.append(beside)
-                elif (file.parent / top).is_dir():
-                    found.extend(f for f in sorted((file.parent / top).rglob("*.py")) if f not in found)
+        for name in imported_names(tree):
+            top = name.split(".")[0]
+            if top in OURS:  # this package's code: its own code_version covers it
+                continue
+            beside = file.parent / f"{top}.py"
+            if beside.is_file():
+                todo.append(beside)
+            elif (file.parent / top).is_dir():
+                more = [f for f in sorted((file.parent / top).rglob("*.py")) if f not in found]
+                found.extend(more)
+                todo.extend(more)
+            else:
+                todo.extend(helper_files(top))
     return sorted(found)
 
 

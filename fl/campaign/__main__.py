@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from fl.campaign.pack import unpack
@@ -10,16 +11,15 @@ from fl.campaign.predict import plan_table
 from fl.campaign.report import watch
 from fl.campaign.schedule import schedule, start
 from fl.campaign.tasks import GROUPS
+from theory.cli import guarded
 from theory.errors import InputError
 
 
-def main(argv: list[str]) -> int:
-    """The commands, each refusing bad input (a damaged status or record included) in one line, exit 2."""
-    try:
-        return command(argv)
-    except InputError as error:
-        print(f"python -m fl.campaign: error: {error}", file=sys.stderr)
-        return 2
+@guarded("fl.campaign")
+def main(argv: Sequence[str] | None = None) -> int:
+    """The commands, each refusing bad input (a damaged status or record, a bad CAMPAIGN_* variable or plan) in one
+    line, exit 2; so is a folder it cannot write (a read-only OUT or store: the path and why); Ctrl-C: one line."""
+    return command(list(sys.argv[1:] if argv is None else argv))
 
 
 def command(argv: list[str]) -> int:

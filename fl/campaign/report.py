@@ -8,8 +8,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from fl.campaign.pack import Packed, pack
-from fl.campaign.status import alive, gpu_query, last_row, log_tail, read_status, store_path
+from fl.campaign.pack import Packed, limits, pack
+from fl.campaign.status import alive, gpu_query, last_row, log_tail, read_status, setting, store_path
 from fl.records.lease import MiB
 
 
@@ -88,7 +88,7 @@ def summary(status: dict | None, store: Path, packed: Packed, started: float) ->
     total = sum(p.stat().st_size for p in packed.files) / MiB
     lines = [
         f"== summary after {now - started:.0f} s of this call ({len(rows)} tasks, limit {status['limit']}: "
-        f"{status['limit_why']}; {'scheduler ended' if status.get('ended') else 'scheduler still running'})"
+        f"{status.get('limit_why', '?')}; {'scheduler ended' if status.get('ended') else 'scheduler still running'})"
     ]
     for label, items in (
         ("finished", finished), ("finished before", before), ("will resume", resume), ("restart", restart),
@@ -105,7 +105,8 @@ def summary(status: dict | None, store: Path, packed: Packed, started: float) ->
 def watch(seconds_left: float) -> int:
     """Report and pack every CAMPAIGN_REPORT_SECONDS until ``seconds_left`` have passed or the scheduler ended."""
     store, out = store_path(), Path(os.environ.get("OUT") or "/tmp/gpu-campaign-out")
-    interval = float(os.environ.get("CAMPAIGN_REPORT_SECONDS") or 60)
+    interval = setting("CAMPAIGN_REPORT_SECONDS", 60.0)
+    limits()  # a bad CAMPAIGN_MAX_FILES or _MIB: one line before the first report, not after it
     started = time.time()
     end = started + seconds_left
     while True:

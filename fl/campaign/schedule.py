@@ -13,8 +13,18 @@ from dataclasses import asdict
 from pathlib import Path
 
 from fl.campaign.pack import finished_earlier, limits
-from fl.campaign.predict import predicted_minutes
-from fl.campaign.status import FINAL, alive, gpu_query, log_tail, read_status, store_path, write_status
+from fl.campaign.predict import predicted_minutes, rates_from
+from fl.campaign.status import (
+    FINAL,
+    alive,
+    gpu_query,
+    log_tail,
+    read_status,
+    setting,
+    status_file,
+    store_path,
+    write_status,
+)
 from fl.campaign.tasks import MARGIN, ROOT, custom_plan, needs_gib, open_tasks, plan
 from theory.errors import InputError
 from theory.output import open_unlinked, write_text_atomically
@@ -22,13 +32,14 @@ from theory.output import open_unlinked, write_text_atomically
 
 def job_limit() -> tuple[int, str]:
     """How many slots at once, and why: CAMPAIGN_JOBS, else min(CPU cores, free GPU MiB / CAMPAIGN_GIB_PER_RUN)."""
-    if os.environ.get("CAMPAIGN_JOBS"):
-        return max(1, int(os.environ["CAMPAIGN_JOBS"])), "CAMPAIGN_JOBS"
+    jobs = int(setting("CAMPAIGN_JOBS", 0, whole=True, least=1) or 0)
+    if jobs:
+        return jobs, "CAMPAIGN_JOBS"
     cores = os.cpu_count() or 1
     free = gpu_query("memory.free")
     if not free:
         return cores, f"{cores} CPU cores, no GPU"
-    per_run = float(os.environ.get("CAMPAIGN_GIB_PER_RUN") or 4)
+    per_run = setting("CAMPAIGN_GIB_PER_RUN", 4.0, above=True)
     by_memory = int(float(free[0]) / 1024 / per_run)
     return max(1, min(cores, by_memory)), f"{cores} CPU cores, {free[0]} MiB GPU memory free at {per_run:g} GiB a run"
 
@@ -58,10 +69,25 @@ def admitted(row: dict, running: dict, tasks: dict) -> str | None:
     return None
 
 
+def check_settings() -> None:
+    """Every number the scheduler, the reports and the packing read from the environment (CAMPAIGN_JOBS and the
+    other CAMPAIGN_* variables, DDPM_WORKERS), checked before anything starts: a bad one is one line naming it."""
+    limits()  # a bad CAMPAIGN_MAX_FILES or _MIB is refused before the scheduler starts, not at its first pack
+    setting("CAMPAIGN_JOBS", 0, whole=True, least=1)
+    setting("CAMPAIGN_GIB_PER_RUN", 4.0, above=True)
+    setting("CAMPAIGN_SECONDS", 0.0)
+    setting("CAMPAIGN_POLL_SECONDS", 2.0)
+    setting("CAMPAIGN_REPORT_SECONDS", 60.0)
+    setting("CAMPAIGN_FLEET", 1, whole=True, least=1)
+    setting("DDPM_WORKERS", 4, whole=True, least=1)
+    if os.environ.get("CAMPAIGN_RATES"):  # read once now: a file that is none is refused, never read later
+        rates_from(Path(os.environ["CAMPAIGN_RATES"]))
+
+
 def start(group: str) -> int:
     """Write GROUP's plan into the status and start the scheduler in its own session."""
     store = store_path()
-    limits()  # a bad CAMPAIGN_MAX_FILES or _MIB is refused before the scheduler starts, not at its first pack
+    check_settings()
     status = read_status(store)
     if status and status.get("ended") is None and alive(status.get("pid")):
         print(f"a campaign is running in {store} (pid {status['pid']}): follow it with `wait`", file=sys.stderr)
@@ -70,14 +96,14 @@ def start(group: str) -> int:
         tasks = custom_plan(Path(os.environ["CAMPAIGN_PLAN"]), store)
     else:
         python = os.environ.get("PYTHON") or "python3"
-        tasks = plan(store, python, int(os.environ.get("DDPM_WORKERS") or 4))
+        tasks = plan(store, python, int(setting("DDPM_WORKERS", 4, whole=True, least=1)))
     ledger = Path(os.environ.get("CAMPAIGN_LEDGER") or ROOT / "results" / "ledger")
     tasks, skipped = open_tasks([t for t in tasks if group in t.groups], ledger)
     if skipped:
         print(f"{len(skipped)} task(s) already finished in the run ledger, left out: {', '.join(skipped)}")
     limit, why = job_limit()
     rows = [asdict(t) | {"state": "waiting", "gib": needs_gib(t), "minutes": predicted_minutes(t)} for t in tasks]
-    seconds = float(os.environ.get("CAMPAIGN_SECONDS") or 0)
+    seconds = setting("CAMPAIGN_SECONDS", 0.0)
     (store / "logs").mkdir(parents=True, exist_ok=True)
     with open_unlinked(store / "logs" / "campaign.log", "ab") as log:  # a planted link: refused before the status
         now = time.time()
@@ -103,6 +129,8 @@ def schedule() -> int:
     reap the ended ones; until every task has ended. SIGTERM stops the tasks (fl.run saves its checkpoint)."""
     store = store_path()
     status = read_status(store)
+    if status is None:
+        raise InputError(f"{status_file(store)}: no campaign to schedule; start one with `start GROUP`")
     status["pid"] = os.getpid()
     tasks = {row["name"]: row for row in status["tasks"]}
     order = sorted(tasks.values(), key=lambda row: row["priority"])  # stable: plan order within a priority
@@ -112,8 +140,8 @@ def schedule() -> int:
             row.update(state="done", note="finished before")
         elif row["name"] in earlier:
             row.update(state="done", note="finished in an earlier lease")
-    limit, poll = status["limit"], float(os.environ.get("CAMPAIGN_POLL_SECONDS") or 2)
-    fleet_size = int(os.environ.get("CAMPAIGN_FLEET") or 1)  # > 1: ready fl.run tasks start as fleets of this many
+    limit, poll = status["limit"], setting("CAMPAIGN_POLL_SECONDS", 2.0)
+    fleet_size = int(setting("CAMPAIGN_FLEET", 1, whole=True, least=1))  # > 1: ready fl.run tasks start as fleets
     env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     running: dict[str, subprocess.Popen] = {}
     booked = time.time()  # when the started work ends at the latest (the chip booked by predicted minutes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from fl.atomic import write_atomically
 from theory.errors import InputError
 
 FINAL = ("done", "failed", "blocked", "skipped")
+STATES = ("waiting", "running", *FINAL)
 
 
 def store_path() -> Path:
@@ -35,9 +37,55 @@ def read_status(store: Path) -> dict | None:
                                                                                     status["tasks"])  # fmt: skip
     ok = ok and isinstance(status.get("limit"), int) and not isinstance(status.get("limit"), bool)
     ok = ok and all(isinstance(status.get(k), (int, float, type(None))) for k in ("started", "ended", "pid"))
+    ok = ok and all(isinstance(status.get(k), (int, float, type(None))) for k in ("deadline", "booked"))
+    ok = ok and isinstance(status.get("limit_why", ""), str)
     if not ok:
         raise InputError(f"{path}: not a campaign's status (its tasks, limit or times are missing or of another type)")
+    for k, row in enumerate(status["tasks"]):
+        problem = row_problem(row)
+        if problem:
+            raise InputError(f"{path}: not a campaign's status (its task {k + 1} {problem})")
     return status
+
+
+def row_problem(row: dict) -> str | None:
+    """Why a status row is not one the scheduler wrote (None: it is): each field a report or the scheduler reads,
+    of its type (:class:`fl.campaign.tasks.Task`'s fields, its state, its process and times where given)."""
+    text = lambda value: isinstance(value, str)  # noqa: E731
+    whole = lambda value: isinstance(value, int) and not isinstance(value, bool)  # noqa: E731
+    number = lambda value: whole(value) or (isinstance(value, float) and math.isfinite(value))  # noqa: E731
+    needed = {
+        "name": lambda v: text(v) and v and "/" not in v and not v.startswith("."), "state": lambda v: v in STATES,
+        "run": text, "needs": text, "after": text, "priority": whole, "slots": lambda v: whole(v) and v >= 1,
+        "portable": lambda v: isinstance(v, bool), "gib": number, "minutes": number,
+        "command": lambda v: isinstance(v, list) and v and all(text(c) for c in v),
+    }  # fmt: skip
+    optional = {"pid": whole, "rc": whole, "start": number, "end": number, "note": text, "retries": whole,
+                "fleet": text, "log": lambda v: text(v) and "/" not in v}  # fmt: skip
+    for key, ok in needed.items():
+        if key not in row or not ok(row[key]):
+            return f"has {key} = {row.get(key)!r}" if key in row else f"has no {key}"
+    for key, ok in optional.items():
+        if row.get(key) is not None and not ok(row[key]):
+            return f"has {key} = {row[key]!r}"
+    return None
+
+
+def setting(name: str, default: float, whole: bool = False, least: float = 0.0, above: bool = False) -> float:
+    """The number the environment variable ``name`` sets (``default`` where it is unset or empty): an InputError
+    (one line naming the variable and its value) where it is no finite number (a whole one with ``whole``) of at
+    least ``least`` (more than ``least`` with ``above``)."""
+    text = os.environ.get(name) or ""
+    if not text.strip():
+        return default
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and (value > least if above else value >= least)):
+        kind = "a whole number" if whole else "a number"
+        raise InputError(f"{name}={text!r}: not {kind} {'>' if above else '>='} {least:g}")
+    return value
 
 
 def write_status(store: Path, status: dict) -> None:

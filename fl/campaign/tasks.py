@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from theory.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: tasks run there (configs/, scripts/)
 
@@ -176,11 +181,70 @@ def plan(store: Path, python: str = "python3", ddpm_workers: int = 4) -> list[Ta
     return [*ddpm_sets(store, python, ddpm_workers), *fedcog(store), *hfmds(store), *dynafed(store), *bench(store)]
 
 
+def plan_problem(entry: object) -> str | None:
+    """Why a CAMPAIGN_PLAN entry is not a task (None: it is): an object with a ``name`` (no ``/``), a whole
+    ``priority``, either a ``command`` (a list of strings) or ``args`` of fl.run (a list of strings) with its
+    ``run`` (``runs/NAME``), and of :class:`Task`'s other fields only, each of its type."""
+    if not isinstance(entry, dict):
+        return f"is a {type(entry).__name__}, not an object"
+    fields = {f.name for f in dataclasses.fields(Task)} - {"command"}
+    unknown = sorted(set(entry) - fields - {"command", "args"})
+    if unknown:
+        return f"has no field {unknown[0]!r} (a task's fields: {', '.join(sorted(fields | {'command', 'args'}))})"
+    name = entry.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.=,+-]+", name) or name.startswith("."):
+        return f"its name is {name!r}, not a name of letters, digits and _.=,+-"
+    strings = lambda value: isinstance(value, list) and all(isinstance(v, str) for v in value)  # noqa: E731
+    if "command" in entry:
+        if not strings(entry["command"]) or not entry["command"] or "args" in entry:
+            return "its command is not a non-empty list of strings (or it gives args too)"
+    elif not strings(entry.get("args")):
+        return "has neither a command (a list of strings) nor args of fl.run (a list of strings)"
+    elif not isinstance(entry.get("run"), str) or not re.fullmatch(r"runs/[^/]+", entry["run"]):
+        return f"its run is {entry.get('run')!r}, not runs/NAME (its args are fl.run's)"
+    whole = lambda value: isinstance(value, int) and not isinstance(value, bool)  # noqa: E731
+    number = lambda value: whole(value) or (isinstance(value, float) and math.isfinite(value))  # noqa: E731
+    kinds = {
+        "priority": (whole, "a whole number"), "slots": (lambda v: whole(v) and v >= 1, "a whole number >= 1"),
+        "portable": (lambda v: isinstance(v, bool), "true or false"), "groups": (strings, "a list of group names"),
+        "gib": (lambda v: number(v) and v >= 0, "a number >= 0"), "minutes": (lambda v: number(v) and v >= 0,
+        "a number >= 0"), "run": (lambda v: isinstance(v, str), "a string"),
+        "record": (lambda v: isinstance(v, str), "a string"), "needs": (lambda v: isinstance(v, str), "a string"),
+        "after": (lambda v: isinstance(v, str), "a string"),
+    }  # fmt: skip
+    if "priority" not in entry:
+        return "has no priority"
+    for key, (ok, what) in kinds.items():
+        if key in entry and not ok(entry[key]):
+            return f"its {key} is {entry[key]!r}, not {what}"
+    return None
+
+
 def custom_plan(path: Path, store: Path) -> list[Task]:
-    """CAMPAIGN_PLAN's tasks: fl.run arguments ("args") or a whole "command"; every task in group all."""
-    tasks = []
-    for entry in json.loads(path.read_text()):
+    """CAMPAIGN_PLAN's tasks: fl.run arguments ("args") or a whole "command"; every task in group all. A file that
+    cannot be read, is not whole JSON, or holds something other than a list of tasks (:func:`plan_problem`; two of
+    one name) is an InputError naming it and the task, before anything is started."""
+    where = f"CAMPAIGN_PLAN={path}"
+    try:
+        entries = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as error:
+        raise InputError(f"{where}: cannot be read ({error.strerror or error})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InputError(f"{where}: not JSON (cut short or damaged)") from None
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"{where}: not a list of tasks (a JSON list of objects, at least one)")
+    tasks, names = [], set()
+    for k, entry in enumerate(entries):
+        problem = plan_problem(entry)
+        if problem is None and entry["name"] in names:
+            problem = "comes twice (a task's name is its log's and its status row's)"
+        if problem:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            raise InputError(f"{where}: task {k + 1}{f' ({name!r})' if isinstance(name, str) else ''}: {problem}")
+        names.add(entry["name"])
+        entry = dict(entry)
         command = entry.pop("command", None) or fl_run(store, entry["run"].removeprefix("runs/"), *entry.pop("args"))
+        entry["groups"] = tuple(entry.get("groups", ("all",)))
         tasks.append(Task(command=tuple(command), **entry))
     return tasks
 

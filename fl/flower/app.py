@@ -33,9 +33,12 @@ Methods run split as on real machines (:attr:`fl.methods.Method.not_distributed`
 - the server hooks (DynaFed's trajectory, synthesis and fine-tuning) run on the server.
 
 A client trains on its own samples only (:func:`own_data`: its partition, then what it was dealt, in the server's
-order, so the seeded batches are ``fl.run``'s). A resumed Flower run restores the server from its checkpoint;
-client states (the algorithm's and the method's) restart empty unless the nodes kept theirs (restored onto the
-node's device, as a checkpoint restores the server's).
+order, so the seeded batches are ``fl.run``'s). Each reply also carries the client's whole new state (its algorithm
+rows and its method entries: bookkeeping, not the algorithm's communication, so not counted), which the server keeps
+where ``fl.run`` keeps it (``EngineState.clients`` and ``.method["clients"]``), so the checkpoint holds it. A server
+hands each node its kept state the first time it selects it (:meth:`FlowerExperiment.restore`): a resumed run (of
+``fl.flower`` or of ``fl.run``) continues SCAFFOLD's c_i and FedCOG's local models as ``fl.run --resume`` does,
+restored onto the node's device as a checkpoint restores the server's.
 
 In the simulation engine the ServerApp runs in a thread of its own (:class:`ServerRun`); Ctrl-C reaches the main
 thread, which sets :attr:`ServerRun.stop`: the server stops waiting for its clients (:meth:`FlowerExperiment.receive`
@@ -149,6 +152,7 @@ class FlowerExperiment(Experiment):
         self.partition_of = {node: i for i, node in self.nodes.items()}
         super().__init__(config)
         self.n_workers = 1  # the nodes are the parallelism: no local worker processes
+        self.restored: set[int] = set()  # the clients whose node holds its kept state (handed in this process)
         self.deal()
 
     def exchange(self, contents: dict[int, RecordDict], kind: str, what: str) -> dict[int, RecordDict]:
@@ -258,7 +262,9 @@ class FlowerExperiment(Experiment):
         payload = pack_entries(self.method.client_payload(method_state))  # what the clients' hooks read (the method's)
         down_all = {**down, "payload_arrays": payload["arrays"], "payload_values": payload["values"], "cfg": cfg}
         tick = time.perf_counter()
-        replies = self.exchange({i: RecordDict(down_all) for i in selected}, "train", f"round {t}")
+        contents = {i: RecordDict(down_all | self.restore(state, i)) for i in selected}
+        replies = self.exchange(contents, "train", f"round {t}")
+        self.restored.update(selected)
         clock["seconds_local"] += time.perf_counter() - tick
         for i in selected:  # the clients' method logs, in participant order (lists extend, other values replace)
             clock["seconds_method"] += float(replies[i]["metrics"]["seconds_method"])
@@ -286,8 +292,29 @@ class FlowerExperiment(Experiment):
         x = self.method.after_aggregate(hook)
         clock["seconds_method"] += time.perf_counter() - tick
         record = {"round": t, "clients": selected, **clock, "backend": "flower"} | ({"method": log} if log else {})
+        rows = {i: unpack(replies[i]["state"], state.x, None) for i in selected}  # the clients' new states, kept
+        stack = {k: torch.stack([rows[i][k] for i in selected]) for k in state.clients if k in rows[selected[0]]}
+        for i in selected:
+            if "state_arrays" in replies[i]:
+                method_state.setdefault("clients", {})[i] = unpack_entries(
+                    RecordDict({"arrays": replies[i]["state_arrays"], "values": replies[i]["state_values"]}), "cpu"
+                )  # fmt: skip
         new = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
-        return new, record, (np.array(selected), {})
+        return new, record, (np.array(selected), stack)
+
+    def restore(self, state: EngineState, i: int) -> dict:
+        """What client i's node is handed with its first round in this process: its kept state (its rows of
+        ``state.clients``, its method entries, none: empty), which replaces whatever the node holds. A fresh run's are
+        zeros, as a node starts; a resumed run's are the checkpoint's. Nothing once handed."""
+        if i in self.restored:
+            return {}
+        rows = {k: v[i] for k, v in state.clients.items()}
+        handed = {"restore": pack(rows, None)}
+        entries = state.method.get("clients", {}).get(i)
+        if entries is not None:
+            packed = pack_entries(entries)
+            handed |= {"restore_arrays": packed["arrays"], "restore_values": packed["values"]}
+        return handed
 
 
 class NodeExperiment(Experiment):
@@ -398,6 +425,13 @@ def train(msg: Message, context: Context) -> Message:
     x = unpack(msg.content["x"], exp.flat.params, None)["x"]
     server = {k: torch.zeros_like(x) for k in exp.algorithm.server_keys}
     server |= unpack(msg.content["server"], x, mask)
+    if "restore" in msg.content:  # the server's kept state of this client (a resumed run's from its checkpoint)
+        context.state["client"] = msg.content["restore"]
+        context.state.pop("method", None)
+        context.state.pop("method_values", None)
+        if "restore_arrays" in msg.content:
+            context.state["method"] = msg.content["restore_arrays"]
+            context.state["method_values"] = msg.content["restore_values"]
     keys = exp.algorithm.client_keys + carried_rows(exp.local)
     zeros = {k: v[0] for k, v in client_zeros(keys, 1, x).items()}  # this client's rows
     own = unpack(context.state["client"], x, None) if "client" in context.state else zeros
@@ -408,8 +442,10 @@ def train(msg: Message, context: Context) -> Message:
     log: dict = {}
     hook = ClientRound(t, i, x, exp.flat, data, exp.local, method_state, client_seed(seed, t, i, 1), log)
     y, steps, seconds_method = client_work(exp.flat, exp.algorithm, data, exp.local, exp.method, hook, ctx, lr, seed)
+    kept = {}  # the client's whole new state, for the server's copy (the checkpoint's): not counted as traffic
     if i in method_state["clients"]:
         save_entries(context, method_state["clients"][i])
+        kept = {"state_arrays": context.state["method"], "state_values": context.state["method_values"]}
     new = exp.algorithm.client_update(y, ctx, steps, lr) | {k: ctx.client[k] for k in carried_rows(exp.local)}
     if new:
         context.state["client"] = pack(new, None)
@@ -419,6 +455,8 @@ def train(msg: Message, context: Context) -> Message:
             "delta": pack({k: new[k] - own[k] for k in broadcast_keys(exp.algorithm)}, mask),
             "metrics": MetricRecord({"partition-id": i, "steps": steps, "seconds_method": seconds_method}),
             "log": ConfigRecord({"log": json.dumps(log)}),
+            "state": pack(new, None),
+            **kept,
         }
     )
     return Message(content, reply_to=msg)
