@@ -23,7 +23,7 @@ import numpy as np
 from figures.artefacts import Artefact, Built, Claim
 from figures.flruns import plt, save
 from figures.scripted import accuracy_numbers, plain, points, read_rows, runs_root, seed_list, spread_verdict
-from figures.verdict import censored_mark, combine, direction, mean_sd, size_word
+from figures.verdict import alike, censored_mark, combine, direction, mean_sd, not_comparable, size_word
 from theory.errors import InputError
 
 # FedCOG Table 1, FMNIST, FedAvg and FedAvg + FedCOG final accuracy (%).
@@ -161,6 +161,113 @@ def plot(numbers: dict, path: Path) -> list[str]:
     return save(fig, path)
 
 
+# FedCOG Table 3, CIFAR-10, the FedAvg row: accuracy (%) after 50 FedAvg rounds and one more round of FedAvg (×)
+# or of FedAvg + FedCOG (✓); Table 4, CIFAR-10 NIID-1: each client's local time (s) over 51 rounds.
+PAPER_TABLE3 = {"niid1": (63.34, 64.47), "niid2": (49.30, 49.50)}
+PAPER_TABLE4 = {"fedavg": 983.0, "fedcog": 1001.0}
+FIRST_FEDCOG_ROUND = 51
+
+
+def setting_name(key: str) -> str:
+    part, _, code = key.partition("/")
+    return f"{PARTS[part]}{', the code settings' if code else ''}"
+
+
+def part_key(key: str) -> str:
+    """A gain's key ("niid1", "niid1/code") as a claims-row part ("niid1", "niid1-code")."""
+    return key.replace("/", "-")
+
+
+def setting_claims(found: dict) -> dict[str, Claim]:
+    """Each setting's own verdict (partition, paper or code settings), the parts the row's verdict combines."""
+    out = {}
+    for key, gain in found.items():
+        mean, sd = 100 * np.mean(gain["last5"]), 100 * mean_sd(gain["last5"])[1]
+        out[part_key(key)] = Claim(
+            gain["word"],
+            f"FedCOG's Table 1 claim in one setting: {gain['word']}: {gain_text(key, gain)}",
+            f"{mean:+.2f} against {gain['paper']:+.2f}: {size_word(mean, sd, gain['paper'])}",
+        )
+    return out
+
+
+def accuracy_at(curve: list[tuple[int, float]], round_: int) -> float | None:
+    return next((a for t, a in curve if t == round_), None)
+
+
+def arm_pairs(numbers: dict) -> dict[str, tuple[list[int], list[dict], list[dict]]]:
+    """Per setting key ("niid1", "niid1/code", ...): the seeds with both arms, FedAvg's numbers, FedCOG's."""
+    out = {}
+    for part, (setting, (base, arm)) in ((p, s) for p in PARTS for s in PAIRS.items()):
+        seeds = [s for (p, m, s) in sorted(numbers) if p == part and m == arm and (part, base, s) in numbers]
+        if seeds:
+            out[part + setting] = (
+                seeds,
+                [numbers[part, base, s] for s in seeds],
+                [numbers[part, arm, s] for s in seeds],
+            )
+    return out
+
+
+def table3_claim(numbers: dict) -> Claim:
+    """FedCOG Table 3, its FedAvg row, on Fashion-MNIST: one round of FedAvg + FedCOG after 50 FedAvg rounds beats
+    one more FedAvg round: the test accuracy at round 51 of the FedCOG run against the FedAvg run's, paired by seed
+    (:func:`figures.verdict.direction`), per partition and setting, combined; the size is not comparable (CIFAR-10
+    in the paper)."""
+    words, said, sizes = [], [], []
+    for key, (seeds, avg, cog) in arm_pairs(numbers).items():
+        ours = [accuracy_at(c["curve"], FIRST_FEDCOG_ROUND) for c in cog]
+        theirs = [accuracy_at(a["curve"], FIRST_FEDCOG_ROUND) for a in avg]
+        word = direction(ours, theirs)
+        words.append(word)
+        gain = [None if o is None or a is None else o - a for o, a in zip(ours, theirs)]
+        said.append(f"{setting_name(key)}, {seed_list(seeds)}: {points(theirs)} → {points(ours)} %, "
+                    f"{points(gain)} points: {word}")  # fmt: skip
+        before, after = PAPER_TABLE3[key.partition("/")[0]]
+        sizes.append(f"{setting_name(key)} {100 * mean_sd(gain)[0]:+.2f} against {after - before:+.2f}")
+    verdict = combine(words)
+    return Claim(
+        verdict,
+        f"FedCOG Table 3's claim (FedAvg row) that one round of FedAvg + FedCOG after 50 FedAvg rounds beats one more "
+        f"FedAvg round: {verdict}: test accuracy at round {FIRST_FEDCOG_ROUND}, FedAvg → FedAvg + FedCOG, paired by "
+        "seed: " + "; ".join(said) + " (Fashion-MNIST; the paper's Table 3 is CIFAR-10).",
+        not_comparable("; ".join(sizes) + " (CIFAR-10): another data set"),
+    )
+
+
+def cost_claim(numbers: dict) -> Claim:
+    """FedCOG Table 4: FedCOG adds little local computation, its local time near FedAvg's: the seconds per round of
+    local training and generation over the FedCOG rounds (51-70) against FedAvg's over the same rounds, paired by
+    seed, by :func:`figures.verdict.alike` (a difference beyond the seed spread contradicts "near"), per partition and
+    setting, combined. The size is not comparable: a FedCOG round here against the paper's 51 rounds of which its
+    generation is a part, on a shared 2-core CPU against the paper's GPU."""
+    words, said, ratios = [], [], []
+    for key, (seeds, avg, cog) in arm_pairs(numbers).items():
+        ours = [c["local_s"] + c["method_s"] for c in cog]
+        theirs = [a["local_s"] + a["method_s"] for a in avg]
+        word = alike(ours, theirs)
+        words.append(word)
+        ratio = [o / a for o, a in zip(ours, theirs)]
+        ratios += ratio
+        said.append(
+            f"{setting_name(key)}, {seed_list(seeds)}: {plain(theirs, 1)} → {plain(ours, 1)} s a round "
+            f"({plain(ratio, 2)}×): {word}"
+        )
+    verdict = combine(words)
+    paper = PAPER_TABLE4["fedcog"] / PAPER_TABLE4["fedavg"]
+    return Claim(
+        verdict,
+        f"FedCOG Table 4's claim that FedCOG's local time is near FedAvg's: {verdict}: seconds of local training and "
+        f"generation per round over rounds {FIRST_FEDCOG_ROUND}-70, FedAvg → FedCOG, paired by seed: "
+        + "; ".join(said)
+        + " (seconds on a shared 2-core CPU; Fashion-MNIST).",
+        not_comparable(
+            f"{mean_sd(ratios)[0]:.2f}× per FedCOG round against the paper's {paper:.2f}× over 51 rounds (CIFAR-10, a "
+            "GPU): the paper's total includes the FedAvg rounds"
+        ),
+    )
+
+
 def build(scale: str, folder: Path) -> Built:
     runs = runs_root(folder.parent.parent)
     numbers = collect(runs)
@@ -179,8 +286,10 @@ def build(scale: str, folder: Path) -> Built:
         for p, g in found.items()
     )
     curves = {f"{p}/{m}/seed{s}": v for (p, m, s), v in numbers.items()}
+    parts = {k: c.to_dict() for k, c in setting_claims(found).items()}
+    parts |= {"table3": table3_claim(numbers).to_dict(), "cost": cost_claim(numbers).to_dict()}
     return Built(HEADERS, table_rows(numbers), Claim(verdict, text, size), plot(numbers, folder / "fedcog_table1"),
-                 {"runs": curves, "gains": found})  # fmt: skip
+                 {"runs": curves, "gains": found, "parts": parts})  # fmt: skip
 
 
 ARTEFACT = Artefact(

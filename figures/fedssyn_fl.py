@@ -43,12 +43,15 @@ from figures.scripted import points as percent
 from figures.verdict import (
     CONTRADICTED,
     HELD,
+    NOT_MEASURED,
     NOT_RESOLVED,
+    alike,
     at_or_below,
     bounded_size,
     censored_mark,
     combine,
     direction,
+    not_comparable,
 )
 from fl.config import load_config
 from fl.quality import report_name
@@ -248,6 +251,50 @@ def fig3_claim(results: dict[str, Result], ddpm: Result | None = None, reports: 
     return Claim(verdict, text + ddpm_sentence(ddpm, results, reports))
 
 
+def real_claim(results: dict[str, Result], scale: str) -> Claim:
+    """Fig. 1(c): shuffling synthetic data reaches about the accuracy of shuffling the same share of real data; by
+    :func:`figures.verdict.alike` on the final accuracies (the real shuffle's p is the synthetic pool's share,
+    :data:`REAL_P`)."""
+    ours = accuracy(results[FEDSSYN.label])
+    real_label = next(label for label in results if label.startswith("real shuffle"))
+    real = accuracy(results[real_label])
+    word = alike(ours, real)
+    return Claim(
+        word,
+        f"Fig. 1(c)'s claim that shuffled synthetic data reach about the accuracy of a real-data shuffle: {word}: "
+        f"final accuracy {show(ours)} with D_i ∪ D̃_si against {show(real)} with a real shuffle of p = "
+        f"{REAL_P[scale]:g} (the synthetic pool's share), {'beyond' if word == CONTRADICTED else 'within'} the seed "
+        f"spread ({seeds_text(FMNIST[scale])}; Fashion-MNIST, β-VAE generators, not the paper's CIFAR-10 DDPMs); "
+        "the leakage half of the claim is not measured.",
+    )
+
+
+def generator_claim(results: dict[str, Result], ddpm: Result | None) -> Claim:
+    """The revised paper's Sec. 3: sending the synthetic set once costs fewer numbers than sending the generator;
+    per arm (β-VAE, and the DDPM where built), the generator's parameters per client against the synthetic numbers
+    per client (:func:`figures.verdict.direction`, combined)."""
+    arms = [("β-VAE", results[FEDSSYN.label]), *([("DDPM", ddpm)] if ddpm is not None else [])]
+    words, said = [], []
+    for name, result in arms:
+        generator, synthetic = (
+            result.values("generator_parameters_per_client"),
+            result.values("synthetic_numbers_per_client"),
+        )
+        word = direction(generator, synthetic)
+        words.append(word)
+        ratio = mean_sd([s / g for s, g in zip(synthetic, generator) if s and g])[0]
+        said.append(
+            f"{name}: {show(synthetic, 4)} synthetic numbers against {show(generator, 4)} generator parameters a "
+            f"client ({ratio:.2f} of them): {word}"
+        )
+    verdict = combine(words)
+    return Claim(
+        verdict,
+        f"The revised paper's claim that sending the synthetic data once costs fewer numbers than sending the "
+        f"generator: {verdict}: " + "; ".join(said) + " (ñ = 1000 Fashion-MNIST images a client).",
+    )
+
+
 def build_fig3(scale: str, folder: Path) -> Built:
     results, ddpm, notes = with_ddpm("fig3", scale, fig3_arms(scale), folder)
     rows = [
@@ -274,7 +321,15 @@ def build_fig3(scale: str, folder: Path) -> Built:
         rows,
         fig3_claim(results, ddpm, ddpm_quality(folder, scale) if ddpm else ()),
         save(fig, folder / "fig3"),
-        {"seeds": list(FMNIST[scale].seeds), "real_shuffle_p": REAL_P[scale], "ddpm_arm": ddpm is not None},
+        {
+            "seeds": list(FMNIST[scale].seeds),
+            "real_shuffle_p": REAL_P[scale],
+            "ddpm_arm": ddpm is not None,
+            "parts": {
+                "real-shuffle": real_claim(results, scale).to_dict(),
+                "generator": generator_claim(results, ddpm).to_dict(),
+            },
+        },
         ddpm_notes(notes),
     )
 
@@ -309,6 +364,33 @@ def fig5_claim(results: dict[str, Result], ddpm: Result | None = None, reports: 
     return Claim(verdict, text + ddpm_sentence(ddpm, results, reports))
 
 
+def noise_shares(result: Result) -> tuple[list[float], list[float]]:
+    """Per seed, over the measured rounds: (1-p)σ² (σ² on the real data D_i, p the clients' mean shuffled fraction)
+    and the rest of σ̂²_p, σ̂²_p − (1-p)σ² (Lemma 1's pσ̃² + p(1-p)(ζ² + δ²) and what the bound leaves out)."""
+    main, rest = [], []
+    for summary, rows in zip(result.summaries, result.rows):
+        keep = 1 - float(np.mean(summary["p_realised"]))
+        estimates = [r["estimates"] for r in rows if "sigma2_hat" in r.get("estimates", {})]
+        main.append(float(np.mean([keep * e["sigma2"] for e in estimates])))
+        rest.append(float(np.mean([e["sigma2_hat"] - keep * e["sigma2"] for e in estimates])))
+    return main, rest
+
+
+def sigma_claim(results: dict[str, Result], scale: str) -> Claim:
+    """Fig. 5(d) and Sec. 5.3: (1-p)σ² dominates the effective noise σ̂²_p: (1-p)σ² larger than the rest of σ̂²_p
+    beyond the seed spread (:func:`figures.verdict.direction`), per seed averaged over the measured rounds."""
+    main, rest = noise_shares(results[FEDSSYN.label])
+    word = direction(main, rest)
+    share = [m / (m + r) for m, r in zip(main, rest)]
+    p = mean_sd([float(np.mean(s["p_realised"])) for s in results[FEDSSYN.label].summaries])[0]
+    return Claim(
+        word,
+        f"Fig. 5's claim that (1-p)σ² dominates σ̂²_p: {word}: with D_i ∪ D̃_si (p = {p:.2f} on average over clients) "
+        f"(1-p)σ² is {show(main)} against {show(rest)} for the rest of σ̂²_p, {show(share)} of it, averaged over the "
+        f"measured rounds ({seeds_text(FMNIST[scale])}; Fashion-MNIST, not the paper's CIFAR-10 at p = 0.06).",
+    )
+
+
 def build_fig5(scale: str, folder: Path) -> Built:
     results, ddpm, notes = with_ddpm("fig5", scale, fig3_arms(scale)[:4], folder)
     fig, axes = plt.subplots(1, len(CURVES), figsize=(13, 3.2))
@@ -336,7 +418,11 @@ def build_fig5(scale: str, folder: Path) -> Built:
         rows,
         fig5_claim(results, ddpm, ddpm_quality(folder, scale) if ddpm else ()),
         save(fig, folder / "fig5"),
-        {"seeds": list(FMNIST[scale].seeds), "ddpm_arm": ddpm is not None},
+        {
+            "seeds": list(FMNIST[scale].seeds),
+            "ddpm_arm": ddpm is not None,
+            "parts": {"sigma": sigma_claim(results, scale).to_dict()},
+        },
         ddpm_notes(notes),
     )
 
@@ -378,6 +464,19 @@ def speedups(without: Result, with_: Result) -> list[float]:
     return [a / b for a, b in zip(rounds_or_cap(without), rounds_or_cap(with_))]
 
 
+def capped_size(without: Result, gain: tuple, paper: float, mark: str) -> str:
+    """The size word of a speed-up against the paper's, or "not comparable" where our protocol caps the speed-up
+    below the paper's: a run with synthetic data takes at least one round, so the speed-up is at most the rounds the
+    D_i arm needs (its largest over the seeds), and a paper's number above that cap cannot be met whatever the
+    method does."""
+    cap = max(rounds_or_cap(without))
+    if paper > cap:
+        return not_comparable(
+            f"D_i reaches the target in at most {cap:g} rounds here, which caps a speed-up at {cap:g}x"
+        )
+    return bounded_size(gain[0], gain[1], paper, mark)
+
+
 def table1_claim(
     pairs: dict[str, tuple[Result, Result]],
     ddpm: dict[str, Result] | None = None,
@@ -410,7 +509,7 @@ def table1_claim(
     )  # fmt: skip
     size = ""
     if paper:
-        words = {a: bounded_size(g[0], g[1], float(paper[a][2].rstrip("x")), marks[a])
+        words = {a: capped_size(pairs[a][0], g, float(paper[a][2].rstrip("x")), marks[a])
                  for a, g in gains.items() if a in paper}  # fmt: skip
         low = min(float(paper[a][2].rstrip("x")) for a in words)
         high = max(float(paper[a][2].rstrip("x")) for a in words)
@@ -432,7 +531,7 @@ def table1_claim(
             f"{combine(per_ddpm.values())})." + quality_sentence(list(reports))
         )
         if paper:
-            ddpm_words = {a: bounded_size(g[0], g[1], float(paper[a][2].rstrip("x")), ddpm_marks[a])
+            ddpm_words = {a: capped_size(pairs[a][0], g, float(paper[a][2].rstrip("x")), ddpm_marks[a])
                           for a, g in ddpm_gains.items() if a in paper}  # fmt: skip
             common = set(ddpm_words.values())
             word = common.pop() if len(common) == 1 else "; ".join(f"{a}: {w}" for a, w in ddpm_words.items())
@@ -465,6 +564,81 @@ def gap_sentence(
     return (
         f" (the DDPM sets' quality does not explain the gap: their speed-ups are not below the β-VAE arm's beyond the "
         f"seed spread for any of {', '.join(smaller)}, though the sets are {quality})"
+    )
+
+
+def alike_claim(pairs: dict[str, tuple[Result, Result]], paper: dict[str, tuple]) -> Claim:
+    """Sec. 5's second finding: with shuffled synthetic data the FL algorithms perform nearly identically; by
+    :func:`figures.verdict.alike` on the rounds to the target with D_i ∪ D̃_si for every pair of the paper's
+    algorithms (a run that never reached it counts as its last round + 1), combined."""
+    algorithms = [a for a in pairs if a in paper]
+    rounds = {a: rounds_or_cap(pairs[a][1]) for a in algorithms}
+    words = {(a, b): alike(rounds[a], rounds[b]) for k, a in enumerate(algorithms) for b in algorithms[k + 1 :]}
+    verdict = combine(words.values())
+    apart = [f"{a}/{b}" for (a, b), w in words.items() if w == CONTRADICTED]
+    marks = {a: censored_mark(any(censored(pairs[a][1])), False) for a in algorithms}
+    return Claim(
+        verdict,
+        f"Sec. 5's claim that the algorithms perform nearly the same with shuffled synthetic data: {verdict}: rounds "
+        "to the target with D_i ∪ D̃_si "
+        + ", ".join(f"{a} {marks[a]}{show(rounds[a])}" for a in algorithms)
+        + f"; {len(apart)} of {len(words)} pairs differ beyond the seed spread"
+        + (f" ({', '.join(apart)})" if apart else "")
+        + " (SCAFFOLD and FedPVR at their own learning rate, the others at FedAvg's).",
+    )
+
+
+def communication(without: Result, with_: Result) -> tuple[list[float], list[float], bool]:
+    """Per seed, the numbers FedAvg sends to reach the target without synthetic data, and with them counting the
+    synthetic set sent once; a run that never reached the target counts what it sent in all its rounds plus one
+    more (a lower bound), and says so (the third value)."""
+
+    def sent(summary: dict) -> float:
+        if summary.get("communication_to_target") is not None:
+            return float(summary["communication_to_target"])
+        return float(summary["communication_total"]) * (summary["rounds"] + 1) / summary["rounds"]
+
+    base = [sent(s) for s in without.summaries]
+    ours = [sent(s) + float(s.get("synthetic_numbers_sent_once") or 0) for s in with_.summaries]
+    return base, ours, any(censored(without)) or any(censored(with_))
+
+
+def millions(values: list[float]) -> str:
+    """Numbers sent, over seeds, as ``mean ± sd million``."""
+    mean, sd = mean_sd(values)
+    return f"{mean / 1e6:.2f} ± {sd / 1e6:.2f} million" if len(values) > 1 else f"{mean / 1e6:.2f} million"
+
+
+PAPER_SAVING = {0.01: 95.0, 0.1: 87.6}  # the revised paper's Table A.2, CIFAR-10, N = 10, C = 1, FedAvg (%)
+
+
+def communication_claim(pairs: dict[str, tuple[Result, Result]], alpha: float) -> Claim:
+    """The revised paper's Table A.2: counting the synthetic data sent once, FedAvg with shuffled synthetic data
+    sends fewer numbers to reach the target than FedAvg alone (:func:`figures.verdict.direction` on the numbers
+    sent, per seed); the saving beside the paper's, whose size is not comparable: it scales with the model's size
+    against the synthetic set's, VGG-11 against a 44k-parameter CNN here."""
+    without, with_ = pairs["fedavg"]
+    base, ours, bound = communication(without, with_)
+    word = direction(base, ours)
+    saving = [100 * (1 - o / b) for o, b in zip(ours, base)]
+    rounds_only = [100 * (1 - (o - float(s.get("synthetic_numbers_sent_once") or 0)) / b)
+                   for o, b, s in zip(ours, base, with_.summaries)]  # fmt: skip
+    mark = "? " if bound else ""
+    synthetic = mean_sd(with_.values("synthetic_numbers_sent_once"))[0]
+    paper = PAPER_SAVING.get(alpha)
+    return Claim(
+        word,
+        f"Table A.2's claim that FedAvg with shuffled synthetic data sends fewer numbers to reach the target, the "
+        f"synthetic set sent once included: {word}: FedAvg sends {millions(base)} numbers to the target alone and "
+        f"{millions(ours)} with D_i ∪ D̃_si ({synthetic / 1e6:.2f} million of them the synthetic set), a saving of "
+        f"{mark}"
+        f"{show(saving)} % ({show(rounds_only)} % without counting the set)",
+        not_comparable(
+            f"{mark}{mean_sd(saving)[0]:.1f} % against the paper's {paper} % (CIFAR-10, α = {alpha:g}): the saving "
+            "scales with the model's size against the synthetic set's, a 44k-parameter CNN here against VGG-11"
+        )
+        if paper is not None
+        else "",
     )
 
 
@@ -512,7 +686,14 @@ def build_table1(scale: str, folder: Path) -> Built:
         rows,
         table1_claim(pairs, ddpm, paper, PAPER_ALPHA[scale], ddpm_quality(folder, scale) if ddpm else ()),
         save(fig, folder / "table1"),
-        {"seeds": list(FMNIST[scale].seeds), "lr": ALGORITHM_LR.get(scale, {}), "ddpm_arms": sorted(ddpm)},
+        {"seeds": list(FMNIST[scale].seeds), "lr": ALGORITHM_LR.get(scale, {}), "ddpm_arms": sorted(ddpm),
+         "algorithms": {a: {"verdict": direction(rounds_or_cap(w), rounds_or_cap(s)),
+                            "speedup": mean_sd(speedups(w, s))[0],
+                            "mark": censored_mark(any(censored(w)), any(censored(s))),
+                            "rounds_without": rounds_or_cap(w)} for a, (w, s) in pairs.items()},
+         "n_params": results[0].summaries[0].get("n_params"),
+         "parts": {"alike": alike_claim(pairs, paper).to_dict(),
+                   "communication": communication_claim(pairs, PAPER_ALPHA[scale]).to_dict()}},
         ddpm_notes(notes),
     )  # fmt: skip
 
@@ -564,6 +745,26 @@ def fig4_claim(by_key: dict[str, list[tuple[float, Result]]]) -> Claim:
                  f"accuracy: {verdict}: " + "; ".join(parts) + ".")  # fmt: skip
 
 
+def epochs_claim(by_key: dict[str, list[tuple[float, Result]]], scale: str) -> Claim:
+    """Fig. 4(b): with few clients early generator checkpoints already suffice (here N = 10: the accuracy with the
+    generator sampled at its earliest epoch against its last, :func:`figures.verdict.alike`); with many clients
+    longer generator training helps (N = 40: not run, so that part is not measured). Combined by
+    :func:`figures.verdict.combine`."""
+    epochs = sorted(by_key["sample_epoch"], key=lambda kv: kv[0])
+    (first, early), (last, late) = epochs[0], epochs[-1]
+    word = alike(accuracy(early), accuracy(late))
+    verdict = combine([word, NOT_MEASURED])
+    return Claim(
+        verdict,
+        f"Fig. 4(b)'s claim that early generator checkpoints suffice with few clients and longer training helps with "
+        f"many: {verdict}: N = 10: accuracy after {FIG4_ROUNDS[scale]} rounds "
+        + " / ".join(f"{v:g}: {show(accuracy(r))}" for v, r in epochs)
+        + f" by generator epoch, epoch {first:g} against {last:g} {'beyond' if word == CONTRADICTED else 'within'} "
+        f"the seed spread ({word}); N = 40: {NOT_MEASURED} (not run) ({seeds_text(FMNIST[scale])}; Fashion-MNIST, "
+        "β-VAE generators of up to 10 epochs, not the paper's DDPM checkpoints).",
+    )
+
+
 def build_fig4(scale: str, folder: Path) -> Built:
     planned = fig4_arms(scale)
     unique = list({arm.label: arm for _, _, arm in planned}.values())
@@ -591,7 +792,11 @@ def build_fig4(scale: str, folder: Path) -> Built:
         rows,
         fig4_claim(by_key),
         save(fig, folder / "fig4"),
-        {"seeds": list(FMNIST[scale].seeds), "base": dict(zip(names, BASE_VALUES[scale]))},
+        {
+            "seeds": list(FMNIST[scale].seeds),
+            "base": dict(zip(names, BASE_VALUES[scale])),
+            "parts": {"epochs": epochs_claim(by_key, scale).to_dict()},
+        },
     )
 
 

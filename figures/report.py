@@ -100,10 +100,31 @@ def own_report(path: Path) -> None:
         )
 
 
+# The prose that REPORT held by hand between its two generated sections before the claims section generated it
+# (figures.evidence): its headings, from the first to the last.
+HAND_WRITTEN = ("## The evidence, claim by claim", "## What none of this tests")
+
+
+def without_hand_written_copy(text: str) -> str:
+    """``text`` without the hand-written copy of the evidence prose between the claims section and the artefacts'
+    section, once the claims section holds the generated one: the same headings twice would leave the hand-typed
+    numbers beside the generated ones. Nothing else is touched; a report without that copy is returned as it is."""
+    claims = between(text, CLAIMS_BEGIN, CLAIMS_END)
+    if claims is None or HAND_WRITTEN[0] not in claims or BEGIN not in text.split(CLAIMS_END, 1)[1]:
+        return text  # no generated prose yet, or the artefacts' section before the claims: nothing between them
+    head, tail = text.split(CLAIMS_END, 1)
+    middle, rest = tail.split(BEGIN, 1)
+    start = middle.find(HAND_WRITTEN[0])
+    if start < 0 or HAND_WRITTEN[-1] not in middle[start:]:
+        return text
+    return head + CLAIMS_END + middle[:start].rstrip("\n") + "\n\n" + BEGIN + rest
+
+
 def write_sections(path: Path, claims: str, artefacts: str) -> None:
     """The generated sections of the report ``path`` replaced (a new file: made); a file that holds none of them is
-    not a report this tool writes, and is refused untouched (one line). Written whole and fsynced."""
+    not a report this tool writes, and is refused untouched (one line). Written whole and fsynced. The hand-written
+    copy of the evidence prose the claims section now generates is dropped (:func:`without_hand_written_copy`)."""
     own_report(path)
     text = path.read_text() if path.exists() else "# Measured results\n"
     text = replace(replace(text, CLAIMS_BEGIN, CLAIMS_END, claims), BEGIN, END, artefacts)
-    write_text_atomically(path, text)
+    write_text_atomically(path, without_hand_written_copy(text))

@@ -104,3 +104,40 @@ def finite_sample_allowance(p: ArrayLike, sigma2: float, zeta2: float, n: ArrayL
     judged (the least-squares ``lemma1`` rows and the FL ``theory-fl`` rows)."""
     p, n = np.asarray(p, dtype=float), np.asarray(n, dtype=float)
     return 2 * p * (3 * sigma2 + zeta2) / (n * zeta2)
+
+
+def realised_statistics(
+    samples: ArrayLike,
+    p: float,
+    statistic,
+    rng: np.random.Generator,
+    shuffles: int,
+    chunk: int = 128,
+) -> np.ndarray:
+    """``statistic`` of ``shuffles`` independent realised shuffles of ``samples`` (N, n, ...), shape (shuffles,):
+    the Monte Carlo scatter of one realised shuffle around its expectation (Lemma 1 bounds the expectation, or the
+    mixture, never one draw). ``statistic`` maps shuffled samples of shape (S, N, n, ...) to S numbers; the
+    shuffles are drawn ``chunk`` at a time, so memory stays at ``chunk`` copies of ``samples``."""
+    samples = np.asarray(samples, dtype=np.float64)
+    total = _validate.count("shuffles", shuffles)
+    out = []
+    while total > 0:
+        size = min(total, _validate.count("chunk", chunk))
+        out.append(np.asarray(statistic(shuffle_samples(samples, p, rng, shuffles=size)), dtype=np.float64))
+        total -= size
+    return np.concatenate(out)
+
+
+def zeta2_of(G: np.ndarray) -> np.ndarray:
+    """ζ² of per-sample gradients with leading batch axes, (..., N, n, d) -> (...): ``theory.estimators.zeta2``
+    over a batch of problems (the statistic :func:`realised_statistics` takes for ζ̂²_p)."""
+    grads = G.mean(axis=-2)
+    return np.mean(np.sum((grads - grads.mean(axis=-2, keepdims=True)) ** 2, axis=-1), axis=-1)
+
+
+def largest_client_smoothness(H: np.ndarray) -> np.ndarray:
+    """L_p = max_i ||(1/n) Σ_j H_ij||₂ of per-sample Hessians with leading batch axes, (..., N, n, k, k) -> (...)
+    (k = 1 for scalar curvatures): the smoothness of the least smooth client, as ``theory.estimators.smoothness``."""
+    client = H.mean(axis=-3)
+    norms = np.abs(client[..., 0, 0]) if client.shape[-1] == 1 else np.linalg.norm(client, ord=2, axis=(-2, -1))
+    return norms.max(axis=-1)

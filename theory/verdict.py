@@ -81,6 +81,27 @@ def direction(a: Sequence[float | None], b: Sequence[float | None]) -> str:
     return NOT_RESOLVED
 
 
+def alike(a: Sequence[float | None], b: Sequence[float | None]) -> str:
+    """The one rule for a claim of *no* difference ("nearly the same", "does not change"): :data:`CONTRADICTED` where
+    the means differ beyond the seed spread in either direction (the difference the claim says is absent),
+    :data:`NOT_RESOLVED` within it or with fewer than two seeds on a side (a spread rule cannot prove an absence, so
+    such a claim is never held), :data:`NOT_MEASURED` with no value on a side."""
+    word = direction(a, b)
+    return CONTRADICTED if word == HELD else word
+
+
+NO_DIFFERENCE = (
+    'A claim of no difference ("nearly the same", "does not change") is contradicted by a difference beyond the seed '
+    "spread in either direction and otherwise not resolved: the rule cannot prove an absence, so it is never held."
+)
+PARTS = (
+    "A claim measured in parts (partitions, settings, algorithms, values of p) is held when every part held, "
+    "contradicted when any part is, not measured when no part was measured, and not resolved otherwise. Where the "
+    "paper states the parts apart (HFMDs' partitions, FedCOG's settings), each follows its row as a ↳ row with its "
+    "own verdict and size; a part on another data set or model than the paper's names it there."
+)
+
+
 def at_or_below(
     low: Sequence[float] | np.ndarray, ceiling: Sequence[float] | np.ndarray, allowance: float = 1e-9
 ) -> str:

@@ -27,6 +27,7 @@ from sims.mnist.experiment import (
     Config,
     config_dict,
     figb2_claim,
+    figb2_iid_claim,
     loop_steps,
     memory_needed,
     quick,
@@ -113,7 +114,7 @@ def resolve_config(args) -> Config:
     return replace(config, **overrides).validate()
 
 
-def verdict(claims: dict, config: Config) -> list[str]:
+def verdict(claims: dict, config: Config, rows: list[dict] = ()) -> list[str]:
     """Plain sentences: what we measured for each claim of appendix B."""
     lines = []
     for E in config.epochs:
@@ -131,6 +132,8 @@ def verdict(claims: dict, config: Config) -> list[str]:
     split = [E for E in config.epochs if f"split_E{E}_speedup_at_pmax" in claims]
     if len(split) > 1:
         lines.append(figb2_claim(claims, split)[1])
+    if any(f"iid_E{E}_loss_spread" in claims for E in config.epochs):
+        lines.append(figb2_iid_claim(claims, list(config.epochs), rows)[1])
     deviation = claims.get("split_zeta2_ratio_max_rel_dev_from_1mp2")
     if deviation is not None:
         lines.append(f"split-by-class: measured ζ̂²_p/ζ² is within {100 * deviation:.1f}% of (1-p)² (Lemma 1).")
@@ -163,10 +166,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(config, progress=lambda done: bars[0].update(done), on_start=started)
     seconds = time.perf_counter() - start
     summary = summarise(result)
-    lines = verdict(summary["claims"], config)
+    lines = verdict(summary["claims"], config, summary["rows"])
     write_text_atomically(
         args.out / "summary.json",
-        json.dumps(to_json({"config": config_dict(config), **summary, "verdict": lines, "seconds": seconds}), indent=2),
+        json.dumps(
+            to_json(
+                {"config": config_dict(config), **summary, "verdict": lines, "quick": args.quick, "seconds": seconds}
+            ),
+            indent=2,
+        ),
     )
     rows = [[row[k] if row[k] is not None else float("nan") for k in TABLE_KEYS] for row in summary["rows"]]
     write_csv(args.out / "table.csv", TABLE_KEYS, rows)

@@ -15,7 +15,7 @@ from sims.mnist.problem import DATASETS, PARTITIONS, client_indices, evaluate, g
 from theory import lemma1
 from theory.errors import InputError
 from theory.shuffle import n_exchanged
-from theory.verdict import NOT_RESOLVED
+from theory.verdict import NOT_MEASURED, NOT_RESOLVED, alike, combine
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,9 @@ def samples_needed(p_values) -> int:
     return needed
 
 
+DIVERGED_GROWTH = 10.0  # a test loss this many times the untrained model's: training diverged (a run stops there)
+
+
 def quick(config: Config) -> Config:
     """A few-second version for tests and smoke runs."""
     return replace(config, per_class=100, rounds=6, estimate_every=3, epochs=(1, 2), p_values=(0.0, 0.1, 0.5))
@@ -161,6 +164,18 @@ def run(
                     f"finite at lr {config.lr:g}; use a smaller --lr"
                 )
             loss[e, :, t], accuracy[e, :, t] = (v.numpy() for v in evaluate(x, test_x, test_y))
+            # a finite model can diverge too: a test loss far above the untrained model's (or, at the end, above it
+            # at all) is no curve of training, and its claims would be about a step size too large
+            worse = (
+                loss[e, :, t] > DIVERGED_GROWTH * loss[e, :, 0] if t < config.rounds else loss[e, :, t] >= loss[e, :, 0]
+            )
+            if t > 0 and worse.any():
+                r = int(np.flatnonzero(worse)[0])
+                raise InputError(
+                    f"training diverged by round {t} (E={epochs}; {runs[r].scheme} p={runs[r].p:g}): the test loss "
+                    f"rose from {loss[e, r, 0]:.4g} (the untrained model) to {loss[e, r, t]:.4g} at lr {config.lr:g}; "
+                    "use a smaller --lr"
+                )
             if t % config.estimate_every == 0 or t == config.rounds:
                 for r, one in enumerate(runs):
                     record = measure(x[r].numpy(), features64, digits, base[r], shuffled[r], one, epochs, r, t)
@@ -376,3 +391,29 @@ def figb2_claim(claims: dict, epochs: list[int]) -> tuple[str, str]:
         f"({', '.join(f'E={e}: {g:.2f}x' for e, g in gains.items())})."
     )
     return NOT_RESOLVED, text
+
+
+def figb2_iid_claim(claims: dict, epochs: list[int], rows: list[dict] = ()) -> tuple[str, str]:
+    """Fig. B.2's iid claim (with iid workers shuffling does not change the learning) as (verdict, sentence), by
+    :func:`theory.verdict.alike` on the final test loss at p = 0 against the largest p, per E (from the summary's
+    ``rows``): the summary holds means over seeds without their spread, so the rule can give no more than not
+    resolved; the sentence gives how much the final loss varies across p beside how much it falls with
+    split-by-class data."""
+    kept = [e for e in epochs if f"iid_E{e}_loss_spread" in claims]
+    head = "Fig. B.2's iid claim (shuffling changes nothing with iid workers)"
+    if not kept:
+        return NOT_MEASURED, f"{head}: {NOT_MEASURED}: no iid run"
+    words = []
+    for e in kept:
+        iid = sorted((r["p"], r["final_loss"]) for r in rows if r["scheme"] == "iid" and r["epochs"] == e)
+        words.append(alike([iid[-1][1]], [iid[0][1]]) if len(iid) > 1 else NOT_RESOLVED)
+    verdict = combine(words)
+    spread = ", ".join(f"{claims[f'iid_E{e}_loss_spread']:.4f} at E={e}" for e in kept)
+    split = [
+        f"{claims[f'split_E{e}_loss_p0_minus_pmax']:.4f}" for e in kept if f"split_E{e}_loss_p0_minus_pmax" in claims
+    ]
+    beside = f" (with split-by-class data it falls by {', '.join(split)} from p = 0 to the largest p)" if split else ""
+    return verdict, (
+        f"{head}: {verdict} (means over seeds without their spread: no difference can be judged beyond it); the "
+        f"final test loss varies across p by {spread}{beside}."
+    )

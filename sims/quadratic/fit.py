@@ -81,7 +81,11 @@ def fit_errors(p: np.ndarray, a_ratio: np.ndarray, theory_ratio: np.ndarray) -> 
 
 
 def corollary_claims(
-    p: np.ndarray, a_ratio: np.ndarray, theory: np.ndarray, ci: tuple[np.ndarray, np.ndarray] | None
+    p: np.ndarray,
+    a_ratio: np.ndarray,
+    theory: np.ndarray,
+    ci: tuple[np.ndarray, np.ndarray] | None,
+    zeta_star: np.ndarray | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Fig. 2c's two claims judged by :mod:`theory.verdict`'s rules, as (verdict, sentence) by name; the
     simulator's summary line and REPORT print these same words.
@@ -91,11 +95,14 @@ def corollary_claims(
       (:func:`theory.verdict.at_or_below`);
     - ``shape``: the paper's "the estimated ratio matches the theoretical ratio" for p <= 0.6: the corollary's ratio
       inside the fit's 95 % intervals (:func:`theory.verdict.within_intervals`); the sentence says whether the fit
-      follows the corollary's ratio or (1-p)² (log-space RMS distances)."""
+      follows the corollary's ratio or (1-p)² (log-space RMS distances);
+    - ``zeta_star`` (with ``zeta_star``, the corollary's ratio with ζ*, the dissimilarity at the optimum, in place of
+      ζ: sqrt(ζ*²_p/ζ*²_0 · L_p/L_max)): the revised paper's "the observed speed-up matches the theory only with ζ*",
+      by the same rule as ``shape``."""
     errors = fit_errors(p, a_ratio, theory)
     if errors is None:
         why = "no p in (0, 0.6] has a finite fitted ratio: the claim cannot be checked here"
-        return {"bound": (NOT_MEASURED, why), "shape": (NOT_MEASURED, why)}
+        return {"bound": (NOT_MEASURED, why), "shape": (NOT_MEASURED, why), "zeta_star": (NOT_MEASURED, why)}
     rms_theory, rms_square = errors
     keep = (p > 0) & (p <= MATCH_P_MAX) & np.isfinite(a_ratio)
     low = a_ratio if ci is None else np.asarray(ci[0], dtype=float)
@@ -116,7 +123,7 @@ def corollary_claims(
         shape = within_intervals(low[keep], high[keep], theory[keep])
         out = int(((theory[keep] < low[keep]) | (theory[keep] > high[keep])).sum())
         misses = f"the corollary's ratio outside the fit's 95 % interval at {out} of {int(keep.sum())} values of p"
-    return {
+    claims = {
         "bound": (
             bound,
             f"Corollary I's bound on the rounds (A_p/A_0 <= its ratio for p <= {MATCH_P_MAX:g}): {bound}: for "
@@ -128,3 +135,27 @@ def corollary_claims(
             f"{misses}; the fit follows {follows} ({distances})",
         ),
     }
+    if zeta_star is not None:
+        claims["zeta_star"] = zeta_star_claim(p, a_ratio, np.asarray(zeta_star, dtype=float), ci, rms_square)
+    return claims
+
+
+def zeta_star_claim(
+    p: np.ndarray, a_ratio: np.ndarray, zeta_star: np.ndarray, ci: tuple[np.ndarray, np.ndarray] | None, rms_square
+) -> tuple[str, str]:
+    """The revised paper's Fig. 2(b): the fitted A_p/A_0 matches the corollary's ratio with ζ* in place of ζ for
+    0 < p <= 0.6 (:func:`theory.verdict.within_intervals`, as the ``shape`` claim)."""
+    keep = (p > 0) & (p <= MATCH_P_MAX) & np.isfinite(a_ratio) & np.isfinite(zeta_star)
+    rms = float(np.sqrt(np.mean((np.log(a_ratio[keep]) - np.log(zeta_star[keep])) ** 2))) if keep.any() else np.nan
+    head = f"The revised Fig. 2(b)'s match of the fitted A_p/A_0 with the ratio at ζ* for p <= {MATCH_P_MAX:g}"
+    if ci is None or not keep.any():
+        return NOT_MEASURED, f"{head}: {NOT_MEASURED}: no 95 % intervals (one seed)"
+    low, high = (np.asarray(c, dtype=float)[keep] for c in ci)
+    word = within_intervals(low, high, zeta_star[keep])
+    out = int(((zeta_star[keep] < low) | (zeta_star[keep] > high)).sum())
+    above = int((zeta_star[keep] > high).sum())
+    return word, (
+        f"{head}: {word}: the ratio at ζ*, sqrt(ζ*²_p/ζ*²_0 · L_p/L_max), outside the fit's 95 % interval at {out} "
+        f"of {int(keep.sum())} values of p ({above} above it); log-RMS distance {rms:.3f} to it, {rms_square:.3f} to "
+        f"(1-p)²"
+    )

@@ -269,14 +269,26 @@ def test_fig2_shape_is_judged_apart_from_the_bound():
 
 
 def test_lemma1_claim_flips_with_the_numbers():
-    p = np.array([0.0, 0.5, 0.8])
-    bound = np.array([1.0, 0.3, 0.1])
-    l_bound = np.array([10.0, 9.0, 8.0])
-    claim = catalogue.lemma1_claim(p, bound * 0.99, bound, l_bound, l_bound)
-    assert claim.held and "at 3 of 3 values" in claim.text
-    claim = catalogue.lemma1_claim(p, bound * np.array([1, 1, 1.2]), bound, l_bound, l_bound)
-    assert not claim.held and "+20.0% at p = 0.8" in claim.text and "at 2 of 3 values" in claim.text
-    assert not catalogue.lemma1_claim(p, bound, bound, l_bound * 1.1, l_bound).held
+    """Each measurement less one sd of a single shuffle's scatter against its bound, at p > 0 only (p = 0 is the
+    reference); the sentence names the p beyond the scatter, and where the expectation itself lies above."""
+    p = np.array([0.0, 0.5, 0.8, 1.0])
+    bound = np.array([1.0, 0.3, 0.1, 0.02])
+    l_bound = np.array([10.0, 9.0, 8.0, 7.0])
+    none, sd = np.zeros(4), np.full(4, 0.01)
+
+    def judge(zeta, l_p=l_bound, scatter=none, expected=None):
+        return catalogue.lemma1_claim(p, (zeta, bound, scatter, bound if expected is None else expected),
+                                      (l_p, l_bound, none, l_bound))  # fmt: skip
+
+    claim = judge(bound * 0.99)
+    assert claim.held and "at 3 of 3 values of p (0.5 to 1)" in claim.text  # p = 0 out, p = 1 in
+    claim = judge(bound * np.array([5, 1, 1.2, 1]))  # p = 0 far above: not judged
+    assert not claim.held and "beyond the scatter at p = 0.8 (largest +20.0% past it at p = 0.8)" in claim.text
+    assert "at 2 of 3 values" in claim.text
+    assert judge(bound + 0.015, scatter=sd).verdict == "contradicted"  # beyond one sd
+    assert judge(bound + 0.005, scatter=sd).held  # within one sd of the scatter
+    assert "expectation (the Monte Carlo mean" in judge(bound, expected=bound * 1.1).text
+    assert not judge(bound, l_bound * 1.1).held
 
 
 def test_figb2_claim_flips_with_the_numbers():

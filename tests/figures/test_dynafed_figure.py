@@ -59,11 +59,16 @@ def test_arms_compared_at_the_common_round(tmp_path, store):
     assert built.claim.verdict == "not resolved" and "+8.80 points over FedAvg on the mean of rounds 56-60" in (
         built.claim.text
     )
-    assert "stopped at round 60 of 200, not resumable" in built.claim.text
+    text = built.claim.text  # each run that stopped short, with its seed and its own round
+    assert "stopped short of round 200: FedAvg (from round 23) at round 64 (seed 0); DynaFed code settings" in text
+    assert "dsa at round 60 (seed 0); compared at round" in text
+    assert "60, the last every arm reached; not resumable" in built.claim.text
     # standard error: FedAvg's sd over rounds 51-60 is 0.01054 (five 60s, five 62s), DynaFed's 0: 1.054 / sqrt(5)
     assert "more than twice its standard error, 0.47" in built.claim.text
-    assert "above FedAvg in 36 of the 36 rounds after its synthesis (round 24)" in built.claim.text
-    assert "round 60 of 200" in built.claim.text
+    assert "above FedAvg in 36 of the 36 rounds both recorded in rounds 25-60 (after its synthesis in round 24" in (
+        built.claim.text
+    )  # the window counted, named
+    assert "stopped short of round 200" in built.claim.text
     assert "dsyn_code_n300_dsa.png" in built.figures and (folder / "dsyn_code_n300_dsa.png").stat().st_size > 0
 
 
@@ -131,7 +136,9 @@ def test_seeds_pair_with_fedavg_of_the_same_seed_and_start(tmp_path, store):
     assert "+10.00 (seed 0), +12.00 (seed 1), +8.00 (seed 2)" in text
     # seed spread: DynaFed's last-5 means 0.80, 0.83, 0.80 (sd 1.73), FedAvg's 0.70, 0.71, 0.72 (sd 1.00): ±2.00
     assert "beyond the seed spread (+10.00 points against ±2.00)" in text
-    assert "above FedAvg in 540 of the 540 rounds after its synthesis (round 20)" in text
+    assert (
+        "above FedAvg in 540 of the 540 rounds both recorded in rounds 21-200" in text and "summed over 3 seeds" in text
+    )
     assert built.claim.held and "(seeds 0, 1, 2)" in text
     for suffix in ("", "_seed1", "_seed2"):
         assert (folder / f"dsyn_paper_n1000_dsa{suffix}.png").stat().st_size > 0
@@ -200,8 +207,8 @@ def test_judged_at_its_end_the_smaller_gain_decides_and_a_lower_bound_never_give
     # common rounds 149-153: +36.00 (seed 0), +36.00 (seed 1); the end: +6.00, +7.00
     assert "36.00 ± 0.00 points over FedAvg, both at rounds 149-153" in text
     assert (
-        "≥ 6.50 ± 0.71 points over FedAvg, DynaFed's last 5 rounds (round 153) against FedAvg's last 5 (round 200)"
-        in text
+        "≥ 6.50 ± 0.71 points over FedAvg, DynaFed's last 5 rounds (to round 153 (seed 0), 153 (seed 1)) against "
+        "FedAvg's last 5 (to round 200 (seed 0), 200 (seed 1))" in text
     )
     assert "a lower bound: DynaFed stopped before 200" in text
     assert "the verdict is the smaller gain's (the end): held" in text and built.claim.verdict == "held"

@@ -23,7 +23,7 @@ def rebuild_commands() -> list[str]:
     for line in section.splitlines():
         if line.startswith("| ") and not line.startswith("| paper, where "):
             cell = [c.strip() for c in line.strip("|").split(" | ")][column]
-            if cell.startswith("to measure: "):  # a claim no run measures yet: what would (prose, not run here)
+            if cell.startswith("to measure: ") or cell == "″":  # what would measure it (prose); a part (↳): above
                 continue
             found = re.findall(r"`([^`]+)`", cell)
             assert found or cell == "-", f"a rebuild cell without a command: {cell!r}"

@@ -54,21 +54,3 @@ def test_no_phrase_outside_the_vocabulary_anywhere_in_the_report():
     text = REPORT.read_text()
     for phrase in BANNED:
         assert phrase not in text, phrase
-
-
-# Settings the prose names (not measurements): MNIST's per-class count in the paper, Monte Carlo shuffles, a
-# dataset's size, the pixel range, a subset's size, the authors' N, the CNN's thousands of parameters.
-SETTINGS = {"1,024", "40,000", "60,000", "255", "600", "3000", "44", "1.1"}  # and ε = 1.1e-6
-NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
-
-
-def test_no_hand_written_number_that_no_generated_block_holds():
-    """A number in REPORT's prose is one a generated block shows (the prose explains it), or a setting listed above:
-    a measurement is never typed by hand."""
-    text = REPORT.read_text()
-    claims = text.split("## Where each claim stands", 1)[1].split("<!-- end of the claims table -->", 1)[0]
-    generated = text.split("<!-- python -m figures: generated section", 1)[1]
-    prose = text.replace(claims, "").replace(generated, "")
-    shown = set(NUMBER.findall(claims + generated))
-    typed = {n for n in NUMBER.findall(prose) if n not in shown and n not in SETTINGS}
-    assert not typed, sorted(typed)

@@ -64,7 +64,8 @@ def test_every_row_of_the_claims_table_uses_the_vocabulary():
     section = between(REPORT.read_text(), CLAIMS_BEGIN, CLAIMS_END)
     assert section is not None
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| paper, where ")]
-    assert len(rows) == len(catalogue_rows({}))  # one per (catalogue claim, row measuring it)
+    parts = [line for line in rows if " | ↳ " in line]  # the parts of a combined row, shown where it rebuilt
+    assert len(rows) - len(parts) == len(catalogue_rows({}))  # one per (catalogue claim, row measuring it)
     column = CATALOGUE_HEADERS.index("verdict")
     for line in rows:
         cells = [c.strip() for c in line.strip("|").split(" | ")]
