@@ -19,9 +19,11 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -86,6 +88,7 @@ def simulate(
     server = ServerRun(config, out, resume, accept_code_change=accept_code_change)
     hold_engine_errors()
     resources = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
+    quiet_known_notices()
     engine = Engine(
         lambda: run_simulation(server.app(), client_app, num_supernodes=config.data.clients, backend_config=resources)
     )
@@ -158,6 +161,13 @@ class RayThreadNotice(logging.Filter):
         return "SIGTERM handler is not set" not in record.getMessage()
 
 
+# The two notices every simulation printed, dropped by exactly their text: Flower's deprecation of run_simulation
+# (its replacement, `flwr run`, drives a SuperLink from the command line; the library call stays what a Python
+# program can use) and Ray's tip that it may stop overriding CUDA_VISIBLE_DEVICES for actors without GPUs.
+RUN_SIMULATION_DEPRECATED = "The `run_simulation` function is deprecated"
+RAY_ACCELERATOR_TIP = "Tip: In future versions of Ray, Ray will no longer override accelerator"
+
+
 class HeldEngineErrors(logging.Filter):
     """Flower's engine threads report an error (the error, then its traceback) the moment they see it. A stop
     (Ctrl-C, or SIGTERM to the run's session, which Ray's actors and raylet share) can break them before this process
@@ -176,6 +186,8 @@ class HeldEngineErrors(logging.Filter):
         self.lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.args and any(str(arg).startswith(RUN_SIMULATION_DEPRECATED) for arg in record.args):
+            return False  # Flower's notice on every run: `flwr run` is a CLI to a SuperLink, not a library call
         if getattr(record, "held", False):  # released after its hold
             return not self.stopped
         if self.stopped:
@@ -216,6 +228,12 @@ def hold_engine_errors() -> None:
     if ENGINE_ERRORS not in logger.filters:
         logger.addFilter(ENGINE_ERRORS)
     ENGINE_ERRORS.stopped = False
+
+
+def quiet_known_notices() -> None:
+    """Ray's accelerator tip ignored (a FutureWarning, exactly its text); Flower's deprecation notice of
+    ``run_simulation`` is dropped by :class:`HeldEngineErrors` on Flower's logger."""
+    warnings.filterwarnings("ignore", message=re.escape(RAY_ACCELERATOR_TIP), category=FutureWarning)
 
 
 def quiet_engine() -> None:

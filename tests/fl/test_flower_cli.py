@@ -420,3 +420,27 @@ def test_an_engine_error_is_reported_after_its_hold_unless_the_run_was_stopped(m
         flower_module.ENGINE_ERRORS.stopped = False
         flower_module.ENGINE_ERRORS.held.clear()
         logger.removeFilter(flower_module.ENGINE_ERRORS)
+
+
+def test_flowers_deprecation_notice_and_rays_accelerator_tip_are_dropped_by_their_text():
+    """Issue 68, item 7: every Flower run printed Flower's deprecation of ``run_simulation`` and Ray's FutureWarning
+    about CUDA_VISIBLE_DEVICES; exactly those two are dropped, any other warning of either passes."""
+    import logging
+    import warnings
+
+    import fl.flower.__main__ as flower_module
+
+    def record(message: str, *args) -> logging.LogRecord:
+        return logging.LogRecord("flwr", logging.WARNING, __file__, 1, message, args, None)
+
+    held = flower_module.HeldEngineErrors()
+    notice = "The `run_simulation` function is deprecated and will be removed in a future version of Flower."
+    assert not held.filter(record("DEPRECATED FEATURE: %s\n\n    This is a deprecated feature.", notice))
+    assert held.filter(record("DEPRECATED FEATURE: %s", "something else"))
+    tip = flower_module.RAY_ACCELERATOR_TIP + " visible devices env var if num_gpus=0"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        flower_module.quiet_known_notices()
+        warnings.warn(tip, FutureWarning, stacklevel=1)
+        warnings.warn("Pydantic v1 is deprecated", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["Pydantic v1 is deprecated"]
