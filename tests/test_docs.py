@@ -111,7 +111,8 @@ def test_the_config_reference_has_every_key_with_its_real_default_and_a_meaning(
 
 
 def test_the_guides_with_tested_blocks():
-    assert {p.name for p in GUIDES if commands_marked_tested(p.read_text())} >= {"extending.md", "sweeps.md", "runs.md"}
+    tested = {p.name for p in GUIDES if commands_marked_tested(p.read_text())}
+    assert tested >= {"extending.md", "sweeps.md", "runs.md", "data.md"}
 
 
 @pytest.mark.slow
@@ -128,6 +129,8 @@ def test_every_tested_block_of_a_guide_runs(page, tmp_path):
         done = subprocess.run(shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=600)  # fmt: skip
         assert done.returncode == 0, f"{command}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+    if page.name == "data.md":
+        assert json.loads((tmp_path / "runs" / "mine" / "summary.json").read_text())["rounds"] == 2
     if page.name == "extending.md":
         assert (tmp_path / "runs" / "noisy" / "summary.json").exists() and (tmp_path / "runs" / "prox").is_dir()
         assert list((tmp_path / "runs" / "tb").rglob("events.out.tfevents.*"))
