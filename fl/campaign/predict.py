@@ -63,13 +63,6 @@ def bench_records(folder: Path = BENCHES, device: str = "") -> list[Path]:
     return [p for p in paths if not device or device in json.loads(p.read_text()).get("device", "")]
 
 
-def newest_bench(folder: Path = BENCHES, device: str = "") -> Path | None:
-    """The newest gpu-bench JSON of the ledger whose device names ``device`` (any where ""), None where there is
-    none."""
-    records = bench_records(folder, device)
-    return records[-1] if records else None
-
-
 def shown(path: Path) -> str:
     """``path`` relative to the checkout where it lies inside it."""
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
