@@ -27,7 +27,7 @@ from fl.algorithms import Algorithm, Context, State
 from fl.augment import crop_flip
 from fl.clients import STEP_KEY, ClientSet, LocalConfig, batches, carried_rows, client_budget
 from fl.flat import FlatModel
-from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, new_state
+from fl.methods.base import ClientRound, LocalTask, Method, ServerRound, new_state, numbers_sent_up
 
 
 @dataclass
@@ -407,6 +407,8 @@ def compute_round(
             hook.task = task
             method.after_client(hook, y_i)
         clock["seconds_method"] += time.perf_counter() - tick
+    if up := numbers_sent_up(method, method_state["clients"], participants):  # the entries its server hooks read
+        log["numbers_sent"] = log.get("numbers_sent", 0) + up
     for ctx, (y_i, steps) in zip(contexts, trained):
         ys.append(y_i)
         for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():

@@ -42,6 +42,8 @@ class Algorithm:
     client_keys: ClassVar[tuple[str, ...]] = ()  # per-client state vectors, each stored as (N, P)
     server_keys: ClassVar[tuple[str, ...]] = ()
     plain_sgd_only: ClassVar[bool] = False  # its update assumes plain local SGD steps (FedNova's τ_i normalisation)
+    # Why it cannot run with its clients on other machines (fl.flower), or "" when it can (as a method's).
+    not_distributed: ClassVar[str] = ""
 
     def check(self) -> Algorithm:
         """Raise :class:`~theory.errors.InputError` (naming the ``algorithm.KEY``) for an out-of-range value."""

@@ -25,8 +25,8 @@ The server needs each τ_i. The interface hands the step count to :meth:`~fl.alg
 only, so a client keeps the count of all its local steps as client state ``steps`` (P copies of one number, in
 the (N, P) client-state array: memory and checkpoint space as SCAFFOLD's c_i) and the server reads this round's
 τ_i as new - old. The communication count is 2P + 1 a client (x down, y_i and τ_i up). The Flower app carries up
-only the client state whose key is also a server key (SCAFFOLD's c): under ``python -m fl.flower`` no τ_i reaches
-the server, and the first round stops with one line rather than a wrong update.
+only the client state whose key is also a server key (SCAFFOLD's c), so ``python -m fl.flower`` refuses FedNova
+in one line before it starts (``not_distributed``).
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ class FedNova(Algorithm):
     name: ClassVar[str] = "fednova"
     client_keys: ClassVar[tuple[str, ...]] = ("steps",)
     plain_sgd_only: ClassVar[bool] = True
+    not_distributed: ClassVar[str] = (
+        "its server reads each client's local step count τ_i, which the Flower app does not carry up"
+    )
 
     def client_update(self, y: torch.Tensor, ctx: Context, steps: int, lr: float) -> State:
         """The client's local steps so far, this round's τ_i = K_i = ``steps`` added (read back as new - old)."""

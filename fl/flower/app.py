@@ -62,7 +62,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fl.algorithms import Context as AlgorithmContext
 from fl.clients import carried_rows
-from fl.config import RunConfig, build_method, from_dict
+from fl.config import RunConfig, build_algorithm, build_method, from_dict
 from fl.engine import (
     ClientSet,
     EngineState,
@@ -74,7 +74,7 @@ from fl.engine import (
     select_clients,
     server_seed,
 )
-from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split
+from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split, numbers_sent_up
 from fl.run import Experiment, resolve_device
 from theory.errors import InputError
 
@@ -125,6 +125,12 @@ def check_supported(config: RunConfig) -> None:
         raise InputError(
             f"method.name = {config.method['name']!r} does not run through the Flower app: {method.not_distributed}; "
             "use python -m fl.run"
+        )
+    algorithm = build_algorithm(config.algorithm)
+    if algorithm.not_distributed:
+        raise InputError(
+            f"algorithm.name = {config.algorithm['name']!r} does not run through the Flower app: "
+            f"{algorithm.not_distributed}; use python -m fl.run"
         )
     if len(config.train.lr) != 1:
         raise InputError("train.lr: the Flower app takes one step size, not a grid")
@@ -287,6 +293,13 @@ class FlowerExperiment(Experiment):
         weights = aggregation_weights(self.data, selected, self.local.weighting, state.x)
         zeros = {k: torch.zeros_like(v) for k, v in deltas.items()}
         x, server = self.algorithm.server_update(state.x, state.server, ys, weights, zeros, deltas, self.data.n_clients)
+        for i in selected:  # the clients' method entries, before the server's hook reads them (as in fl.run)
+            if "state_arrays" in replies[i]:
+                method_state.setdefault("clients", {})[i] = unpack_entries(
+                    RecordDict({"arrays": replies[i]["state_arrays"], "values": replies[i]["state_values"]}), "cpu"
+                )  # fmt: skip
+        if up := numbers_sent_up(self.method, method_state.get("clients", {}), selected):
+            log["numbers_sent"] = log.get("numbers_sent", 0) + up
         tick = time.perf_counter()
         hook = ServerRound(t, x, self.flat, self.data, method_state, server_seed(seed, t), log)
         x = self.method.after_aggregate(hook)
@@ -294,11 +307,6 @@ class FlowerExperiment(Experiment):
         record = {"round": t, "clients": selected, **clock, "backend": "flower"} | ({"method": log} if log else {})
         rows = {i: unpack(replies[i]["state"], state.x, None) for i in selected}  # the clients' new states, kept
         stack = {k: torch.stack([rows[i][k] for i in selected]) for k in state.clients if k in rows[selected[0]]}
-        for i in selected:
-            if "state_arrays" in replies[i]:
-                method_state.setdefault("clients", {})[i] = unpack_entries(
-                    RecordDict({"arrays": replies[i]["state_arrays"], "values": replies[i]["state_values"]}), "cpu"
-                )  # fmt: skip
         new = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
         return new, record, (np.array(selected), stack)
 

@@ -225,6 +225,10 @@ class Method:
     # client work happens only in prepare_client and the per-client hooks, reading only that client's data and
     # method state, and the server's hooks read no client data.
     not_distributed: ClassVar[str] = ""
+    # The entries of a client's own state (``c.state["clients"][c.i]``) that the server hooks read: they travel
+    # up every round the client takes part in (on Flower too), and the numbers in them are added to the round's
+    # communication (:func:`numbers_sent_up`). Entries not named stay on the client.
+    client_sends: ClassVar[tuple[str, ...]] = ()
 
     def check(self) -> Method:
         """Raise :class:`~theory.errors.InputError` (naming the ``method.KEY``) for an out-of-range value."""
@@ -315,6 +319,18 @@ class Method:
         """At the end of a run: what the method wants drawn (its synthetic set), as data; the run's writer draws
         each into the run folder (a method never draws)."""
         return []
+
+
+def numbers_sent_up(method: Method, clients: dict, participants: list[int]) -> int:
+    """The numbers the participants' :attr:`Method.client_sends` entries hold (a tensor or array: its elements; a
+    number: one): what travels up beyond the algorithm's in one round."""
+    total = 0
+    for i in participants:
+        entries = clients.get(i, {})
+        for key in method.client_sends:
+            value = entries.get(key)
+            total += 0 if value is None else int(value.numel() if hasattr(value, "numel") else np.size(value))
+    return total
 
 
 def require(ok: bool, key: str, message: str) -> None:

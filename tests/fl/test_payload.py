@@ -55,10 +55,34 @@ class Pooled(Method):
         c.state["clients"][c.i] = {"seen": seen + 1}
 '''
 
+REPORTED = """
+\"\"\"Each client reports the norm of its local change; the server hook moves x by their mean (both ways).\"\"\"
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from fl.methods import Method
+
+
+@dataclass(frozen=True)
+class Reported(Method):
+    name: ClassVar[str] = "reported"
+    client_sends: ClassVar[tuple[str, ...]] = ("norm",)
+
+    def after_client(self, c, y):
+        c.state["clients"][c.i] = {"norm": (y - c.x).norm().reshape(1), "rounds": 1}  # "rounds" stays on the client
+
+    def after_aggregate(self, s):
+        norms = [e["norm"] for e in s.state["clients"].values() if "norm" in e]
+        s.log["reports"] = len(norms)
+        return s.x * (1 - 1e-3 * torch.cat(norms).mean().to(s.x))
+"""
+
 
 @pytest.fixture()
 def pooled(tmp_path, monkeypatch):
-    return plugin_folder(tmp_path, monkeypatch, {"pooled": POOLED})
+    return plugin_folder(tmp_path, monkeypatch, {"pooled": POOLED, "reported": REPORTED})
 
 
 def args(root, out, *extra):
@@ -102,5 +126,30 @@ def test_the_payload_reaches_flower_nodes_with_the_same_numbers(cifar_root, pool
 
     assert run_main([*args(cifar_root, pooled / "local", "--set", "train.workers=1"), "--quiet"]) == 0
     assert flower_main(args(cifar_root, pooled / "flower")) == 0
+    assert rows(pooled / "flower") == rows(pooled / "local")
+    assert torch.equal(server_model(pooled / "flower"), server_model(pooled / "local"))
+
+
+def test_client_entries_the_server_reads_travel_up_and_are_counted(cifar_root, pooled):
+    """Issue 68, item 2: a method's ``client_sends`` entries reach its server hook, and their numbers (one per
+    participant here) are in the round's communication beside the algorithm's; an entry not named is not counted."""
+    report = ["--set", "method.name='reported:Reported'", "--set", "train.workers=1", "--quiet"]
+    assert run_main([*args(cifar_root, pooled / "reported", *report)]) == 0
+    assert run_main([*args(cifar_root, pooled / "plain", "--set", "method.name='none'", "--quiet")]) == 0
+    reported, plain = rows(pooled / "reported"), rows(pooled / "plain")
+    assert [r["method"]["reports"] for r in reported] == [2, 3, 3]  # the entries so far (two clients a round)
+    extra = [a["communication"] - b["communication"] for a, b in zip(reported, plain, strict=True)]
+    assert extra == [2, 4, 6] and [r["method"]["numbers_sent"] for r in reported] == [2, 2, 2]
+
+
+@pytest.mark.slow
+def test_client_entries_reach_the_server_hook_on_flower_as_in_fl_run(cifar_root, pooled):
+    pytest.importorskip("flwr.simulation")
+    pytest.importorskip("ray")
+    from fl.flower.__main__ import main as flower_main
+
+    report = ["--set", "method.name='reported:Reported'"]
+    assert run_main([*args(cifar_root, pooled / "local", *report, "--set", "train.workers=1"), "--quiet"]) == 0
+    assert flower_main(args(cifar_root, pooled / "flower", *report)) == 0
     assert rows(pooled / "flower") == rows(pooled / "local")
     assert torch.equal(server_model(pooled / "flower"), server_model(pooled / "local"))

@@ -222,10 +222,9 @@ def test_fl_run_selects_fednova_and_resumes_its_step_counts(cifar_root, tmp_path
 
 @pytest.mark.slow
 def test_flower_stops_in_one_line(cifar_root, tmp_path, capsys):
-    """The Flower app carries up only the client state whose key the server broadcasts, so no τ_i reaches its
-    server: the run stops in round 1 with one line naming fednova (today its communication check: 2P numbers
-    travelled, 2P + 1 counted), never with a wrong update. Once the app carries step counts this test should
-    become an equality with fl.run, as for the server optimisers."""
+    """The Flower app carries up only the client state whose key the server broadcasts, so no τ_i would reach its
+    server: the run is refused in one line naming fednova before Ray starts (``not_distributed``). Once the app
+    carries step counts this test should become an equality with fl.run, as for the server optimisers."""
     pytest.importorskip("flwr.simulation")
     pytest.importorskip("ray")
     from fl.flower.__main__ import main as flower_main
@@ -233,7 +232,7 @@ def test_flower_stops_in_one_line(cifar_root, tmp_path, capsys):
 
     assert flower_main(args(cifar_root, tmp_path / "flower", "fednova")) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("python -m fl.flower: error:")]
-    assert len(errors) == 1 and "fednova" in errors[0]
+    assert len(errors) == 1 and "fednova" in errors[0] and "does not run through the Flower app" in errors[0]
 
 
 @pytest.mark.parametrize("setting", ["train.momentum=0.9", "train.optimizer=adam"])
