@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F
 
 from fl import provenance
-from fl.data import load
+from fl.data import DataError, load
+from fl.data.formats import npz_arrays
 from fl.models import build_model
 from fl.synthesis.fedssyn import KEY_FILE
 from theory.cli import ArgumentParser, guarded, whole_number
@@ -66,13 +67,42 @@ def noise_fraction(images: np.ndarray, threshold: float) -> float:
 
 
 def as_floats(images: np.ndarray) -> np.ndarray:
-    """uint8 images to [0, 1]; float images as they are (checked to lie there)."""
+    """uint8 images to [0, 1]; float images as they are (checked to be finite and to lie there: a NaN pixel is
+    no pixel, and its total variation would count as no noise)."""
     if images.dtype == np.uint8:
         return images.astype(np.float32) / 255.0
+    if images.dtype.kind != "f":
+        raise InputError(f"images of {images.dtype}: expected uint8 or floats in [0, 1]")
     x = images.astype(np.float32)
+    bad = int(np.count_nonzero(~np.isfinite(x)))
+    if bad:
+        raise InputError(f"images holding {bad} non-finite pixel value(s) (NaN or inf): nothing to measure there")
     if x.size and (x.min() < -1e-6 or x.max() > 1 + 1e-6):
         raise InputError(f"images in [{x.min():g}, {x.max():g}]: expected uint8 or floats in [0, 1]")
     return x
+
+
+def blank(images: np.ndarray) -> np.ndarray:
+    """Per image: whether it holds one value throughout (what a generator whose weights are not numbers samples,
+    once its NaN pixels are stored as uint8: black)."""
+    flat = images.reshape(len(images), -1)
+    return flat.min(axis=1) == flat.max(axis=1) if flat.shape[1] else np.ones(len(images), bool)
+
+
+def check_set(path: Path, x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], n_classes: int) -> None:
+    """A synthetic set (``x``, ``y`` of ``path``) the report can measure against real images of ``shape`` and
+    ``n_classes`` classes, else a one-line InputError naming the file: images (N, C, H, W) of that shape, uint8
+    or finite floats in [0, 1]; N whole-number labels (floats are never truncated into labels) in range."""
+    if x.ndim != 4 or tuple(x.shape[1:]) != tuple(shape):
+        raise InputError(f"{path}: images of shape {x.shape}, expected (N, {', '.join(map(str, shape))})")
+    if y.dtype.kind not in "iu" or y.shape != (len(x),):
+        raise InputError(f"{path}: labels of {y.dtype} {y.shape}, expected {len(x)} whole numbers")
+    if y.size and (y.min() < 0 or y.max() >= n_classes):
+        raise InputError(f"{path}: labels from {y.min()} to {y.max()}, expected 0 to {n_classes - 1}")
+    try:
+        as_floats(x)
+    except InputError as error:
+        raise InputError(f"{path}: {error}") from None
 
 
 def train_classifier(
@@ -112,6 +142,12 @@ def report(
         real, test = as_floats(x_real), as_floats(x_test)
         x_syn = np.concatenate([as_floats(x) for x, _ in sets])
         y_syn = np.concatenate([np.asarray(y, dtype=np.int64) for _, y in sets])
+        blanks = blank(x_syn)
+        if blanks.all():  # no sample to measure: 0% noise would be a number about nothing
+            raise InputError(
+                f"every one of the {len(x_syn)} synthetic images is blank (one value throughout): its generator made "
+                "nothing to measure (weights that are not numbers?)"
+            )
         threshold = noise_threshold(real)
         generator = torch.Generator().manual_seed(seed)
         real_model = train_classifier(real, y_real, n_classes, epochs, generator)
@@ -123,6 +159,7 @@ def report(
             "noise_threshold": threshold,
             "noise_fraction": noise_fraction(x_syn, threshold),
             "noise_by_client": [noise_fraction(as_floats(x), threshold) for x, _ in sets],
+            "blank_fraction": float(np.mean(blanks)),
             "label_agreement": float(np.mean(predict(real_model, x_syn) == y_syn)),
             "real_classifier_test_accuracy": float(np.mean(predict(real_model, test) == y_test)),
             "synthetic_trained_accuracy": float(np.mean(predict(syn_model, test) == y_test)),
@@ -206,11 +243,14 @@ def trained_steps(files: Sequence[tuple[int, Path]]) -> int:
 
 
 def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A synthetic set's images and labels (``x``, ``y``), each array's npy header bounded by the file before it
+    is read (:func:`fl.data.formats.npz_arrays`: no header claiming more than the file holds is allocated, no
+    object array unpickled); a one-line InputError naming the file otherwise."""
     try:
-        with np.load(path) as saved:  # allow_pickle=False: an object array is refused, never unpickled
-            return saved["x"], saved["y"]
-    except (OSError, ValueError, KeyError) as error:
-        raise InputError(f"{path}: not a synthetic set ({type(error).__name__})") from None
+        arrays = npz_arrays(path, ("x", "y"))
+    except DataError as error:
+        raise InputError(f"not a synthetic set: {error}") from None
+    return arrays["x"], arrays["y"]
 
 
 def build_parser() -> ArgumentParser:
@@ -238,7 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(f"{args.out}: a symbolic link; refused")
     files = find_sets(args.cache_dir, args.generator, args.seed, args.min_steps)
     sets = [read_set(path) for _, path in files]
-    data = load(args.dataset, args.data_root)
+    data = load(args.dataset, args.data_root).check_usable()  # one class or a handful of test images: no numbers
+    for (_, path), (x, y) in zip(files, sets):
+        check_set(path, x, y, data.shape, data.n_classes)
     numbers = report(sets, data.x_train, data.y_train, data.x_test, data.y_test, data.n_classes, args.seed,
                      args.epochs)  # fmt: skip
     result = {

@@ -28,6 +28,7 @@ import torch
 from tqdm import tqdm
 
 from fl import plugins, provenance
+from fl.algorithms import Context
 from fl.atomic import locked, write_atomically
 from fl.clients import LocalConfig, carried_rows
 from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
@@ -35,6 +36,7 @@ from fl.data import Dataset, load
 from fl.engine import (
     EngineState,
     apply_round,
+    client_zeros,
     compute_round,
     evaluate,
     init_state,
@@ -49,7 +51,7 @@ from fl.flat import FlatModel
 from fl.graphs import graphs_setting
 from fl.methods import Picture, Setup, Split, new_state
 from fl.methods.base import WORK_FOLDER
-from fl.sinks import TensorBoard, require_tensorboard
+from fl.sinks import TensorBoard, curves_folder, require_tensorboard
 from fl.torchfiles import load_safely
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
@@ -122,15 +124,20 @@ def missing_prepared(config: RunConfig) -> list[int]:
 
 
 class Experiment:
-    """The pieces of one run, built from its config: data, model (flat parameters), algorithm, method."""
+    """The pieces of one run, built from its config: data, model (flat parameters), algorithm, method. The data are
+    refused in one line where they cannot give a result (:meth:`fl.data.Dataset.check_usable`), after, for a run
+    ``resuming`` (its folder), the check that they are those it started on (:func:`fl.provenance.check_data`)."""
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, resuming: Path | None = None) -> None:
         self.config = config
         self.device = resolve_device(config.train.device)
         cap_gpu_memory(self.device)
         seed = config.train.seed
         dataset, split, rng = federation(config)
         self.data_used = dataset.record()  # name, folder, sample counts, files and digests: what a resume compares
+        if resuming is not None:  # a resumed run's data are its own (fl.provenance) before anything is made of them
+            provenance.check_data(resuming, self.data_used)
+        dataset.check_usable()  # no result from one class, a handful of test images or a constant channel
         self.method = build_method(config.method)
         n_tilde = int(config.method.get("n_tilde", 0) or 0)
         if n_tilde:  # the synthetic sets a method makes: refused before any generator trains when they cannot fit
@@ -229,10 +236,12 @@ class Experiment:
         """The server model x on each client's own held-out split (``train.client_eval_every``; see
         :class:`fl.config.TrainConfig`): the mean accuracy over the clients, the mean of the worst tenth of them
         (⌈N/10⌉ clients) and the standard deviation across them, and ``per_client``: each client's id, held-out
-        samples, accuracy and mean cross-entropy; clients without a held-out split are left out."""
+        samples, accuracy and mean cross-entropy; clients without a held-out split are named in ``unevaluated``
+        (never measured, so never the worst; :meth:`held_out_note` says so when the run starts)."""
         ids = [k for k, v in enumerate(self.data.val) if len(v)]
+        unevaluated = {"unevaluated": [k for k, v in enumerate(self.data.val) if not len(v)]}
         if not ids:
-            return {}
+            return unevaluated
         self.flat.load(x)
         every = np.concatenate([self.data.val[k] for k in ids])  # one pass over every client, then per client
         hits, losses = (t.double().cpu().numpy() for t in per_sample(self.flat, self.data.x[every], self.data.y[every]))
@@ -243,7 +252,29 @@ class Experiment:
         worst = np.sort(scores)[: -(-len(scores) // 10)]
         per_client = {"client": ids, "samples": sizes.tolist(), "accuracy": scores.tolist(), "loss": loss.tolist()}
         return {"mean": scores.mean(), "worst_decile": worst.mean(), "std": scores.std(), "clients": len(scores),
-                "per_client": per_client}  # fmt: skip
+                "per_client": per_client} | (unevaluated if unevaluated["unevaluated"] else {})  # fmt: skip
+
+    def held_out_note(self) -> str | None:
+        """With per-client evaluation (``train.client_eval_every``): a one-line InputError where no client has a
+        held-out sample (nothing would be measured), else a note naming the clients without one (their accuracy is
+        never measured: clients.csv lists them with 0 samples, the worst client is among the others); None
+        without the evaluation or when every client has one."""
+        if not self.config.train.client_eval_every:
+            return None
+        missing = [k for k, v in enumerate(self.data.val) if not len(v)]
+        fraction = self.config.data.val_fraction
+        if len(missing) == self.data.n_clients:
+            raise InputError(
+                f"train.client_eval_every: none of the {self.data.n_clients} clients has a held-out sample "
+                f"(data.val_fraction = {fraction:g} of each client's samples rounds to none); raise "
+                "data.val_fraction, give the clients more samples, or set train.client_eval_every = 0"
+            )
+        if not missing:
+            return None
+        shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        return (f"note: {len(missing)} of {self.data.n_clients} clients have no held-out sample (data.val_fraction = "
+                f"{fraction:g} rounds to none; clients {shown}): their accuracy is not measured, clients.csv lists "
+                "them with 0 samples")  # fmt: skip
 
     def tune_lr(self) -> tuple[float, list[dict]]:
         """Pick the client step size from the grid by validation accuracy after ``tune_rounds`` rounds."""
@@ -324,11 +355,14 @@ CHECKPOINT_KEYS = {"round", "x", "server", "clients", "lr", "extra"}  # what sav
 
 
 def load_checkpoint(
-    path: Path, device: torch.device, client_state: str = "device", like: torch.Tensor | None = None
-) -> EngineState:
+    path: Path, device: torch.device, client_state: str = "device", like: torch.Tensor | None = None,
+    rounds: int | None = None,
+) -> EngineState:  # fmt: skip
     """The state a checkpoint holds, its fields checked (an InputError in one line naming the file and the field):
-    ``round`` a whole number >= 1, ``x`` a 1-d floating tensor of finite values (with ``like``, the run's own
-    parameter vector: of its size and dtype), ``lr`` a positive finite number, the rest of their kinds."""
+    ``round`` a whole number >= 1 (with ``rounds``, the run's ``train.rounds``: at most ``rounds`` + 1, the round
+    after the last, checked before anything is sized by it), ``x`` a 1-d floating tensor of finite values (with
+    ``like``, the run's own parameter vector: of its size and dtype), ``lr`` a positive finite number, the rest of
+    their kinds."""
     payload = load_safely(path, "checkpoint", "start the run over (--overwrite), or point at another", device)
     missing = CHECKPOINT_KEYS - set(payload) if isinstance(payload, dict) else CHECKPOINT_KEYS
     if missing:
@@ -337,6 +371,8 @@ def load_checkpoint(
     why = None
     if not isinstance(at, int) or isinstance(at, bool) or at < 1:
         why = f"its round is {at!r}, not a whole number >= 1"
+    elif rounds is not None and at > rounds + 1:
+        why = f"its round is {at}, past the {rounds} rounds of the run's config (train.rounds)"
     elif not isinstance(x, torch.Tensor) or x.ndim != 1 or not x.is_floating_point():
         why = "its x is not a 1-d floating-point parameter vector"
     elif like is not None and (x.numel() != like.numel() or x.dtype != like.dtype):
@@ -383,7 +419,7 @@ def resumable_rows(path: Path, next_round: int) -> list[dict]:
             raise InputError(f"{path}: line {k + 1} is not a metrics row; start the run anew")
         rows.append(row)
     kept = [r for r in rows if r["round"] < next_round]
-    if [r["round"] for r in kept] != list(range(1, next_round)):
+    if len(kept) != next_round - 1 or any(r["round"] != k for k, r in enumerate(kept, 1)):  # never sized by the round
         held = f"rounds {kept[0]['round']}-{kept[-1]['round']} ({len(kept)} rows)" if kept else "no rows"
         raise InputError(
             f"{path} holds {held} where its checkpoint needs rounds 1-{next_round - 1}: the metrics do not match "
@@ -399,9 +435,17 @@ def read_metrics(path: Path, before_round: int | None = None) -> list[dict]:
     return [r for r in rows if before_round is None or r["round"] < before_round]
 
 
+def finite_accuracies(rows: list[dict]) -> list[tuple[int, float]]:
+    """(round, test accuracy) of every row that has one and whose server model was finite: a diverged round's model
+    (NaN or inf) predicts whatever its argmax lands on, which is no accuracy of a model (its row keeps what was
+    measured, with ``diverged``; a summary never reports it)."""
+    return [(r["round"], r["test_accuracy"]) for r in rows
+            if r.get("test_accuracy") is not None and not r.get("diverged")]  # fmt: skip
+
+
 def rounds_to_target(rows: list[dict], target: float) -> int | None:
-    """First round whose test accuracy is at least ``target`` (None when never)."""
-    return next((r["round"] for r in rows if r.get("test_accuracy") is not None and r["test_accuracy"] >= target), None)
+    """First round whose test accuracy is at least ``target`` (None when never; a diverged round never counts)."""
+    return next((t for t, accuracy in finite_accuracies(rows) if accuracy >= target), None)
 
 
 def draw(picture: Picture, out: Path) -> None:
@@ -413,15 +457,12 @@ def draw(picture: Picture, out: Path) -> None:
 
 
 def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Experiment, seconds: float) -> dict:
-    accuracies = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
     target = config.train.target_accuracy
     reached = rounds_to_target(rows, target)
     estimates = [r["estimates"] for r in rows if "estimates" in r]
     return {
         "rounds": state.round - 1,
-        "diverged_at_round": next((r["round"] for r in rows if r.get("diverged")), None),
-        "final_test_accuracy": accuracies[-1] if accuracies else None,
-        "best_test_accuracy": max(accuracies) if accuracies else None,
+        **accuracy_summary(rows),
         "target_accuracy": target,
         "rounds_to_target": reached,
         "communication_to_target": next((r["communication"] for r in rows if r["round"] == reached), None),
@@ -449,6 +490,19 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
     }
 
 
+def accuracy_summary(rows: list[dict]) -> dict:
+    """The round a run diverged at (None: it did not), its final test accuracy (None for a run that diverged: its
+    last model is not a number, whatever the rows measured of it) and its best (over the rounds whose model was
+    finite): what :func:`summarise` and the ledger's check (:mod:`fl.records.check`) draw from the rows."""
+    diverged = next((r["round"] for r in rows if r.get("diverged")), None)
+    accuracies = [accuracy for _, accuracy in finite_accuracies(rows)]
+    return {
+        "diverged_at_round": diverged,
+        "final_test_accuracy": accuracies[-1] if accuracies and diverged is None else None,
+        "best_test_accuracy": max(accuracies) if accuracies else None,
+    }
+
+
 def cuda_peak(device: torch.device) -> dict:
     """On CUDA, the most GPU memory this process's tensors held (GiB, ``torch.cuda.max_memory_allocated``; CUDA
     graph pools and the allocator's cache come on top): what a lease's scheduler admits a task of this kind with
@@ -463,13 +517,18 @@ CLIENTS_CSV = "clients.csv"  # every per-client evaluation: round, client, held-
 
 
 def client_rows(rows: list[dict]) -> list[list]:
-    """The per-client evaluations of a run's metrics rows, one CSV row per (round, client)."""
+    """The per-client evaluations of a run's metrics rows, one CSV row per (round, client), by client; a client
+    without a held-out sample with 0 samples and no accuracy or loss (never left out)."""
     out = []
     for row in rows:
-        every = (row.get("client_accuracy") or {}).get("per_client")
-        if every:
-            out += [[row["round"], *values] for values in zip(every["client"], every["samples"], every["accuracy"],
-                                                              every["loss"])]  # fmt: skip
+        evaluated = row.get("client_accuracy") or {}
+        every = evaluated.get("per_client")
+        if every or evaluated.get("unevaluated"):
+            every = every or {"client": [], "samples": [], "accuracy": [], "loss": []}
+            table = [[row["round"], *values] for values in zip(every["client"], every["samples"], every["accuracy"],
+                                                               every["loss"])]  # fmt: skip
+            table += [[row["round"], k, 0, None, None] for k in evaluated.get("unevaluated", [])]
+            out += sorted(table, key=lambda line: line[1])
     return out
 
 
@@ -482,7 +541,8 @@ def client_summary(rows: list[dict]) -> dict:
     every = last["per_client"]
     k = int(np.argmin(every["accuracy"]))
     worst = {"client": every["client"][k], "accuracy": every["accuracy"][k], "samples": every["samples"][k]}
-    return {"worst_client": worst, "client_accuracy_std": last["std"]}
+    unevaluated = {"clients_unevaluated": last["unevaluated"]} if last.get("unevaluated") else {}
+    return {"worst_client": worst, "client_accuracy_std": last["std"]} | unevaluated
 
 
 def write_clients(out: Path, rows: list[dict]) -> None:
@@ -500,7 +560,8 @@ def draw_clients(out: Path, rows: list[dict]) -> None:
     from plots.clients import plot_clients  # matplotlib only when a run draws
 
     rounds = sorted({r[0] for r in table})
-    plot_clients(rounds, [[r[3] for r in table if r[0] == t] for t in rounds], out / "clients.png")
+    measured = [[r[3] for r in table if r[0] == t and r[3] is not None] for t in rounds]
+    plot_clients(rounds, measured, out / "clients.png")
 
 
 # What a run started from another run's checkpoint must share with it: everything that shaped that state but the
@@ -584,16 +645,60 @@ def init_from(config: RunConfig, checkpoint: Path, exp: Experiment) -> tuple[Eng
 def divergence_cause(config: RunConfig) -> str:
     """The setting a diverged or overflowing run most likely owes it to: the largest of the numeric settings of its
     algorithm and method, train.weight_decay and train.momentum where one is far out of the usual range (above
-    1e3), else train.lr."""
+    1e3), else train.lr; the plug-ins the config names (:mod:`fl.plugins`) are named beside it, their numbers
+    being theirs to say."""
     tree = config.to_dict()
     found = [(f"train.{k}", tree["train"].get(k)) for k in ("weight_decay", "momentum")]
     found += [(f"{section}.{k}", v) for section in ("algorithm", "method") for k, v in tree.get(section, {}).items()]
     numbers = [(abs(float(v)), key, v) for key, v in found
                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]  # fmt: skip
     big = max(numbers, default=None)
+    plugged = "".join(f", or the plug-in {entry['spec']} ({key})" for key, entry in config.plugins().items())
     if big is not None and big[0] > 1e3:
-        return f"{big[1]} = {big[2]:g}, far out of the usual range (or lower train.lr)"
-    return "lower train.lr"
+        return f"{big[1]} = {big[2]:g}, far out of the usual range (or lower train.lr{plugged})"
+    return f"lower train.lr{plugged}"
+
+
+def not_the_step(exp: Experiment) -> str | None:
+    """Why a run's server model turns non-finite whatever its step size, or None where nothing shows it: at the
+    run's initial model (ordinary numbers, before any step) the first training batch of the first client with data
+    normalises to non-finite images, or the model's parameters, outputs or gradients there are not finite, or the
+    algorithm's correction (from its fresh state) is not. No step size makes a round from there finite; the
+    plug-in behind the model or the algorithm is named."""
+    config, flat = exp.config, exp.flat
+    named = config.plugins()
+
+    def who(key: str, value: str) -> str:
+        return f"the plug-in {named[key]['spec']} ({key})" if key in named else f"{key} = {value!r}"
+
+    model = who("model.name", config.model.name)
+    if not bool(torch.isfinite(exp.x0).all()):
+        return f"{model} starts from parameters that are not finite"
+    client = next((i for i, t in enumerate(exp.data.train) if len(t)), None)
+    if client is None:
+        return None
+    batch = exp.data.train[client][: config.train.batch_size]
+    images, labels = exp.data.x[batch], exp.data.y[batch]
+    if not bool(torch.isfinite(images).all()):
+        return f"the training images of {config.data.dataset} are not finite once normalised"
+    flat.load(exp.x0)
+    flat.model.eval()  # no dropout draws: nothing of the run's random streams is used
+    flat.grads.zero_()
+    logits = flat.model(images)
+    if not bool(torch.isfinite(logits).all()):
+        return f"{model} gives non-finite outputs at its initial parameters"
+    torch.nn.functional.cross_entropy(logits, labels).backward()
+    if not bool(torch.isfinite(flat.grads).all()):
+        return f"{model} gives non-finite gradients at its initial parameters"
+    zeros = client_zeros(exp.algorithm.client_keys + carried_rows(exp.local), 1, exp.x0)
+    fresh = Context(exp.x0, {k: torch.zeros_like(exp.x0) for k in exp.algorithm.server_keys},
+                    {k: v[0] for k, v in zeros.items()}, flat.head_mask)  # fmt: skip
+    with torch.no_grad():
+        extra = exp.algorithm.correction(flat.params, fresh)
+    if extra is not None and not bool(torch.isfinite(extra).all()):
+        algorithm = who("algorithm.name", exp.algorithm.name)
+        return f"{algorithm} gives a non-finite correction at the initial model, from its fresh state"
+    return None
 
 
 def round_row(exp: Experiment, state: EngineState, record: dict, communication: int, seconds: float) -> dict:
@@ -680,7 +785,7 @@ def execute(
     folder's ``provenance.json`` (:mod:`fl.provenance`): other code stops it in one line unless
     ``accept_code_change``."""
     with trainer_threads(config):
-        exp = exp or Experiment(config)
+        exp = exp or Experiment(config, out if resume else None)
         token = WORK_FOLDER.set(out)  # long method work (DynaFed's synthesis) keeps its progress in the run folder
         try:
             return _execute(config, out, resume, quiet, start_from, exp, accept_code_change)
@@ -713,6 +818,9 @@ def _execute(
     config: RunConfig, out: Path, resume: bool, quiet: bool, start_from: Path | None, exp: Experiment,
     accept_code_change: bool,
 ) -> dict:  # fmt: skip
+    note = exp.held_out_note()  # before any work: no client to evaluate is refused, some without one said
+    if note:
+        print(note, file=sys.stderr)
     if exp.synthetic:
         x_syn = np.concatenate([s[0] for s in exp.synthetic])
         y_syn = np.concatenate([s[1] for s in exp.synthetic])
@@ -732,7 +840,7 @@ def _execute(
         provenance.record(out, synthetic, where_it_ran(exp) | {"plugins": config.plugins()})
     key = config_key(config)
     if resume:
-        state = load_checkpoint(checkpoint, exp.device, exp.local.client_state, exp.x0)
+        state = load_checkpoint(checkpoint, exp.device, exp.local.client_state, exp.x0, config.train.rounds)
         data_note = provenance.check_data(out, exp.data_used)  # first: never train the rest on other data
         if data_note:
             print(data_note, file=sys.stderr)
@@ -764,7 +872,8 @@ def _execute(
     communication = rows[-1]["communication"] if rows else 0
     bar = tqdm(total=train.rounds, initial=state.round - 1, desc="rounds", unit="round", disable=quiet or None)
     # live curves (fl.sinks), fed each row once it is written and closed with the log; never changes a number
-    sink = TensorBoard(Path(config.log.tensorboard), rows) if config.log.tensorboard else contextlib.nullcontext()
+    sink = (TensorBoard(Path(config.log.tensorboard), rows, str(out.resolve())) if config.log.tensorboard
+            else contextlib.nullcontext())  # fmt: skip
     noted = False
     try:
         with open_unlinked(metrics_path, "a") as log, sink as sink:
@@ -783,6 +892,11 @@ def _execute(
                         f"likely cause: {divergence_cause(config)}"
                     ) from None
                 row = round_row(exp, new, record, communication, time.perf_counter() - start)
+                cause = not_the_step(exp) if row.get("diverged") else None
+                if cause:  # no step size makes this round finite: a refusal, not a result
+                    raise InputError(
+                        f"{out}: round {state.round} made the server model non-finite whatever train.lr: {cause}"
+                    )
                 with held():
                     apply_round(new, updates)
                     state = new
@@ -874,7 +988,7 @@ def build_parser() -> ArgumentParser:
     add("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="rounds to target and speed-up")
     add("--quiet", action="store_true", help="no progress bar")
     add(
-        "--tensorboard", type=Path, metavar="DIR",
+        "--tensorboard", type=curves_folder, metavar="DIR",
         help="write TensorBoard event files of every round into DIR (shortcut for --set log.tensorboard=DIR; allowed "
         "with --resume; needs pip install 'shufflefl[tensorboard]')",
     )  # fmt: skip
@@ -979,11 +1093,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             config, out, resume=bool(args.resume), quiet=args.quiet, start_from=args.init_from,
             accept_code_change=args.accept_code_change,
         )  # fmt: skip
-    acc = summary["final_test_accuracy"]
+    acc, diverged = summary["final_test_accuracy"], summary["diverged_at_round"]
+    if diverged is not None:  # a non-finite model has no accuracy: the run's result is that it diverged
+        best = summary["best_test_accuracy"]
+        before = "none measured" if best is None else round(best, 4)
+        said = f"diverged at round {diverged}: no final test accuracy (best before it: {before})"
+    else:
+        said = f"final test accuracy {acc if acc is None else round(acc, 4)}"
     print(
-        f"{out}: {summary['rounds']} rounds, final test accuracy {acc if acc is None else round(acc, 4)}, "
-        f"rounds to {summary['target_accuracy']:g}: {summary['rounds_to_target']}, lr {summary['lr']:g}, "
-        f"{summary['seconds']:.1f} s"
+        f"{out}: {summary['rounds']} rounds, {said}, rounds to {summary['target_accuracy']:g}: "
+        f"{summary['rounds_to_target']}, lr {summary['lr']:g}, {summary['seconds']:.1f} s"
     )
     if summary["estimates_mean"]:
         print("estimates (mean over measurements): " + json.dumps(summary["estimates_mean"]))

@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -45,7 +46,7 @@ from fl.atomic import locked
 from fl.config import LogConfig, RunConfig, from_dict, load_config, parse_override
 from fl.fleet import run_fleet
 from fl.run import RUN_LOCK, execute, read_metrics
-from fl.sinks import replay, require_tensorboard
+from fl.sinks import curves_folder, replay, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
 from theory.output import read_object, refuse_link, to_json, write_csv, write_text_atomically
@@ -54,6 +55,21 @@ from theory.verdict import sample_mean_sd as mean_sd
 TOOL = "fl.sweep"
 ESTIMATES = ("zeta2_ratio", "zeta2_hat", "sigma2_hat", "delta2")
 OUTPUTS = ("table.csv", "sweep.json", "sweep.png")  # and a folder per run name, holding seed<s>/ run folders
+MAX_RUNS = 10_000  # runs (arms x seeds) a sweep plans at most: each is a config checked and a folder, before any runs
+
+
+def planned_runs(varies: list[tuple[str, list[str]]], product: bool, seeds: int) -> int:
+    """How many runs :func:`plan` would make for ``seeds`` seeds (the base included, before duplicates go), counted
+    without making them; a one-line InputError past :data:`MAX_RUNS`, before anything is planned."""
+    sizes = [len(overrides) for _, overrides in varies]
+    arms = 1 + (math.prod(sizes) if product and sizes else sum(sizes))
+    if arms * seeds > MAX_RUNS:
+        how = " x ".join(map(str, sizes)) if product else " + ".join(map(str, sizes))
+        raise InputError(
+            f"{'--product of' if product else '--vary of'} {how} values plans {arms:,} runs x {seeds} seed(s) = "
+            f"{arms * seeds:,} runs, over the {MAX_RUNS:,} a sweep takes; vary fewer values (or split the sweep)"
+        )
+    return arms * seeds
 
 
 def parse_vary(text: str) -> tuple[str, list[str]]:
@@ -258,8 +274,8 @@ def run_as_fleet(runs: Sequence[tuple[RunConfig, Path]], quiet: bool, overwrite:
 
 
 def accuracy_curve(out: Path) -> list[tuple[int, float]]:
-    """(round, test accuracy) of every row of a run's metrics.jsonl that has one; a row that is not a JSON object
-    is a one-line InputError."""
+    """(round, test accuracy) of every row of a run's metrics.jsonl that has one, but a diverged round's (its model
+    is NaN: :func:`fl.run.finite_accuracies`); a row that is not a JSON object is a one-line InputError."""
     path = out / "metrics.jsonl"
     curve = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -271,7 +287,7 @@ def accuracy_curve(out: Path) -> list[tuple[int, float]]:
             raise InputError(f"{path}: line {number} is not JSON") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}: line {number} is not a JSON object")
-        if row.get("test_accuracy") is not None and "round" in row:
+        if row.get("test_accuracy") is not None and "round" in row and not row.get("diverged"):
             curve.append((row["round"], row["test_accuracy"]))
     return curve
 
@@ -313,6 +329,7 @@ def sweep(
     (``overwrite``: or any, see :func:`sweep_folder`); ``tensorboard``: a TensorBoard run per arm and seed there;
     ``fleet``: every run in this process, their clients' training one computation (:mod:`fl.fleet`)."""
     seeds = [check_seed(seed, "a sweep's seed") for seed in seeds]
+    planned_runs(varies, product, len(seeds))  # said at once: a plan past the bound is never built
     runs = plan(base, varies, product)
     configs = {
         (name, seed): load_config(config_path, [*overrides, f"train.seed={seed}"])
@@ -366,7 +383,8 @@ def sweep(
                 print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder}", flush=True)
                 summaries.append(run_one(configs[name, seed], folder, quiet, overwrite))
             if tensorboard is not None:  # a reused finished run: its rows, once
-                replay(read_metrics(folder / "metrics.jsonl"), tensorboard / run_dir_name(name) / f"seed{seed}")
+                replay(read_metrics(folder / "metrics.jsonl"), tensorboard / run_dir_name(name) / f"seed{seed}",
+                       str(folder.resolve()))  # fmt: skip
         results[name] = {
             "overrides": dict(runs)[name],
             "summaries": summaries,
@@ -461,7 +479,7 @@ def build_parser() -> ArgumentParser:
     )  # fmt: skip
     add(
         "--tensorboard",
-        type=Path,
+        type=curves_folder,
         metavar="DIR",
         help="TensorBoard event files, one run per arm and seed: DIR/NAME/seedS",
     )

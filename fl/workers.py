@@ -41,7 +41,7 @@ from fl.flat import FlatModel
 from fl.matmul_conv import use_matmul
 from fl.methods.base import ClientRound, Method
 from fl.models import build_model
-from theory.errors import InputError
+from theory.errors import USER_CODE, InputError, user_code_failure
 
 
 class WorkerLost(InputError):
@@ -154,7 +154,7 @@ class Workers:
         for tensor in (run.data.x, run.data.y, run.data.test_x, run.data.test_y, *run.data.train):
             tensor.share_memory_()
         for k in range(self.size):  # first where to import from: a plug-in's module (fl.plugins) must unpickle
-            self.send(k, ("path", list(sys.path)), "setting up")
+            self.send(k, ("path", (list(sys.path), dict(USER_CODE))), "setting up")  # and whose files are whose
             self.send(k, ("setup", run), "setting up")
         for k in range(self.size):
             self.receive(k, "setting up")
@@ -185,7 +185,9 @@ class Workers:
             raise self.lost(k, doing) from None
         if kind == "error":
             self.close()
-            message, trace = payload
+            message, trace, plugin = payload
+            if plugin is not None:  # a plug-in's own failure: one line naming it, as in the main process
+                raise InputError(plugin)
             raise (InputError if message.startswith("InputError:") else RuntimeError)(
                 f"client worker {k} failed while {doing}: {message.split(': ', 1)[-1]}\n{trace}"
             )
@@ -304,7 +306,9 @@ def serve(conn: Connection, parent: int) -> None:
             return
         try:
             if kind == "path":
-                sys.path.extend(p for p in payload if p not in sys.path)
+                paths, user_code = payload
+                sys.path.extend(p for p in paths if p not in sys.path)
+                USER_CODE.update(user_code)
             elif kind == "setup":
                 run, flat = payload, FlatModel(payload.model())
                 conn.send(("ok",))
@@ -316,8 +320,9 @@ def serve(conn: Connection, parent: int) -> None:
                 conn.send(("done", batch_sums(flat, run.data.test_x, run.data.test_y, starts, batch)))
             elif kind == "client":
                 conn.send(("done", to_wire(train_one(run, flat, header, *from_wire(payload)))))
-        except BaseException as error:  # a worker's failure is the parent's to report
-            conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc(limit=-3)))
+        except BaseException as error:  # a worker's failure is the parent's to report (a plug-in's: in one line)
+            said = user_code_failure(error) if isinstance(error, Exception) else None
+            conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc(limit=-3), said))
 
 
 def train_one(run: RunSpec, flat: FlatModel, header: tuple, j: int, i: int, rows: dict, entries: dict | None):

@@ -55,8 +55,17 @@ for kept in "$RUNS"/dynafed_fmnist_a001_${SETTING}${TAG}_n*_dsa${SUFFIX}/checkpo
 done
 run "$D" --config $CONFIG "${SIZE[@]}" --set method.iterations=$N --set "method.augment=\"$AUGMENT\"" --set train.keep_round=$K \
   "${EST[@]}" "${SEEDING[@]}" "${FROM[@]}" &
-if [ "$ARMS" = dynafed ]; then wait; exit; fi
-while [ ! -f "$D/checkpoint_round$K.pt" ]; do sleep 30; jobs %1 >/dev/null 2>&1 || exit 1; done
+DYNAFED=$!
+# `wait PID` gives the arm's own exit status (a bare `wait` is always 0): a refused or failed run fails the script
+if [ "$ARMS" = dynafed ]; then wait "$DYNAFED"; exit; fi
+while [ ! -f "$D/checkpoint_round$K.pt" ]; do
+  if ! kill -0 "$DYNAFED" 2>/dev/null; then
+    wait "$DYNAFED"  # its failure ends the script with its status (set -e)
+    echo "$D: the DynaFed arm ended without its checkpoint_round$K.pt; the FedAvg arm cannot start" >&2
+    exit 1
+  fi
+  sleep 2
+done
 run "$RUNS/dynafed_fmnist_a001_fedavg${TAG}_from$K$SUFFIX" --config configs/paper/dynafed_fmnist_a001.toml "${SIZE[@]}" \
   "${EST[@]}" "${SEEDING[@]}" --init-from "$D/checkpoint_round$K.pt"
-wait
+wait "$DYNAFED"

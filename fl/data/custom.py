@@ -22,15 +22,13 @@ run's ``provenance.json`` records the file (bytes, sha256), the sizes and a dige
 from __future__ import annotations
 
 import hashlib
-import zipfile
-import zlib
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from fl.data.dataset import Dataset
-from fl.data.formats import DataError
+from fl.data.formats import DataError, npz_arrays
 from fl.data.integrity import file_digests
 from fl.plugins import resolve
 
@@ -71,13 +69,7 @@ def load_npz(path: Path) -> Dataset:
     if not path.is_file():
         raise DataError(f"data.dataset npz:{path}: file not found")
     read = file_digests(path)  # recorded in provenance.json (Dataset.record), hashed once per process
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except ValueError as error:  # object arrays (pickles) among others
-        raise DataError(f"{path}: not a plain .npz of numeric arrays ({error})") from None
-    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as error:  # cut short, damaged
-        raise DataError(f"{path}: not a readable .npz ({type(error).__name__}: {error})") from None
+    arrays = npz_arrays(path)  # every header bounded before its array is read; an object array never unpickled
     dataset = from_arrays(arrays, f"npz-{arrays_digest(arrays)}", path.resolve(), str(path))
     return replace(dataset, files=((path.name, read["bytes"], read["sha256"]),))
 

@@ -11,6 +11,49 @@ import numpy as np
 
 from fl.data.formats import DataError
 
+MIN_TEST = 5  # test images a run's accuracy needs at least: on fewer it moves in steps of over 20 points
+
+
+def empty_problem(y_train: np.ndarray, y_test: np.ndarray) -> str | None:
+    """Why files of a dataset's names are no copy of it whatever their format says, or None: no training image, or
+    no test image.
+
+    >>> empty_problem(np.zeros(0, int), np.zeros(5, int))
+    'no training images'
+    """
+    if not len(y_train):
+        return "no training images"
+    if not len(y_test):
+        return "no test images"
+    return None
+
+
+def content_problem(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> str | None:
+    """Why these images and labels cannot give a result a run may report, or None: no training image, fewer than
+    :data:`MIN_TEST` test images, fewer than two classes among the training labels (an accuracy of 1.0 by
+    construction), or a channel of one value over every training image (nothing to learn there, and normalising
+    it divides by zero: every model trained on it is NaN, whatever its step size).
+
+    >>> x = np.zeros((4, 1, 2, 2), np.uint8)
+    >>> content_problem(x, np.array([0, 1, 0, 1]), np.zeros((10, 1, 2, 2), np.uint8), np.zeros(10, int))
+    'channel 0 of every training image is 0 (a constant channel: nothing to learn, and normalising it divides by 0)'
+    """
+    problem = empty_problem(y_train, y_test)
+    if problem:
+        return problem
+    if len(y_test) < MIN_TEST:
+        return f"{len(y_test)} test image(s), fewer than the {MIN_TEST} an accuracy needs"
+    classes = np.unique(y_train)
+    if len(classes) < 2:
+        return f"every training label is {int(classes[0])} (one class: an accuracy of 1.0 by construction)"
+    flat = x_train.reshape(len(x_train), x_train.shape[1], -1)
+    for channel in range(flat.shape[1]):
+        values = flat[:, channel]
+        if values.min() == values.max():
+            return (f"channel {channel} of every training image is {int(values.min())} (a constant channel: nothing "
+                    "to learn, and normalising it divides by 0)")  # fmt: skip
+    return None
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -59,6 +102,14 @@ class Dataset:
             self.y_test[test], self.n_classes, self.source,
             None if self.client_ids is None else self.client_ids[train], self.files,
         )  # fmt: skip
+
+    def check_usable(self) -> Dataset:
+        """This dataset, or a one-line DataError naming it where it cannot give a result
+        (:func:`content_problem`)."""
+        problem = content_problem(self.x_train, self.y_train, self.x_test, self.y_test)
+        if problem:
+            raise DataError(f"data.dataset {self.name} (from {self.source}): {problem}")
+        return self
 
     def record(self) -> dict:
         """What a run's provenance.json keeps of the data it read: the name, folder and sample counts, every file

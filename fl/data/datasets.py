@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from fl.data.custom import load_custom
-from fl.data.dataset import Dataset
+from fl.data.dataset import Dataset, empty_problem
 from fl.data.formats import DataError, read_npm_digits, read_pickle_batch
 from fl.data.integrity import (
     PUBLISHED_MD5,
@@ -227,7 +227,7 @@ def published_copy_problem(key: str, folder: Path) -> str | None:
     restricted unpickler a run reads it with: a pickle naming code, or one cut short, is named); None otherwise."""
     if key in ("cifar10", "cifar100"):
         try:
-            (_read_cifar10 if key == "cifar10" else _read_cifar100)(folder)
+            read_checked(LAYOUTS[key], folder)
         except DataError as error:
             return str(error)
         return None
@@ -299,6 +299,21 @@ def check_root(data_root: str | Path | None) -> None:
         raise DataError(f"${ENV_VAR} names {env}, which does not exist (make it, or unset {ENV_VAR} to search)")
 
 
+def read_checked(layout: Layout, folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of the copy of ``layout`` in ``folder``; a DataError naming the folder where its labels fall
+    outside the dataset's classes or its files of the right names hold no images
+    (:func:`fl.data.dataset.empty_problem`), so such a copy is never found. (What a run needs of the contents
+    beyond that, a run checks: :meth:`fl.data.Dataset.check_usable`.)"""
+    arrays = layout.read(folder)
+    for split, labels in (("train", arrays[1]), ("test", arrays[3])):
+        if labels.size and (labels.min() < 0 or labels.max() >= layout.n_classes):
+            raise DataError(f"{folder}: {split} labels outside 0..{layout.n_classes - 1}")
+    problem = empty_problem(arrays[1], arrays[3])
+    if problem:
+        raise DataError(f"{folder}: not a copy of {layout.title}: {problem}")
+    return arrays
+
+
 def _read_first_whole(key: str, data_root: str | Path | None) -> tuple[Path, tuple, tuple, list[str]]:
     """(folder, arrays, files read, damaged copies skipped) of the first copy of ``key`` that reads whole and checks
     out (published md5, label range); DataError (:func:`not_found`) when none does."""
@@ -306,10 +321,7 @@ def _read_first_whole(key: str, data_root: str | Path | None) -> tuple[Path, tup
     whole, damaged, partial = survey(key, data_root)
     for folder in whole:
         try:
-            arrays = layout.read(folder)
-            for split, labels in (("train", arrays[1]), ("test", arrays[3])):
-                if labels.size and (labels.min() < 0 or labels.max() >= layout.n_classes):
-                    raise DataError(f"{folder}: {split} labels outside 0..{layout.n_classes - 1}")
+            arrays = read_checked(layout, folder)
         except DataError as error:
             damaged.append(str(error))
             continue

@@ -13,8 +13,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import pickle
 import struct
+import zipfile
 import zlib
 from pathlib import Path
 from typing import ClassVar
@@ -189,6 +191,51 @@ def read_npm_digits(path: Path, side: int = 28) -> np.ndarray:
     if pixels.ndim != 1 or pixels.size % (side * side) or not np.all((pixels >= 0) & (pixels <= 1)):
         raise DataError(f"{path}: expected a flat list of {side}x{side} images with values in [0, 1]")
     return np.rint(pixels * 255).astype(np.uint8).reshape(-1, side, side)
+
+
+def npz_arrays(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` at ``path`` (every one, or those of ``names``, each required), each member's npy
+    header read and bounded before its data: a plain dtype (an object array is never unpickled), a shape whose
+    bytes are what the member holds after its header (a header claiming more than the file is refused before any
+    allocation), all of them within the memory free (:func:`theory.cli.check_memory`). A DataError naming the file
+    and the array otherwise, in one line."""
+    from theory.cli import check_memory
+
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename[: -len(".npy")]: info for info in archive.infolist()
+                       if info.filename.endswith(".npy")}  # fmt: skip
+            wanted = tuple(members) if names is None else names
+            missing = [name for name in wanted if name not in members]
+            if missing:
+                raise DataError(f"{path}: no array {missing[0]!r} (holds {', '.join(sorted(members)) or 'none'})")
+            needed = 0
+            for name in wanted:
+                with archive.open(members[name]) as handle:
+                    version = np.lib.format.read_magic(handle)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)  # fmt: skip
+                    shape, _, dtype = read_header(handle)
+                    header = handle.tell()
+                if dtype.hasobject:
+                    raise DataError(f"{path}: not a plain .npz of numeric arrays ({name!r} holds Python objects)")
+                claimed = math.prod(shape) * dtype.itemsize
+                if claimed != members[name].file_size - header:
+                    raise DataError(
+                        f"{path}: the header of array {name!r} claims {dtype} {tuple(shape)} ({claimed:,} bytes), "
+                        f"the file holds {members[name].file_size - header:,}"
+                    )
+                needed += claimed
+            check_memory(needed, f"{path}: its arrays")
+            with np.load(path, allow_pickle=False) as saved:
+                return {name: saved[name] for name in wanted}
+    except DataError:
+        raise
+    except InputError as error:  # check_memory's line
+        raise DataError(str(error)) from None
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        raise DataError(f"{path}: not a readable .npz ({type(error).__name__}: {error})") from None
 
 
 def write_npm_digits(path: Path, images: np.ndarray) -> Path:

@@ -53,7 +53,7 @@ from fl.config import PLUGIN_KEYS, RunConfig, from_dict, migrate
 from fl.plugins import importing_nothing, is_plugin
 from fl.quality import report_name
 from fl.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
-from fl.run import rounds_to_target
+from fl.run import accuracy_summary, rounds_to_target
 from theory.errors import InputError
 from theory.output import file_sha256, to_json
 
@@ -362,13 +362,22 @@ def plugin_records(entry: Path, named: dict[str, str], flag: Flag) -> None:
                 flag(path, f"records no hash of the plug-in {spec} ({key}) {where}")
 
 
-def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
-    """One ``fl.run`` run of the ledger (``_runs/<key>`` when ``keyed``, else ``runs/<name>``)."""
+def run_entry(
+    entry: Path, keyed: bool, flag: Flag, name: str | None = None, ignored: tuple[str, ...] = (), adding: bool = False
+) -> None:
+    """One ``fl.run`` run of the ledger (``_runs/<key>`` when ``keyed``, else ``runs/<name>``); ``name``: the name
+    it has (or will have: ``ledger add`` checks what it staged, :func:`entry_problems`) where not its folder's;
+    ``ignored``: files of the folder that are no part of the entry (add's own marker); ``adding``: every rule but
+    the one on a summary's round count against its config's (``ledger add`` takes a run at any round, one more
+    round of which replaces it later: what the check then reads is the finished entry)."""
+    name = entry.name if name is None else name
     found = run_config(entry, flag)
     if found is None:
         return
     config, named = found
     for child in sorted(entry.iterdir()):
+        if child.name in ignored:
+            continue
         if child.is_dir() and not child.is_symlink():
             flag(child, "stray folder (a run entry holds files only)")
         elif child.name not in (*KEPT, ENTRY):
@@ -377,12 +386,12 @@ def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
     if keyed and not named:  # a plug-in's key hashes its code: ledger.json's sha256 of config.json stands for it
         with contextlib.redirect_stderr(io.StringIO()), importing_nothing(NO_CODE):
             key = run_key(config)
-        if key != entry.name:
+        if key != name:
             flag(entry / "config.json", f"hashes to {key}, not to its folder's name (edited, or a stray folder)")
     json_object(entry / ENTRY, flag)
     recorded(entry, flag, KEPT)
     if not keyed:
-        said = name_problem(entry.name, config)
+        said = name_problem(name, config)
         if said:
             flag(entry / "config.json", f"contradicts the run's name: {said}")
     if (entry / "provenance.json").exists():
@@ -407,31 +416,64 @@ def run_entry(entry: Path, keyed: bool, flag: Flag) -> None:
         if disagree:
             flag(metrics, f"disagrees with summary.json: {', '.join(disagree)}")
         rounds, diverged = summary.get("rounds"), summary.get("diverged_at_round")
-        if isinstance(rounds, int) and rounds < config.train.rounds and diverged is None:
+        if isinstance(rounds, int) and rounds < config.train.rounds and diverged is None and not adding:
             flag(entry / "summary.json", f"says the run finished at round {rounds} of its config's "
                  f"{config.train.rounds} without diverging")  # fmt: skip
+
+
+def rows_digest(entry: Path) -> str | None:
+    """A digest of a run entry's metrics rows without their timings (what two entries of one run share), None
+    without rows."""
+    path = entry / "metrics.jsonl"
+    if not path.is_file() or path.is_symlink():
+        return None
+    rows = []
+    for line in path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            row = json.loads(line)
+            rows.append({k: v for k, v in row.items() if not k.startswith("seconds")} if isinstance(row, dict)
+                        else row)  # fmt: skip
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest() if rows else None
+
+
+def run_entries(ledger: Path) -> list[Path]:
+    """The ledger's run entries (keyed, then named), each sorted."""
+    return [
+        entry for group in (RUNS, NAMED) if (ledger / group).is_dir() for entry in sorted((ledger / group).iterdir())
+    ]
 
 
 def duplicates(ledger: Path, flag: Flag) -> None:
     """Two entries of one run: the same metrics rows (timings aside) under two names or keys."""
     seen: dict[str, Path] = {}
-    for group in (RUNS, NAMED):
-        for entry in sorted((ledger / group).iterdir()) if (ledger / group).is_dir() else ():
-            path = entry / "metrics.jsonl"
-            if not path.is_file() or path.is_symlink():
-                continue
-            rows = []
-            for line in path.read_text(errors="replace").splitlines():
-                with contextlib.suppress(ValueError):
-                    row = json.loads(line)
-                    rows.append({k: v for k, v in row.items() if not k.startswith("seconds")} if isinstance(row, dict)
-                                else row)  # fmt: skip
-            if not rows:
-                continue
-            key = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
-            if key in seen:
-                flag(entry, f"the same run as {seen[key].relative_to(ledger)} (identical metrics rows)")
-            seen.setdefault(key, entry)
+    for entry in run_entries(ledger):
+        key = rows_digest(entry)
+        if key is None:
+            continue
+        if key in seen:
+            flag(entry, f"the same run as {seen[key].relative_to(ledger)} (identical metrics rows)")
+        seen.setdefault(key, entry)
+
+
+def entry_problems(staged: Path, dest: Path, ledger: Path, ignored: tuple[str, ...] = ()) -> list[str]:
+    """What :func:`verify` would flag of the run entry ``staged`` once it stands at ``dest`` in ``ledger`` (one
+    line each, naming the entry's file): the rules of one run entry (:func:`run_entry`, as ``adding``) and the same
+    run already in the ledger under another name (:func:`duplicates`). ``ledger add`` refuses a run on any, so it
+    never says "added" to an entry the check then rejects."""
+    problems: list[str] = []
+
+    def flag(path: Path, what: str) -> None:
+        problems.append(f"{dest / path.relative_to(staged) if path.is_relative_to(staged) else path}: {what}")
+
+    with importing_nothing(NO_CODE):
+        run_entry(staged, keyed=dest.parent.name == RUNS, flag=flag, name=dest.name, ignored=ignored, adding=True)
+    key = rows_digest(staged)
+    others = [entry for entry in run_entries(ledger)
+              if entry not in (dest, staged) and not entry.name.endswith((".adding", ".replaced"))]  # fmt: skip
+    same = [entry for entry in others if key is not None and rows_digest(entry) == key]
+    if same:
+        problems.append(f"{dest}: the same run as {same[0].relative_to(ledger)} (identical metrics rows)")
+    return problems
 
 
 def archive(path: Path, flag: Flag) -> None:
@@ -446,18 +488,31 @@ def archive(path: Path, flag: Flag) -> None:
         flag(path, f"damaged: its member {bad} fails its checksum")
 
 
-def from_rows(rows: list[dict], summary: dict) -> dict:
-    """What :func:`fl.run.summarise` draws from a run's metrics rows, for the keys ``summary`` has (its target
-    accuracy is the summary's), as the summary stores it (NaN as null)."""
+def counting_diverged(rows: list[dict], target: object) -> dict:
+    """What :func:`fl.run.summarise` drew from the rows of a run that diverged before it stopped counting the
+    diverged round's measurement of a non-finite model as an accuracy (the ledger keeps such summaries as they were
+    written): that round's accuracy counted in the final, the best and the rounds to the target."""
     accuracies = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
+    reached = next((r["round"] for r in rows if r.get("test_accuracy") is not None and isinstance(target, int | float)
+                    and r["test_accuracy"] >= target), None)  # fmt: skip
+    return {
+        "final_test_accuracy": accuracies[-1] if accuracies else None,
+        "best_test_accuracy": max(accuracies) if accuracies else None,
+        "rounds_to_target": reached,
+        "communication_to_target": next((r.get("communication") for r in rows if r["round"] == reached), None),
+    }
+
+
+def from_rows(rows: list[dict], summary: dict, counted_diverged: bool = False) -> dict:
+    """What :func:`fl.run.summarise` draws from a run's metrics rows, for the keys ``summary`` has (its target
+    accuracy is the summary's), as the summary stores it (NaN as null); ``counted_diverged``: as it drew them
+    before a diverged round's accuracy stopped counting (:func:`counting_diverged`)."""
     target = summary.get("target_accuracy")
     reached = rounds_to_target(rows, target) if isinstance(target, int | float) else None
     estimates = [r["estimates"] for r in rows if isinstance(r.get("estimates"), dict)]
     drawn = {
         "rounds": rows[-1]["round"],
-        "diverged_at_round": next((r["round"] for r in rows if r.get("diverged")), None),
-        "final_test_accuracy": accuracies[-1] if accuracies else None,
-        "best_test_accuracy": max(accuracies) if accuracies else None,
+        **accuracy_summary(rows),
         "communication_total": rows[-1].get("communication", 0),
         "estimates_mean": {
             key: float(np.mean([e[key] for e in estimates if key in e]))
@@ -469,6 +524,9 @@ def from_rows(rows: list[dict], summary: dict) -> dict:
     if isinstance(target, int | float):
         drawn["rounds_to_target"] = reached
         drawn["communication_to_target"] = next((r.get("communication") for r in rows if r["round"] == reached), None)
+    if counted_diverged:
+        earlier = counting_diverged(rows, target)
+        drawn |= {key: value for key, value in earlier.items() if key in drawn}
     return {key: to_json(value) for key, value in drawn.items() if key in summary}
 
 
@@ -483,8 +541,14 @@ def same(ours: object, theirs: object) -> bool:
 
 def disagreements(rows: list[dict], summary: dict) -> list[tuple[str, object, object]]:
     """(key, from the rows, in the summary) of every summary number that the rows do not give."""
-    drawn = from_rows(rows, summary)
-    return [(key, ours, summary[key]) for key, ours in drawn.items() if not same(ours, summary[key])]
+    found = [
+        (key, ours, summary[key]) for key, ours in from_rows(rows, summary).items() if not same(ours, summary[key])
+    ]
+    if found and any(r.get("diverged") for r in rows):  # a diverged run's summary as fl.run wrote it before
+        earlier = from_rows(rows, summary, counted_diverged=True)
+        if all(same(ours, summary[key]) for key, ours in earlier.items()):
+            return []
+    return found
 
 
 def children(folder: Path, flag: Flag, holds: str) -> list[Path]:
@@ -551,6 +615,14 @@ def bench_entries(folder: Path, flag: Flag) -> None:
                     flag(path, f"not a whole gpu-bench record ({wrong[0]} missing or of another type)")
 
 
+def simulator_scale_problem(summary: dict, scale: str) -> str | None:
+    """Why a simulator's summary cannot stand for the artefacts' ``scale``: a run on the reduced grid of ``--quick``
+    (its ``"quick"``) is no cpu or paper run, whatever preset it started from."""
+    if scale != "quick" and summary.get("quick") is True:
+        return f"a quick run (--quick, a reduced grid) cannot stand for the {scale} scale"
+    return None
+
+
 def simulator_entries(sims: Path, flag: Flag) -> None:
     """``sims/<run>/<scale>/``: a simulator's summary and its ledger.json, for the runs the artefacts read."""
     if not sims.exists():
@@ -570,5 +642,8 @@ def simulator_entries(sims: Path, flag: Flag) -> None:
             for child in sorted(entry.iterdir()):
                 if child.name not in ("summary.json", ENTRY) or kind(child) == "folder":
                     flag(child, f"stray {kind(child)} (a simulator entry keeps only summary.json and {ENTRY})")
-            json_object(entry / "summary.json", flag)
+            summary = json_object(entry / "summary.json", flag)
+            said = simulator_scale_problem(summary, entry.name) if summary is not None else None
+            if said:
+                flag(entry / "summary.json", said)
             json_object(entry / ENTRY, flag)

@@ -24,9 +24,12 @@ The records stay in ``STORE/leases/lease-DATE-TIME/`` (the ledger entries' sourc
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
 import io
 import json
+import lzma
 import os
 import posixpath
 import re
@@ -148,17 +151,56 @@ def lease_files(paths: Sequence[Path]) -> dict[str, list[Path]]:
 MAX_MEMBER, MAX_MEMBERS, MAX_NAME, MAX_TOTAL = 64 * MiB, 10_000, 512, 256 * MiB
 
 
+class CappedReads:
+    """The decompressed bytes of an archive for :mod:`tarfile`, each read asking at most ``cap`` bytes: what tarfile
+    reads whole from a header's size (a GNU long name or link, a pax header, a member) is refused in one line before
+    it is read, so a header claiming a GiB never becomes a GiB in memory."""
+
+    def __init__(self, stream, cap: int, path: Path) -> None:
+        self.stream, self.cap, self.path = stream, cap, path
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0 or size > self.cap:
+            said = "the rest" if size is None or size < 0 else f"{size:,} bytes"
+            raise InputError(f"{self.path}: a header or member asks to read {said}, over the cap of {self.cap:,}; "
+                             "not a lease archive")  # fmt: skip
+        return self.stream.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+
+def decompressed(path: Path):
+    """``path`` opened for reading, decompressed by its first bytes (gzip, bzip2, xz; else as it is): what
+    ``tarfile.open(mode="r:*")`` would read, for :class:`CappedReads`."""
+    with open(path, "rb") as handle:
+        magic = handle.read(6)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    if magic[:3] == b"BZh":
+        return bz2.open(path, "rb")
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
 def read_archive(
     path: Path, max_member: int = MAX_MEMBER, max_members: int = MAX_MEMBERS, max_total: int = MAX_TOTAL
 ) -> dict[str, bytes]:
     """Every regular file of a tar (compressed or not) by its name, read header by header: at most ``max_members``
     members, each at most ``max_member`` bytes and all at most ``max_total``, checked from the headers before a
-    byte is read (a small archive that says it expands to 1 GiB is refused, never unpacked). InputError (one line)
-    for an unreadable archive, a name that would leave the folder it is unpacked into, or one past the caps."""
+    byte is read (a small archive that says it expands to 1 GiB is refused, never unpacked), and no header's own
+    data (a GNU long name, a pax header) read past ``max_member`` either (:class:`CappedReads`). InputError (one
+    line) for an unreadable archive, a name that would leave the folder it is unpacked into, or one past the
+    caps."""
     files: dict[str, bytes] = {}
     total = count = 0
     try:
-        with tarfile.open(path, mode="r:*") as archive:
+        with decompressed(path) as stream, tarfile.open(fileobj=CappedReads(stream, max_member + 1, path),
+                                                         mode="r:") as archive:  # fmt: skip
             for member in archive:  # streaming: never archive.getmembers() of an unbounded archive
                 count += 1
                 if count > max_members:
@@ -181,7 +223,7 @@ def read_archive(
                     raise InputError(f"{path}: {member.name!r} is cut short or longer than its header says")
                 files[str(name)] = data
             return files
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as error:
         detail = "; ".join(line.strip(" -") for line in str(error).splitlines() if line.strip(" -"))
         raise InputError(f"{path}: not a readable archive ({detail})") from None
 

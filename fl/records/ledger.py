@@ -33,7 +33,18 @@ import tempfile
 from pathlib import Path
 
 from fl.config import from_dict
-from fl.records.check import ENTRY, KEPT, MAX_FILE, MAX_TOTAL, SIMS, disagreements, json_rows, sealed
+from fl.records.check import (
+    ENTRY,
+    KEPT,
+    MAX_FILE,
+    MAX_TOTAL,
+    SIMS,
+    disagreements,
+    entry_problems,
+    json_rows,
+    sealed,
+    simulator_scale_problem,
+)
 from fl.records.keys import LEDGER_MARK, RUNS, SCALES, run_key
 from fl.run import read_metrics
 from theory.cli import format_table
@@ -84,6 +95,9 @@ def destination(run: Path, ledger: Path) -> Path:
         scale = run.parent.name
         if scale not in SCALES:
             raise InputError(f"{run}: a simulator run's folder must be .../NAME/SCALE/run (SCALE one of {SCALES})")
+        said = simulator_scale_problem(read_object(run / "summary.json", "summary.json"), scale)
+        if said:
+            raise InputError(f"{run}: refused, {said}")
         return ledger / "sims" / run.parent.parent.name / scale
     if not (run / "config.json").is_file():
         raise InputError(f"{run}: not a run folder (no config.json)")
@@ -160,6 +174,10 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
     run = run.expanduser()
     if not run.is_dir():
         raise InputError(f"{run}: no such run folder")
+    for name in KEPT:  # read and copied only as plain files: a FIFO would block, a link read another file
+        path = run / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise InputError(f"{path}: not a plain file (a link, a FIFO, a device or a folder); refused")
     is_ledger(ledger, may_create=True)
     dest = destination(run, ledger)
     why = None if is_simulator_run(run) else altered(run)
@@ -200,6 +218,12 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
         fsync_path(staging / f.name)
     record = sealed(record, [staging / f.name for f in files])  # digests: an edit after the add shows (check)
     write_text_atomically(staging / ENTRY, json.dumps(record, indent=2) + "\n")  # fsyncs staging too
+    if not is_simulator_run(run):  # the check's own rules, before the entry is in place: never "added", then rejected
+        problems = entry_problems(staging, dest, ledger, ignored=(OURS,))
+        if problems:
+            remove_own(staging)
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise InputError(f"{run}: refused, figures check would reject it: {problems[0]}{more}; nothing was written")
     old = None
     if dest.exists():
         (staging / OURS).unlink()  # from here on staging may hold the user's files: never removed as add's own
