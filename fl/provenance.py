@@ -181,7 +181,7 @@ def check_resume(
                 f"{out}: no provenance.json, so the code that computed rounds 1-{at_round - 1} is unknown; restore it, "
                 "start the run over, or resume with --accept-code-change to continue and record this code from here"
             )
-        record(out, synthetic)
+        record(out, synthetic, where)  # the device and data from here on: a later resume checks them
         entry = json.loads(path.read_text()) | {"recorded_from_round": at_round}  # rounds before: code unknown
         write(path, entry)
         return f"{out}: no provenance.json; this code version is recorded from round {at_round} on"
@@ -259,8 +259,8 @@ def check_plugins(out: Path, plugins: dict, at_round: int, accept_code_change: b
 
 def data_difference(then: dict, now: dict) -> str | None:
     """How the data found now (``now``, :meth:`fl.data.Dataset.record`) differ from those a run recorded at its start
-    (``then``), in a few words; None when they are the same (a record without a digest, from an older run: the same
-    dataset, sample counts and folder)."""
+    (``then``, checked by :func:`data_record_problem`), in a few words; None when they are the same (a record without
+    a digest, from an older run: the same dataset, sample counts and folder)."""
     if then.get("sha256") and then["sha256"] == now.get("sha256"):
         return None  # the same arrays (dtype, shape, contents), however they were stored or named
     if then.get("dataset") != now.get("dataset"):
@@ -279,17 +279,66 @@ def data_difference(then: dict, now: dict) -> str | None:
     return f"other contents: {', '.join(changed)}" if changed else "other contents (the same files, other samples)"
 
 
+def whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# what a data record (fl.data.Dataset.record) holds, by key: whether a value is of that key's form. "sha256" and
+# "files" may be absent (a record from before they were kept); the others every record has had.
+DATA_FIELDS = {
+    "dataset": lambda v: isinstance(v, str) and bool(v),
+    "folder": lambda v: isinstance(v, str),
+    "train": whole,
+    "test": whole,
+}
+DATA_OPTIONAL = {
+    "sha256": lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None),
+    "files": lambda v: isinstance(v, list) and all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in v),
+}
+
+
+def data_record_problem(entry: dict) -> str | None:
+    """Why provenance ``entry``'s ``data`` is no record of the data a run read (None: it is one, or there is none
+    at all): present but null, not an object, or without its dataset, folder and sample counts in their forms."""
+    if "data" not in entry:
+        return None
+    then = entry["data"]
+    if not isinstance(then, dict):
+        return f"its 'data' is {'null' if then is None else 'a ' + type(then).__name__}, not the record of a dataset"
+    for key, good in DATA_FIELDS.items():
+        if key not in then or not good(then[key]):
+            return f"its 'data' has {'no ' + repr(key) if key not in then else 'a malformed ' + repr(key)}"
+    for key, good in DATA_OPTIONAL.items():
+        if key in then and not good(then[key]):
+            return f"its 'data' has a malformed {key!r}"
+    return None
+
+
 def check_data(out: Path, data: dict) -> str | None:
     """Before resuming ``out``: an InputError (one line) when the data found now (``data``,
     :meth:`fl.data.Dataset.record`) are not those the run started on (another dataset, other sample counts, other
-    files or contents: its remaining rounds would train on other data); a note (one line) when the same data are
-    read from another folder now. Writes nothing."""
+    files or contents: its remaining rounds would train on other data), or when provenance.json's record of them is
+    null or malformed (:func:`data_record_problem`: the check is never skipped on a damaged record); a note (one
+    line) when the same data are read from another folder now, or when provenance.json records no data at all (a run
+    from before they were recorded, or one whose provenance a resume recorded afresh: the data it continues on
+    cannot be compared, and the note says so rather than nothing). A run folder without provenance.json is
+    :func:`check_resume`'s to refuse or record. Writes nothing."""
     path = out / "provenance.json"
     if not path.exists():
         return None
-    then = read_object(path, "provenance.json").get("data")
-    if not isinstance(then, dict):
-        return None
+    entry = read_object(path, "provenance.json")
+    problem = data_record_problem(entry)
+    if problem:
+        raise InputError(
+            f"{path}: {problem}, so the data the run started on cannot be checked; restore its provenance.json, or "
+            "start the run over"
+        )
+    if "data" not in entry:
+        return (
+            f"{out}: provenance.json records no data (a run from before they were recorded), so the data found now "
+            f"({data.get('dataset')} from {data.get('folder')}) cannot be compared with those it started on"
+        )
+    then = entry["data"]
     what = data_difference(then, data)
     if what:
         raise InputError(

@@ -1,14 +1,22 @@
 """Writing and reading results (the simulators' and the FL runs'): JSON that survives numpy types and NaN, files
 replaced whole and fsynced (a crash leaves the old file or the new one), JSON files read back without a traceback,
-and CSV tables."""
+CSV tables; and archives read within bounds (tar headers, npz headers) before a byte of their data is."""
 
 from __future__ import annotations
 
+import bz2
+import contextlib
 import csv
+import gzip
 import hashlib
 import json
+import lzma
+import math
 import os
-from collections.abc import Callable, Sequence
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +150,93 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+class CappedReads:
+    """The decompressed bytes of an archive for :mod:`tarfile`, each read asking at most ``cap`` bytes: what tarfile
+    reads whole from a header's size (a GNU long name or link, a pax header, a member) is refused in one line before
+    it is read, so a header claiming a GiB never becomes a GiB in memory. ``what``: what the archive is not when a
+    read asks more (e.g. "a lease archive")."""
+
+    def __init__(self, stream, cap: int, path: Path, what: str = "a lease archive") -> None:
+        self.stream, self.cap, self.path, self.what = stream, cap, path, what
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0 or size > self.cap:
+            said = "the rest" if size is None or size < 0 else f"{size:,} bytes"
+            raise InputError(f"{self.path}: a header or member asks to read {said}, over the cap of {self.cap:,}; "
+                             f"not {self.what}")  # fmt: skip
+        return self.stream.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+
+def decompressed(path: Path):
+    """``path`` opened for reading, decompressed by its first bytes (gzip, bzip2, xz; else as it is): what
+    ``tarfile.open(mode="r:*")`` would read, for :class:`CappedReads`."""
+    with open(path, "rb") as handle:
+        magic = handle.read(6)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    if magic[:3] == b"BZh":
+        return bz2.open(path, "rb")
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+@contextlib.contextmanager
+def capped_tar(path: Path, cap: int, what: str) -> Iterator[tarfile.TarFile]:
+    """The tar at ``path`` (compressed or not, :func:`decompressed`) opened for reading header by header, no read
+    asking more than ``cap`` bytes (:class:`CappedReads`: InputError in one line naming ``path`` and ``what`` it is
+    not). The tar errors of a damaged archive (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) are
+    the caller's to word."""
+    with decompressed(path) as stream, tarfile.open(fileobj=CappedReads(stream, cap, Path(path), what),
+                                                     mode="r:") as archive:  # fmt: skip
+        yield archive
+
+
+def npz_headers(path: Path, names: Sequence[str] | None = None) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """(shape, dtype) of the arrays of the ``.npz`` at ``path`` (every one, or those of ``names``, each required),
+    from each member's npy header alone, before any of its data is read: a plain dtype (an object array is never
+    unpickled) and a shape whose bytes are what the member holds after its header (a header claiming more than the
+    file holds is refused before any allocation). InputError naming the file and the array otherwise, in one line
+    (a file that is no readable .npz included)."""
+    path = Path(path)
+    found: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename[: -len(".npy")]: info for info in archive.infolist()
+                       if info.filename.endswith(".npy")}  # fmt: skip
+            wanted = tuple(members) if names is None else tuple(names)
+            missing = [name for name in wanted if name not in members]
+            if missing:
+                raise InputError(f"{path}: no array {missing[0]!r} (holds {', '.join(sorted(members)) or 'none'})")
+            for name in wanted:
+                with archive.open(members[name]) as handle:
+                    version = np.lib.format.read_magic(handle)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)  # fmt: skip
+                    shape, _, dtype = read_header(handle)
+                    header = handle.tell()
+                if dtype.hasobject:
+                    raise InputError(
+                        f"{path}: not a plain .npz of numeric arrays ({name!r} holds Python objects: Object arrays "
+                        "cannot be loaded without unpickling them, which is never done)"
+                    )
+                claimed = math.prod(shape) * dtype.itemsize
+                if claimed != members[name].file_size - header:
+                    raise InputError(
+                        f"{path}: the header of array {name!r} claims {dtype} {tuple(shape)} ({claimed:,} bytes), "
+                        f"the file holds {members[name].file_size - header:,}"
+                    )
+                found[name] = (tuple(shape), dtype)
+    except InputError:
+        raise
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        raise InputError(f"{path}: not a readable .npz ({type(error).__name__}: {error})") from None
+    return found

@@ -50,8 +50,8 @@ CAMPAIGN_PLAN names a JSON list of tasks ({"name", "priority", "args" of fl.run,
 each failure one line naming it (exit 2): the plan (:func:`~fl.campaign.tasks.custom_plan`), every CAMPAIGN_*
 number (:func:`~fl.campaign.schedule.check_settings`), the status (:func:`~fl.campaign.status.read_status`), a store
 or OUT that cannot be written (the path and why); ``unpack`` refuses an archive with a link or a name twice, and
-puts a lease's state beside a run here of another config rather than dropping it
-(:func:`~fl.campaign.pack.place_state`).
+puts a lease's state beside a run here of another config rather than dropping it, as the intake does
+(:func:`fl.records.lease.read_archive`, :func:`fl.records.lease.place_run`).
 
 The package's modules, each with one job: :mod:`~fl.campaign.tasks` (the experiments as tasks),
 :mod:`~fl.campaign.status` (the store: status, logs, run folders; nvidia-smi), :mod:`~fl.campaign.predict` (each

@@ -9,34 +9,26 @@ import os
 import re
 import shutil
 import stat
-import tarfile
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from fl.atomic import write_atomically
 from fl.campaign.status import rounds_left, store_path
-from fl.config import LATER_DEFAULTS, SPEED_ONLY
 from fl.records.lease import (
     LEASE_FILE,
-    OURS,
     RECORD_FILES,
     RECORDS,
     SETS,
     STATE,
     MiB,
     campaign_status,
+    extract_state,
     lease_files,
-    own_folder,
-    place_run,
     read_archive,
-    refuse_links,
-    split_state,
     taken,
     write_archives,
-    write_new,
 )
 from theory.errors import InputError
 from theory.output import file_sha256, write_text_atomically
@@ -379,87 +371,17 @@ def finished_earlier(store: Path) -> set[str]:
     return set(done)
 
 
-def whole_members(path: Path) -> None:
-    """Refuse (InputError, one line naming the archive and the member) a lease archive holding a member the packing
-    never writes: a symbolic or hard link, a device or FIFO (:func:`fl.records.lease.read_archive` skips them, so
-    a run whose ``checkpoint.pt`` is one would be unpacked without it and still look resumable), or a name twice
-    (the later copy would silently win). Read after ``read_archive`` has checked the archive's size and names."""
-    seen: set[str] = set()
-    try:
-        with tarfile.open(path, mode="r:*") as archive:
-            for member in archive:
-                name = str(PurePosixPath(member.name))
-                if not (member.isfile() or member.isdir()):
-                    kind = "a hard link" if member.islnk() else "a symbolic link" if member.issym() else "not a file"
-                    raise InputError(f"{path}: its member {member.name!r} is {kind}; not a lease archive (nothing "
-                                     "was unpacked)")  # fmt: skip
-                if member.isfile() and name in seen:
-                    raise InputError(f"{path}: its member {member.name!r} comes twice; not a lease archive (nothing "
-                                     "was unpacked)")  # fmt: skip
-                seen.add(name)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-        raise InputError(f"{path}: not a readable archive ({error})") from None
-
-
-def run_identity(config: object) -> object:
-    """What of a run's config.json (as JSON, nothing imported) says which run it is: without what a resume may
-    change (``train.device``, ``train.workers``, ``[log]``) or a later key at its default (as
-    :meth:`fl.config.RunConfig.identity`)."""
-    if not isinstance(config, dict):
-        return config
-    tree = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items() if k not in ("log", "algorithm_fields")}
-    for key in ("device", *SPEED_ONLY):
-        if isinstance(tree.get("train"), dict):
-            tree["train"].pop(key, None)
-    for section, later in LATER_DEFAULTS.items():
-        for key, default in later.items():
-            if isinstance(tree.get(section), dict) and tree[section].get(key) == default:
-                tree[section].pop(key)
-    return tree
-
-
-def other_run(folder: Path, files: dict[str, bytes]) -> bool:
-    """Whether the run store's ``folder`` holds a run of another config than the lease's state ``files`` (both
-    config.json readable JSON; where either is not, :func:`fl.records.lease.place_run` compares their rows)."""
-    here = folder / "config.json"
-    if "config.json" not in files or not here.is_file() or here.is_symlink():
-        return False
-    try:
-        theirs, ours = json.loads(files["config.json"].decode("utf-8")), json.loads(here.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, OSError, RecursionError):
-        return False
-    return run_identity(theirs) != run_identity(ours)
-
-
-def place_state(archive: Path, store: Path) -> list[str]:
-    """A state archive's runs into the run store (one line each): :func:`fl.records.lease.place_run`, except that a
-    run here of another config (the same name, another number of rounds: its rows can begin as the lease's do) is
-    left alone and the lease's state goes beside it into a new ``NAME.lease-XXXX``, never dropped."""
-    runs = split_state(read_archive(archive), archive, store)
-    lines = []
-    for run, run_files in runs.items():
-        folder = store / run
-        refuse_links(folder, store) if folder.exists() or (store / "runs").exists() else None
-        if not other_run(folder, run_files):
-            lines.append(place_run(folder, run_files))
-            continue
-        aside = own_folder(folder, "lease")
-        for name, data in run_files.items():
-            write_new(aside / name, data)
-        (aside / OURS).unlink()  # the user's to keep now
-        lines.append(f"{folder}: holds a run of another config (the same name), left alone; the lease's: {aside}")
-    return lines
-
-
 def unpack(files: list[Path]) -> int:
     """A previous lease's files into the store: the state archives' runs, the DDPM sets into ``synthetic/``, and
     from the records the tasks that finished there (``campaign/previous.json``: not run again). Every archive is
-    checked whole (:func:`whole_members`) before anything is written."""
+    read whole first (:func:`fl.records.lease.read_archive`: sizes, names, no link, hard link, device or name
+    twice) before anything is written; each run's state is placed as the intake places it
+    (:func:`fl.records.lease.extract_state`: a run here of another config keeps its folder, the lease's state goes
+    beside it)."""
     store = store_path()
     kinds = lease_files(files)
     for archive in kinds["records"] + kinds["state"]:
-        read_archive(archive)  # its size and names first: a bomb is refused before a header is walked
-        whole_members(archive)
+        read_archive(archive)  # every archive whole before anything is written
     done = finished_earlier(store)
     for archive in kinds["records"]:
         status = campaign_status(read_archive(archive), archive)
@@ -468,7 +390,7 @@ def unpack(files: list[Path]) -> int:
     write_text_atomically(store / "campaign" / "previous.json", json.dumps({"done": sorted(done)}))
     print(f"{len(done)} tasks finished in earlier leases")
     for archive in kinds["state"]:
-        print("\n".join(place_state(archive, store)))
+        print("\n".join(extract_state(archive, store)))
     if kinds["sets"]:
         from fl.synthesis.pack import unpack as unpack_sets
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import stat
 from pathlib import Path
 
 from fl.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
@@ -75,21 +77,74 @@ def rates_with_sources(
     gpu-bench records of ``device`` oldest first (a bench of some parts measures the others as 0), then those of
     ``rates_file`` (``{"rates": {kind: FLOP/s}}``, e.g. a bench just run, perhaps of some parts only), each in the
     place of the one before where it has a positive rate: every kind its newest measurement. A kind ``fl:MODEL`` is
-    a model's own fl rate."""
+    a model's own fl rate. Each file is checked before a plan is priced with it (:func:`measured_rates`: a regular
+    file under 1 MiB, every rate a plausible number), else one line naming it."""
     from fl.cost import PLANNED
 
     rates = {kind: rate.flop_s for kind, rate in PLANNED.items()}
     sources = {kind: rate.source for kind, rate in PLANNED.items()}
     for path in dict.fromkeys(p for p in (*bench_records(benches, device), rates_file) if p is not None):
-        try:
-            given = json.loads(path.read_text())["rates"]
-            kinds = [k for k in given if k in PLANNED or k.startswith("fl:")]
-            measured = {k: float(given[k]) for k in kinds if float(given[k]) > 0}
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise InputError(f"{path}: not a rates file ({{'rates': {{kind: FLOP/s}}}}): {error}") from None
+        measured = measured_rates(Path(path), tuple(PLANNED))
         rates |= measured
         sources |= dict.fromkeys(measured, f"from {shown(path)}")
     return rates, sources
+
+
+MAX_RATES_BYTES = 2**20  # a rates file (gpu-bench's JSON: its rates and rows) is a few kB
+MAX_RATE = 1e18  # FLOP/s: a thousand times any chip's; past it a rate is a typo or a hostile file, not a measurement
+
+
+def rates_text(path: Path) -> str:
+    """The text of the rates file ``path``: a regular file of at most :data:`MAX_RATES_BYTES`, checked before it is
+    read (opened without blocking, so a FIFO is refused at once; ``/dev/zero`` and any other device, a folder and a
+    larger file likewise); InputError in one line naming it otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise InputError(f"{path}: no readable rates file ({error.strerror or error})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RATES_BYTES:
+        os.close(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: not a regular file (a FIFO, a device or a folder); a rates file is a JSON file")
+        raise InputError(f"{path}: {info.st_size:,} bytes, over the {MAX_RATES_BYTES:,} a rates file may hold; not "
+                         "a rates file")  # fmt: skip
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_RATES_BYTES + 1)
+    if len(data) > MAX_RATES_BYTES:  # it grew while being read
+        raise InputError(f"{path}: over the {MAX_RATES_BYTES:,} bytes a rates file may hold; not a rates file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; not a rates file") from None
+
+
+def measured_rates(path: Path, planned: tuple[str, ...]) -> dict[str, float]:
+    """The FLOP/s a rates file ``path`` (``{"rates": {kind: FLOP/s}}``) gives the kinds the plan prices (those of
+    ``planned`` and ``fl:MODEL``; other keys are ignored), 0 where a bench of some parts did not measure one (left
+    out). Each must be a JSON number (not a bool, not a string), finite, >= 0 and at most :data:`MAX_RATE`; anything
+    else is an InputError in one line naming the file and the key, before a plan is priced with it."""
+    form = "not a rates file ({'rates': {kind: FLOP/s}})"
+    text = rates_text(path)
+    try:
+        given = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise InputError(f"{path}: {form}: {type(error).__name__}") from None
+    if not isinstance(given, dict) or not isinstance(given.get("rates"), dict):
+        raise InputError(f"{path}: {form}: no 'rates' object")
+    measured = {}
+    for kind, value in given["rates"].items():
+        if kind not in planned and not kind.startswith("fl:"):
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (number and (isinstance(value, int) or math.isfinite(value)) and 0 <= value <= MAX_RATE):
+            said = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."  # int: compared exactly
+            raise InputError(f"{path}: its rate {kind!r} is {said}, not a number of FLOP/s (finite, > 0 and at "
+                             f"most {MAX_RATE:g}; 0: not measured)")  # fmt: skip
+        if value > 0:
+            measured[kind] = float(value)
+    return measured
 
 
 def rates_from(rates_file: Path | None, benches: Path = BENCHES) -> dict[str, float]:

@@ -362,14 +362,12 @@ def plugin_records(entry: Path, named: dict[str, str], flag: Flag) -> None:
                 flag(path, f"records no hash of the plug-in {spec} ({key}) {where}")
 
 
-def run_entry(
-    entry: Path, keyed: bool, flag: Flag, name: str | None = None, ignored: tuple[str, ...] = (), adding: bool = False
-) -> None:
+def run_entry(entry: Path, keyed: bool, flag: Flag, name: str | None = None, ignored: tuple[str, ...] = ()) -> None:
     """One ``fl.run`` run of the ledger (``_runs/<key>`` when ``keyed``, else ``runs/<name>``); ``name``: the name
     it has (or will have: ``ledger add`` checks what it staged, :func:`entry_problems`) where not its folder's;
-    ``ignored``: files of the folder that are no part of the entry (add's own marker); ``adding``: every rule but
-    the one on a summary's round count against its config's (``ledger add`` takes a run at any round, one more
-    round of which replaces it later: what the check then reads is the finished entry)."""
+    ``ignored``: files of the folder that are no part of the entry (add's own marker). ``ledger add`` applies every
+    rule here: it takes a run at any round (an unfinished run has no summary; one more round of it replaces the entry
+    later), but never a summary that ends before its config's rounds without diverging."""
     name = entry.name if name is None else name
     found = run_config(entry, flag)
     if found is None:
@@ -416,7 +414,7 @@ def run_entry(
         if disagree:
             flag(metrics, f"disagrees with summary.json: {', '.join(disagree)}")
         rounds, diverged = summary.get("rounds"), summary.get("diverged_at_round")
-        if isinstance(rounds, int) and rounds < config.train.rounds and diverged is None and not adding:
+        if isinstance(rounds, int) and rounds < config.train.rounds and diverged is None:
             flag(entry / "summary.json", f"says the run finished at round {rounds} of its config's "
                  f"{config.train.rounds} without diverging")  # fmt: skip
 
@@ -457,7 +455,7 @@ def duplicates(ledger: Path, flag: Flag) -> None:
 
 def entry_problems(staged: Path, dest: Path, ledger: Path, ignored: tuple[str, ...] = ()) -> list[str]:
     """What :func:`verify` would flag of the run entry ``staged`` once it stands at ``dest`` in ``ledger`` (one
-    line each, naming the entry's file): the rules of one run entry (:func:`run_entry`, as ``adding``) and the same
+    line each, naming the entry's file): every rule of one run entry (:func:`run_entry`) and the same
     run already in the ledger under another name (:func:`duplicates`). ``ledger add`` refuses a run on any, so it
     never says "added" to an entry the check then rejects."""
     problems: list[str] = []
@@ -466,7 +464,7 @@ def entry_problems(staged: Path, dest: Path, ledger: Path, ignored: tuple[str, .
         problems.append(f"{dest / path.relative_to(staged) if path.is_relative_to(staged) else path}: {what}")
 
     with importing_nothing(NO_CODE):
-        run_entry(staged, keyed=dest.parent.name == RUNS, flag=flag, name=dest.name, ignored=ignored, adding=True)
+        run_entry(staged, keyed=dest.parent.name == RUNS, flag=flag, name=dest.name, ignored=ignored)
     key = rows_digest(staged)
     others = [entry for entry in run_entries(ledger)
               if entry not in (dest, staged) and not entry.name.endswith((".adding", ".replaced"))]  # fmt: skip

@@ -24,8 +24,6 @@ The records stay in ``STORE/leases/lease-DATE-TIME/`` (the ledger entries' sourc
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import io
 import json
@@ -42,11 +40,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from fl.atomic import write_atomically
+from fl.config import LATER_DEFAULTS, SPEED_ONLY
 from fl.records.keys import RECORD_FILES, SYNTHETIC
 from fl.records.ledger import add
 from fl.synthesis.pack import unpack
 from theory.errors import InputError
-from theory.output import read_object
+from theory.output import capped_tar, read_object
 
 RECORDS, STATE, SETS = "records", "state", "ddpm_sets"
 # the only files a lease's state brings per run (RECORD_FILES and checkpoints), and its records hold
@@ -151,67 +150,41 @@ def lease_files(paths: Sequence[Path]) -> dict[str, list[Path]]:
 MAX_MEMBER, MAX_MEMBERS, MAX_NAME, MAX_TOTAL = 64 * MiB, 10_000, 512, 256 * MiB
 
 
-class CappedReads:
-    """The decompressed bytes of an archive for :mod:`tarfile`, each read asking at most ``cap`` bytes: what tarfile
-    reads whole from a header's size (a GNU long name or link, a pax header, a member) is refused in one line before
-    it is read, so a header claiming a GiB never becomes a GiB in memory."""
-
-    def __init__(self, stream, cap: int, path: Path) -> None:
-        self.stream, self.cap, self.path = stream, cap, path
-
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0 or size > self.cap:
-            said = "the rest" if size is None or size < 0 else f"{size:,} bytes"
-            raise InputError(f"{self.path}: a header or member asks to read {said}, over the cap of {self.cap:,}; "
-                             "not a lease archive")  # fmt: skip
-        return self.stream.read(size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self.stream.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self.stream.tell()
-
-
-def decompressed(path: Path):
-    """``path`` opened for reading, decompressed by its first bytes (gzip, bzip2, xz; else as it is): what
-    ``tarfile.open(mode="r:*")`` would read, for :class:`CappedReads`."""
-    with open(path, "rb") as handle:
-        magic = handle.read(6)
-    if magic[:2] == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    if magic[:3] == b"BZh":
-        return bz2.open(path, "rb")
-    if magic == b"\xfd7zXZ\x00":
-        return lzma.open(path, "rb")
-    return open(path, "rb")
-
-
 def read_archive(
     path: Path, max_member: int = MAX_MEMBER, max_members: int = MAX_MEMBERS, max_total: int = MAX_TOTAL
 ) -> dict[str, bytes]:
     """Every regular file of a tar (compressed or not) by its name, read header by header: at most ``max_members``
     members, each at most ``max_member`` bytes and all at most ``max_total``, checked from the headers before a
     byte is read (a small archive that says it expands to 1 GiB is refused, never unpacked), and no header's own
-    data (a GNU long name, a pax header) read past ``max_member`` either (:class:`CappedReads`). InputError (one
-    line) for an unreadable archive, a name that would leave the folder it is unpacked into, or one past the
-    caps."""
+    data (a GNU long name, a pax header) read past ``max_member`` either (:func:`theory.output.capped_tar`).
+    InputError (one line) for an unreadable archive, a name that would leave the folder it is unpacked into, one
+    past the caps, and a member a lease's packing never writes: a symbolic or hard link, a device or FIFO (a run
+    whose ``checkpoint.pt`` is one would come home without it and still look resumable), or a name twice (the
+    later copy would silently win). It returns only once the whole archive is read, so a caller that writes what
+    it returns writes nothing of a refused archive. The one reader of a lease's archives: the intake
+    (``figures ledger add --from-lease``) and the campaign's ``unpack`` both read through it."""
     files: dict[str, bytes] = {}
     total = count = 0
     try:
-        with decompressed(path) as stream, tarfile.open(fileobj=CappedReads(stream, max_member + 1, path),
-                                                         mode="r:") as archive:  # fmt: skip
+        with capped_tar(path, max_member + 1, "a lease archive") as archive:
             for member in archive:  # streaming: never archive.getmembers() of an unbounded archive
                 count += 1
                 if count > max_members:
                     raise InputError(f"{path}: more than {max_members} members; not a lease archive")
                 if len(member.name) > MAX_NAME:
                     raise InputError(f"{path}: a member name of {len(member.name)} characters; not a lease archive")
-                if not member.isfile():
+                if member.isdir():
                     continue
+                if not member.isfile():
+                    kind = "a hard link" if member.islnk() else "a symbolic link" if member.issym() else "not a file"
+                    raise InputError(f"{path}: its member {member.name!r} is {kind}; not a lease archive (nothing "
+                                     "was unpacked)")  # fmt: skip
                 name = PurePosixPath(member.name)
                 if name.is_absolute() or ".." in name.parts or not name.parts:
                     raise InputError(f"{path}: {member.name!r} would leave the folder it is unpacked into")
+                if str(name) in files:
+                    raise InputError(f"{path}: its member {member.name!r} comes twice; not a lease archive (nothing "
+                                     "was unpacked)")  # fmt: skip
                 total += member.size
                 if member.size > max_member or total > max_total:
                     raise InputError(
@@ -307,28 +280,66 @@ def remove_own(folder: Path) -> None:
         shutil.rmtree(folder)
 
 
-def place_run(folder: Path, files: dict[str, bytes]) -> str:
-    """One run's state into ``folder``; one line said. A new folder, or an earlier state of the same run (its rows a
-    beginning of the incoming ones), gets all of it; a copy here that is finished or as far gets only the kept
-    checkpoints it lacks; a run here whose rows disagree (another device, other code) is left alone and the
-    incoming state goes beside it into a new ``NAME.lease-XXXX``. Staging folders are the intake's own (a marker);
-    a user's folder of any name is never removed."""
+def run_identity(config: object) -> object:
+    """What of a run's config.json (as JSON, nothing imported) says which run it is: without what a resume may
+    change (``train.device``, ``train.workers``, ``[log]``) or a later key at its default (as
+    :meth:`fl.config.RunConfig.identity`)."""
+    if not isinstance(config, dict):
+        return config
+    tree = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items() if k not in ("log", "algorithm_fields")}
+    for key in ("device", *SPEED_ONLY):
+        if isinstance(tree.get("train"), dict):
+            tree["train"].pop(key, None)
+    for section, later in LATER_DEFAULTS.items():
+        for key, default in later.items():
+            if isinstance(tree.get(section), dict) and tree[section].get(key) == default:
+                tree[section].pop(key)
+    return tree
+
+
+def other_run(folder: Path, files: dict[str, bytes]) -> bool:
+    """Whether the run store's ``folder`` holds a run of another config than the lease's state ``files`` (both
+    config.json readable JSON; where either is not, :func:`place_run` compares their rows)."""
+    here = folder / "config.json"
+    if "config.json" not in files or not here.is_file() or here.is_symlink():
+        return False
+    try:
+        theirs, ours = json.loads(files["config.json"].decode("utf-8")), json.loads(here.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, OSError, RecursionError):
+        return False
+    return run_identity(theirs) != run_identity(ours)
+
+
+def set_aside(folder: Path, files: dict[str, bytes]) -> Path:
+    """The lease's state of a run into a new ``NAME.lease-XXXX`` beside ``folder`` (which stays as it is), the
+    user's to keep: never dropped."""
+    aside = own_folder(folder, "lease")
+    for name, data in files.items():
+        write_new(aside / name, data)
+    (aside / OURS).unlink()  # the user's to keep now
+    return aside
+
+
+def placed_state(folder: Path, files: dict[str, bytes]) -> tuple[str, bool]:
+    """:func:`place_run`'s line, and whether the lease's ``checkpoint.pt`` is now ``folder``'s (the run resumable
+    from the lease's state)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if other_run(folder, files):  # first: another config's rows can begin as the lease's do (fewer rounds)
+        aside = set_aside(folder, files)
+        return f"{folder}: holds a run of another config (the same name), left alone; the lease's: {aside}", False
     theirs = metric_rows(files.get("metrics.jsonl", b""))
     here = metric_rows((folder / "metrics.jsonl").read_bytes()) if (folder / "metrics.jsonl").is_file() else []
     shorter = min(len(theirs), len(here))
-    folder.parent.mkdir(parents=True, exist_ok=True)
     if folder.exists() and theirs[:shorter] != here[:shorter]:
-        aside = own_folder(folder, "lease")
-        for name, data in files.items():
-            write_new(aside / name, data)
-        (aside / OURS).unlink()  # the user's to keep now
-        return f"{folder}: its rows differ from the lease's (another device or code), left alone; the lease's: {aside}"
+        aside = set_aside(folder, files)
+        said = f"{folder}: its rows differ from the lease's (another device or code), left alone; the lease's: {aside}"
+        return said, False
     if folder.exists() and ((folder / "summary.json").exists() or len(here) >= len(theirs)):
         added = [n for n in files if n.startswith("checkpoint_round") and not (folder / n).exists()]
         for name in added:
             write_atomically(folder / name, lambda tmp, name=name: tmp.write_bytes(files[name]))
         kept = f"; added {', '.join(added)}" if added else ""
-        return f"{folder}: kept the copy here (finished or as far){kept}"
+        return f"{folder}: kept the copy here (finished or as far){kept}", False
     staging = own_folder(folder, "unpacking")
     for name, data in files.items():
         write_new(staging / name, data)
@@ -344,7 +355,20 @@ def place_run(folder: Path, files: dict[str, bytes]) -> str:
     if old is not None:
         remove_own(old)
     done = "finished" if "summary.json" in files else f"{len(theirs)} rounds"
-    return f"{folder}: unpacked ({done}{', resumable' if 'checkpoint.pt' in files else ''})"
+    resumable = "checkpoint.pt" in files
+    return f"{folder}: unpacked ({done}{', resumable' if resumable else ''})", resumable
+
+
+def place_run(folder: Path, files: dict[str, bytes]) -> str:
+    """One run's state into ``folder``; one line said. A run here of another config (:func:`run_identity`: the
+    same name, say another number of rounds, whose rows can begin as the lease's do) is compared first and left
+    alone, the incoming state going beside it into a new ``NAME.lease-XXXX`` (:func:`set_aside`), never dropped; so
+    is a run here whose rows disagree (another device, other code). A new folder, or an earlier state of the same
+    run (its rows a beginning of the incoming ones), gets all of it; a copy here that is finished or as far gets
+    only the kept checkpoints it lacks. Staging folders are the intake's own (a marker); a user's folder of any
+    name is never removed. The one placing of a lease's state: the intake and the campaign's ``unpack`` both use it
+    (:func:`extract_state`)."""
+    return placed_state(folder, files)[0]
 
 
 def split_state(files: dict[str, bytes], source: Path, store: Path) -> dict[str, dict[str, bytes]]:
@@ -421,11 +445,19 @@ class Snapshot:
         self.folder, self.sets = folder, kinds["sets"]
         self.records: dict[str, bytes] = {}
         for archive in kinds["records"]:
-            self.records |= read_archive(archive)
+            files = read_archive(archive)
+            twice = sorted(set(files) & set(self.records))
+            if twice:  # the packing puts each file in one archive: a second copy would silently win
+                raise InputError(f"{archive}: its member {twice[0]!r} is in another records archive of {folder} too")
+            self.records |= files
         self.status = campaign_status(self.records, folder)
         self.state: dict[str, dict[str, bytes]] = {}
         for archive in kinds["state"]:
-            self.state |= split_state(read_archive(archive), archive, store)
+            runs = split_state(read_archive(archive), archive, store)
+            twice = sorted(set(runs) & set(self.state))
+            if twice:  # a run's state is one group, in one archive
+                raise InputError(f"{archive}: the state of {twice[0]} is in another state archive of {folder} too")
+            self.state |= runs
         for name in ("provenance.json", "summary.json", "config.json"):
             for member in self.records:
                 if member.startswith("runs/") and member.endswith("/" + name):
@@ -499,9 +531,15 @@ def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
         shutil.rmtree(old)
 
 
-def outcomes(snap: Snapshot, home: Path, store: Path, placed: dict[str, str], added: dict[str, str]) -> list[str]:
+def outcomes(
+    snap: Snapshot, home: Path, store: Path, placed: dict[str, str], added: dict[str, str],
+    resumable: set[str] | frozenset[str] = frozenset(),
+) -> list[str]:  # fmt: skip
     """One line per run of the lease, by outcome: finished (what the ledger did), resumable (with its round and the
-    command), lost (why: the campaign's word for it and the round it had reached), not started."""
+    command: only a run whose ``checkpoint.pt`` the intake placed in the store, ``resumable``), placed otherwise
+    (its state came back but is not what the store's run goes on from: the copy here kept, or set aside beside a
+    run of another config or other rows; what :func:`place_run` said), lost (why: the campaign's word for it and
+    the round it had reached), not started."""
     tasks = {str(t.get("run", "")).removeprefix("runs/"): t for t in snap.status.get("tasks", []) if t.get("run")}
     names = sorted({*(p.name for p in (home / "runs").iterdir() if p.is_dir()), *placed, *tasks})
     lines = []
@@ -511,6 +549,8 @@ def outcomes(snap: Snapshot, home: Path, store: Path, placed: dict[str, str], ad
         task = tasks.get(name, {})
         if name in added:
             lines.append(f"finished   {name}: {added[name]}")
+        elif name in placed and name not in resumable:
+            lines.append(f"placed     {name}: {placed[name]}")
         elif name in placed:
             at = len(metric_rows((store / "runs" / name / "metrics.jsonl").read_bytes()))
             lines.append(f"resumable  {name}: round {at} done; python -m fl.run --resume {store / 'runs' / name}"
@@ -551,7 +591,7 @@ def bring_home(
     merge_records(snapshots, home)
     lines = [f"{home}: the lease's records ({len(snapshots)} snapshot(s); each run's newest)"]
     device = lease_device(home)
-    placed, added, refused = {}, {}, 0
+    placed, added, refused, resumable = {}, {}, 0, set()
     for run in sorted(p for p in (home / "runs").iterdir() if p.is_dir() and (p / "summary.json").is_file()):
         provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").is_file() else {}
         named = None if provenance.get("device") else device
@@ -570,12 +610,15 @@ def bring_home(
         if run.split("/", 1)[1] in added:
             continue
         refuse_links(store / run, store) if (store / "runs").exists() else None
-        placed[run.split("/", 1)[1]] = place_run(store / run, files).split(": ", 1)[1]
+        line, checkpoint = placed_state(store / run, files)
+        placed[run.split("/", 1)[1]] = line.split(": ", 1)[1]
+        if checkpoint:
+            resumable.add(run.split("/", 1)[1])
     sets = [p for s in snapshots for p in s.sets]
     if sets:
         unpacked = unpack(sets, cache_dir)
         lines.append(f"{len(unpacked)} generator folders unpacked into {cache_dir}")
-    lines += outcomes(snap, home, store, placed, added)
+    lines += outcomes(snap, home, store, placed, added, resumable)
     if any(not v.startswith(("already", "refused")) for v in added.values()):
         lines.append("REPORT.md now lags the ledger: `python -m figures report` rebuilds it, then `figures check`")
     return lines, refused

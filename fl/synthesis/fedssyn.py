@@ -28,6 +28,7 @@ import json
 import math
 import time
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from fl.atomic import locked, write_atomically
 from fl.synthesis.generators.dp import ACCOUNTANTS, DPConfig, compute_epsilon
 from fl.torchfiles import first_reason, load_safely
 from theory.errors import InputError
+from theory.output import npz_headers
 
 GENERATORS = ("ddpm", "gan", "vae")
 
@@ -343,7 +345,8 @@ class _Training:
 
     def saved_state(self, folder: Path) -> dict | None:
         """``resume.pt``'s state where it is there, on the CPU (the RNG states must be there; the weights and moments
-        are copied onto the model's device as they load); a file that does not load is one line naming it."""
+        are copied onto the model's device as they load); a file that does not load, or whose weights or moments
+        are not finite (:func:`refuse_non_finite`), is one line naming it."""
         path = folder / self.RESUME
         if not path.exists():
             return None
@@ -351,6 +354,7 @@ class _Training:
         wanted = {"generator_state", "rng_state", "epochs", "seconds", "optimizer"}
         if not isinstance(state, dict) or not wanted <= set(state):
             raise InputError(f"{path}: not a saved generator training; delete it to resume from the last epoch")
+        refuse_non_finite(state, path, f"delete {path} to resume from the last epoch")
         return state
 
     def checkpoint(self, epoch: int, fitted) -> None:
@@ -493,11 +497,40 @@ def sample_generator(
     return images, labels, {**info, "cached": False}
 
 
+def non_finite(state: object, at: str = "") -> str | None:
+    """Where (a key path, e.g. "model.conv.weight") the first floating-point tensor of a loaded state (nested dicts
+    and lists: weights, EMA, optimiser moments) holding NaN or ±inf is; None where every one is finite."""
+    if isinstance(state, torch.Tensor):
+        floating = state.is_floating_point() or state.is_complex()
+        return at or "a tensor" if floating and not bool(torch.isfinite(state).all()) else None
+    if isinstance(state, dict):
+        items = state.items()
+    elif isinstance(state, list | tuple):
+        items = enumerate(state)
+    else:
+        return None
+    for key, value in items:
+        found = non_finite(value, f"{at}.{key}" if at else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def refuse_non_finite(state: object, path: Path, fix: str) -> None:
+    """InputError (one line naming ``path``) when a loaded generator state holds a value that is not finite: a
+    generator of NaN weights draws black images, which a quality report would take for 0% noise."""
+    where = non_finite(state)
+    if where is not None:
+        raise InputError(f"{path}: its weights hold values that are not finite (NaN or inf, in {where}); {fix}")
+
+
 def load_weights(model, path: Path, generator: str, device: str) -> None:
     """Load generator checkpoint ``path`` into ``model`` with ``torch.load(weights_only=True)``; a file that load
-    refuses (a crafted pickle, a torn or foreign file) or whose tensors do not fit the model is one line naming it."""
+    refuses (a crafted pickle, a torn or foreign file), one whose weights are not finite (:func:`refuse_non_finite`)
+    or whose tensors do not fit the model is one line naming it."""
     fix = f"delete {path.parent} to train the generator again"
     state = load_safely(path, "generator checkpoint", fix, device)
+    refuse_non_finite(state, path, fix)
     try:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, KeyError, AttributeError) as error:
@@ -508,23 +541,36 @@ def load_weights(model, path: Path, generator: str, device: str) -> None:
 
 def read_set(path: Path, in_shape: tuple[int, ...], n_classes: int, n_tilde: int) -> tuple[np.ndarray, np.ndarray]:
     """A cached synthetic set (x, y) as :func:`sample_generator` writes it: ñ uint8 images of ``in_shape`` and ñ
-    integer labels in [0, n_classes). Anything else (a torn file, an object array, another shape, a label out of
-    range) is one line naming the file, not a failure deep inside training."""
+    integer labels in [0, n_classes). Each array's npy header is read and checked first
+    (:func:`theory.output.npz_headers`, the bound :func:`fl.data.formats.npz_arrays` puts on a run's data): a plain
+    dtype, the bytes the member holds, and the dtype and shape expected here, so a header claiming 73 GiB is refused
+    before anything is allocated. Anything else (a torn file, an object array, another shape, a label out of range)
+    is one line naming the file, not a failure deep inside training."""
+    expected = (n_tilde, *in_shape)
     try:
-        with np.load(path) as saved:  # allow_pickle=False: an object array is refused, never unpickled
-            x, y = saved["x"], saved["y"]
-    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
-        why = f"{type(error).__name__}: {first_reason(error)}"
+        headers = npz_headers(path)  # every array's header, bounded, before a byte of data is read
+    except InputError as error:
+        why = str(error).removeprefix(f"{path}: ")
     else:
-        expected = (n_tilde, *in_shape)
-        if x.dtype != np.uint8 or x.shape != expected:
-            why = f"images of {x.dtype} {x.shape}, expected uint8 {expected}"
-        elif y.dtype.kind not in "iu" or y.shape != (n_tilde,):
-            why = f"labels of {y.dtype} {y.shape}, expected {n_tilde} whole numbers"
-        elif y.size and (y.min() < 0 or y.max() >= n_classes):
-            why = f"labels from {y.min()} to {y.max()}, expected 0 to {n_classes - 1}"
+        missing = [name for name in ("x", "y") if name not in headers]
+        (x_shape, x_dtype), (y_shape, y_dtype) = (headers.get(n, ((), np.dtype("V1"))) for n in ("x", "y"))
+        if missing:
+            why = f"KeyError: no array {missing[0]!r} (holds {', '.join(sorted(headers)) or 'none'})"
+        elif x_dtype != np.uint8 or x_shape != expected:
+            why = f"images of {x_dtype} {x_shape}, expected uint8 {expected}"
+        elif y_dtype.kind not in "iu" or y_shape != (n_tilde,):
+            why = f"labels of {y_dtype} {y_shape}, expected {n_tilde} whole numbers"
         else:
-            return x, y.astype(np.int64, copy=False)
+            try:
+                with np.load(path) as saved:  # allow_pickle=False: an object array is refused, never unpickled
+                    x, y = saved["x"], saved["y"]
+            except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+                why = f"{type(error).__name__}: {first_reason(error)}"
+            else:
+                if y.size and (y.min() < 0 or y.max() >= n_classes):
+                    why = f"labels from {y.min()} to {y.max()}, expected 0 to {n_classes - 1}"
+                else:
+                    return x, y.astype(np.int64, copy=False)
     raise InputError(
         f"{path}: damaged synthetic set ({why}); delete it and {path.with_suffix('.json').name} to sample it again"
     )

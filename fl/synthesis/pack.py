@@ -21,7 +21,9 @@ or any other control character fails), each set's file name the hash of its set 
 already in the cache must be identical, and a symbolic link in the cache folder is refused, never followed. Members
 are streamed, never read whole, and an archive may expand to at most :data:`EXPANSION` times its size
 (:data:`MIN_EXPANSION` at least; a member at most :data:`MAX_MEMBER_BYTES`): a decompression bomb is refused before
-anything is written. It writes the folders into the cache with a ``packed.json`` marker. A run then finds a folder
+anything is written. No read asks more than :data:`MAX_HEADER_READ` bytes (:func:`theory.output.capped_tar`, the
+lease's archives' reader too): a GNU long name or pax header that claims a GiB is refused before it is read.
+It writes the folders into the cache with a ``packed.json`` marker. A run then finds a folder
 only where its own D_i, settings and seed hash to the same key, so sets made for another D_i (another dataset,
 partition or seed) are never used: such a run trains its own generators. A run that asks an unpacked folder for a
 set it lacks (another ñ, say) stops with one line.
@@ -32,9 +34,11 @@ set it lacks (another ñ, say) stops with one line.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import lzma
 import re
 import tarfile
 import zlib
@@ -44,7 +48,7 @@ from pathlib import Path
 from fl.atomic import write_atomically
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 from theory.errors import InputError
-from theory.output import file_sha256, write_text_atomically
+from theory.output import capped_tar, file_sha256, write_text_atomically
 
 MANIFEST = "manifest.json"
 FOLDER = re.compile(r"client([0-9]+)-([0-9a-f]{16})")  # matched whole (fullmatch): no newline, nothing after
@@ -56,6 +60,9 @@ EXPANSION, MIN_EXPANSION = 8, 64 * 2**20  # an archive unpacks to at most max(MI
 MAX_MEMBER_BYTES = 2**30  # one file of a pack (a pack writes plain tar files of at most --max-mib)
 MAX_MEMBERS = 100_000
 MAX_MANIFEST_BYTES = 16 * 2**20
+# the most one read of an archive may ask (theory.output.capped_tar): the manifest or a key.json whole, a member's
+# 1 MiB blocks, a header's own data (a GNU long name, a pax header); a header claiming more is refused unread
+MAX_HEADER_READ = MAX_MANIFEST_BYTES + 1
 KEPT_FILES = ("generator.json", "key.json")  # besides the sets (SET), the files a pack holds of a folder
 
 
@@ -274,7 +281,7 @@ def read_archive(path: Path) -> tuple[dict, dict[str, dict[str, tuple[str, int]]
     docstring) with every member streamed; and the small key.json files' bytes by member name. InputError naming the
     archive and what is wrong."""
     try:
-        with tarfile.open(path, "r") as archive:
+        with capped_tar(path, MAX_HEADER_READ, "a pack of synthetic sets") as archive:
             members = _members(archive, path)
             if MANIFEST not in members:
                 raise InputError(f"no {MANIFEST}: not a pack of synthetic sets")
@@ -303,11 +310,12 @@ def read_archive(path: Path) -> tuple[dict, dict[str, dict[str, tuple[str, int]]
                         raise InputError(f"{folder_name}/{file}: its SHA-256 differs from the manifest's")
                     contents[folder_name][file] = (digest, member.size)
     except (tarfile.TarError, json.JSONDecodeError, KeyError, AttributeError, TypeError, EOFError, OSError,
-            zlib.error) as error:  # fmt: skip
+            zlib.error, lzma.LZMAError) as error:  # fmt: skip
         said = " ".join(str(error).split())  # tarfile's messages may run over several lines
         raise InputError(f"{path}: not a readable pack of synthetic sets ({type(error).__name__}: {said})") from None
     except InputError as error:
-        raise InputError(f"{path}: {error}") from None
+        said = str(error)  # a read past the cap already names the archive (theory.output.CappedReads)
+        raise InputError(said if said.startswith(f"{path}: ") else f"{path}: {said}") from None
     return manifest, contents, keys
 
 
@@ -345,21 +353,21 @@ def unpack(archives: list[Path], cache_dir: Path) -> list[str]:
                 plan[folder / PACKED_FILE] = json.dumps(marker).encode()
     opened: dict[Path, tarfile.TarFile] = {}
     try:
-        for target, source in plan.items():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _no_link(cache_dir, target)
-            if isinstance(source, bytes):
-                write_atomically(target, lambda tmp, payload=source: tmp.write_bytes(payload))
-                continue
-            archive, name, digest = source
-            if archive not in opened:
-                opened[archive] = tarfile.open(archive, "r")
-            write_atomically(target, lambda tmp, a=opened[archive], n=name, d=digest: _extract(tmp, a, n, d))
-    except (tarfile.TarError, EOFError, zlib.error, KeyError) as error:
+        with contextlib.ExitStack() as stack:
+            for target, source in plan.items():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _no_link(cache_dir, target)
+                if isinstance(source, bytes):
+                    write_atomically(target, lambda tmp, payload=source: tmp.write_bytes(payload))
+                    continue
+                archive, name, digest = source
+                if archive not in opened:  # headers read as the check read them: bounded (capped_tar)
+                    opened[archive] = stack.enter_context(
+                        capped_tar(archive, MAX_HEADER_READ, "a pack of synthetic sets")
+                    )
+                write_atomically(target, lambda tmp, a=opened[archive], n=name, d=digest: _extract(tmp, a, n, d))
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, KeyError) as error:
         raise InputError(f"{cache_dir}: an archive changed while being unpacked ({type(error).__name__})") from None
-    finally:
-        for handle in opened.values():
-            handle.close()
     return sorted({target.parent.name for target in plan})
 
 

@@ -21,15 +21,20 @@ REPO = Path(__file__).resolve().parents[2]
 LEDGER = REPO / "results" / "ledger"
 
 
-def make_run(folder: Path, rounds: int = 3, seed: int = 0, code: str = "abc") -> Path:
-    """A small fl.run-like folder: config, metrics, provenance, summary, and a checkpoint the ledger must skip."""
-    config = load_config(REPO / "configs" / "fmnist_quick.toml", [f"train.seed={seed}"])
+def make_run(folder: Path, rounds: int = 3, seed: int = 0, code: str = "abc", of: int | None = None) -> Path:
+    """A small fl.run-like folder: config, metrics, provenance, a checkpoint the ledger must skip, and a summary where
+    the run is finished. ``rounds`` rows of a config of ``of`` rounds (``rounds``: a finished run); an unfinished
+    run (``rounds`` < ``of``) has no summary, as fl.run leaves it: a summary that ends before its config's rounds
+    without diverging is one `figures check` and `ledger add` refuse."""
+    of = rounds if of is None else of
+    config = load_config(REPO / "configs" / "fmnist_quick.toml", [f"train.seed={seed}", f"train.rounds={of}"])
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config.to_dict()))
     rows = [{"round": t, "test_accuracy": 0.1 * t, "communication": t} for t in range(1, rounds + 1)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "provenance.json").write_text(json.dumps({"code_version": code, "git": "g", "changes": []}))
-    (folder / "summary.json").write_text(json.dumps({"rounds": rounds}))
+    if rounds >= of:
+        (folder / "summary.json").write_text(json.dumps({"rounds": rounds}))
     (folder / "checkpoint.pt").write_bytes(b"x" * 100)
     return folder
 
@@ -54,9 +59,11 @@ def test_a_run_enters_with_its_small_records_only(tmp_path):
 def test_a_store_run_enters_under_its_key_whatever_store_it_ran_in(tmp_path):
     run = make_run(tmp_path / "elsewhere" / flruns.RUNS / "0123456789ab")
     records.add(run, tmp_path / "L")
-    config = load_config(REPO / "configs" / "fmnist_quick.toml", ["train.seed=0"])
+    config = load_config(REPO / "configs" / "fmnist_quick.toml", ["train.seed=0", "train.rounds=3"])
     assert (tmp_path / "L" / flruns.RUNS / flruns.run_key(config) / "metrics.jsonl").exists()
-    moved = load_config(REPO / "configs" / "fmnist_quick.toml", ["train.seed=0", 'method.cache_dir="/x"'])
+    moved = load_config(
+        REPO / "configs" / "fmnist_quick.toml", ["train.seed=0", "train.rounds=3", 'method.cache_dir="/x"']
+    )
     assert flruns.run_key(moved) == flruns.run_key(config)  # where generators are cached is no part of the name
     names = {flruns.run_key(load_config(REPO / "configs" / "fmnist_quick.toml", [f"algorithm.name='{a}'"]))
              for a in ("fedavg", "fedprox", "scaffold", "feddyn", "fedpvr", "fedavgm")}  # fmt: skip
@@ -64,7 +71,7 @@ def test_a_store_run_enters_under_its_key_whatever_store_it_ran_in(tmp_path):
 
 
 def test_a_run_further_along_replaces_its_entry(tmp_path):
-    records.add(make_run(tmp_path / "a" / "r", rounds=2), tmp_path / "L")
+    records.add(make_run(tmp_path / "a" / "r", rounds=2, of=4), tmp_path / "L")  # unfinished: no summary yet
     assert "added" in records.add(make_run(tmp_path / "b" / "r", rounds=4), tmp_path / "L")
     assert len((tmp_path / "L" / "runs" / "r" / "metrics.jsonl").read_text().splitlines()) == 4
 
@@ -83,7 +90,7 @@ def test_a_conflicting_run_is_refused_and_nothing_is_overwritten(tmp_path, chang
     other = make_run(tmp_path / "b" / "r", seed=change.get("seed", 0), code=change.get("code", "abc"))
     if change.get("rows"):
         (other / "metrics.jsonl").write_text('{"round": 1, "test_accuracy": 0.9, "communication": 1}\n')
-        (other / "summary.json").write_text(json.dumps({"rounds": 1}))  # the run agrees with itself
+        (other / "summary.json").unlink()  # the run agrees with itself: one round of three, unfinished
     with pytest.raises(ledger.InputError, match=why) as error:
         records.add(other, tmp_path / "L")
     assert "\n" not in str(error.value) and "nothing was overwritten" in str(error.value)
@@ -105,7 +112,7 @@ def test_the_cli_adds_lists_and_refuses_with_one_line(tmp_path, capsys):
     assert out.count("refused") == 2 and "its config differs" in out
     assert main(["ledger", "list", "--ledger", str(tmp_path / "L")]) == 0
     listing = capsys.readouterr().out
-    assert "runs/r" in listing and "3 of 5 (done)" in listing and "abc" in listing and "cpu" in listing
+    assert "runs/r" in listing and "3 of 3 (done)" in listing and "abc" in listing and "cpu" in listing
     assert main(["ledger", "add", str(tmp_path / "nothing"), "--ledger", str(tmp_path / "L")]) == 1
 
 

@@ -11,7 +11,7 @@ from tests.figures.test_ledger import make_run
 
 
 def test_a_run_added_again_keeps_a_users_file_in_its_entry(tmp_path):
-    records.add(make_run(tmp_path / "a" / "r", rounds=2), tmp_path / "L")
+    records.add(make_run(tmp_path / "a" / "r", rounds=2, of=4), tmp_path / "L")
     entry = tmp_path / "L" / "runs" / "r"
     (entry / "NOTES.md").write_text("why this run matters\n")
     (entry / "mine").mkdir()
@@ -26,7 +26,7 @@ def test_a_run_added_again_keeps_a_users_file_in_its_entry(tmp_path):
 
 def test_a_users_adding_and_replaced_folders_beside_the_entry_survive(tmp_path):
     runs = tmp_path / "L" / "runs"
-    records.add(make_run(tmp_path / "a" / "r", rounds=2), tmp_path / "L")
+    records.add(make_run(tmp_path / "a" / "r", rounds=2, of=3), tmp_path / "L")
     for name in ("r.adding", "r.replaced"):
         (runs / name).mkdir(parents=True)
         (runs / name / "keep.txt").write_text(name)
@@ -38,7 +38,7 @@ def test_a_users_adding_and_replaced_folders_beside_the_entry_survive(tmp_path):
 
 
 def test_what_an_interrupted_add_left_of_its_own_goes_with_the_next(tmp_path):
-    records.add(make_run(tmp_path / "a" / "r", rounds=2), tmp_path / "L")
+    records.add(make_run(tmp_path / "a" / "r", rounds=2, of=3), tmp_path / "L")
     dest = tmp_path / "L" / "runs" / "r"
     left = [records.own_folder(dest, "adding"), records.own_folder(dest, "replaced")]  # add's, cut off
     theirs = dest.with_name("r.abcdefgh.adding")  # of that shape, but without add's marker: a user's
