@@ -33,6 +33,16 @@ def output_folder(out: Path, tool: str, overwrite: bool, names: Collection[str],
     return make_dir(out, "output folder", tool=tool, overwrite=overwrite)
 
 
+def drop_own(out: Path, names: Collection[str]) -> None:
+    """Remove the files ``names`` from ``out``, the tool's own folder (:func:`output_folder` took it): outputs of an
+    earlier run this run does not write again (the figures under ``--no-plot``), which would otherwise sit beside
+    the new results as if they were drawn from them. A link there is removed itself, never followed."""
+    for name in names:
+        path = out / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+
+
 @contextlib.contextmanager
 def kept_only_if_written(out: Path) -> Iterator[None]:
     """Around :func:`output_folder` and the run: a refusal (InputError) raised after the run, e.g. results that came

@@ -36,7 +36,7 @@ from sims.mnist.experiment import (
     summarise,
 )
 from sims.mnist.problem import DATASETS, PARTITIONS
-from sims.output import kept_only_if_written, output_folder
+from sims.output import drop_own, kept_only_if_written, output_folder
 from theory.cli import ArgumentParser, check_memory, finite_float, format_table, guarded, seed_arg
 from theory.output import to_json, write_csv, write_text_atomically
 
@@ -189,7 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for t in range(config.rounds + 1)
         ),
     )
-    if not args.no_plot:
+    if args.no_plot:
+        drop_own(args.out, [name for name in OUTPUTS if name.startswith("fig_b2")])  # an earlier run's figures
+    else:
         from plots.mnist import plot_dissimilarity, plot_fig_b2
 
         plot_fig_b2(result, args.out / "fig_b2.png")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from sims.limits import announce, check_steps, check_time, progress_bar
-from sims.output import kept_only_if_written, output_folder
+from sims.output import drop_own, kept_only_if_written, output_folder
 from sims.quadratic.experiment import (
     AUTHORS_DIAGNOSTICS,
     LOCAL_SOLVERS,
@@ -283,7 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = table_rows(panels)
     verdict_ = verdict(panels, args.quick)
     summary = write_outputs(args.out, config, panel_a, panels, rows, verdict_, timings)
-    if not args.no_plot:
+    if args.no_plot:
+        drop_own(args.out, ("fig2.png", "fig2.pdf"))  # an earlier run's figure does not show these results
+    else:
         from plots.quadratic import plot_fig2
 
         plot_fig2(panel_a, panels, args.out / "fig2.png")

@@ -217,3 +217,16 @@ def test_mnist_non_finite_floats_are_refused(argv, tmp_path, capsys):
 
 def test_largest_seed_is_accepted(tmp_path):
     assert quadratic_main(["--quick", "--no-plot", "--seed", "4294967295", "--out", str(tmp_path / "q")]) == 0
+
+
+@pytest.mark.parametrize("tool", sorted(MAINS))
+def test_no_plot_drops_the_figures_an_earlier_run_drew(tool, tmp_path):
+    """Issue 69's sweep (L4): ``--no-plot`` into a folder the tool drew in before left the old figures beside the new
+    results; they are removed (its own files only), and a user's file stays."""
+    out = tmp_path / "out"
+    assert call(MAINS[tool], ["--quick", "--out", str(out)]) == 0
+    figures = sorted(p.name for p in out.glob("fig*.png"))
+    assert figures
+    (out / "notes.txt").write_text("mine")
+    assert call(MAINS[tool], ["--quick", "--no-plot", "--seed", "9", "--out", str(out)]) == 0
+    assert not list(out.glob("fig*.png")) and (out / "notes.txt").read_text() == "mine"
