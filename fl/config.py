@@ -33,6 +33,7 @@ a resolved config.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -274,10 +275,14 @@ LATER_DEFAULTS = {
 @dataclass(frozen=True)
 class LogConfig:
     """tensorboard: a folder for TensorBoard event files written from the round rows (accuracy, loss, the ζ²/σ²/δ²
-    estimates, seconds per round; fl/sinks.py, the optional extra shufflefl[tensorboard]); "" writes none. Where a
-    run's curves go changes none of its numbers: [log] is not part of a run's identity."""
+    estimates, a method's own logged numbers, seconds per round; fl/sinks.py, the optional extra
+    shufflefl[tensorboard]); "" writes none. mlflow: a folder holding an MLflow tracking store (local files, never a
+    server; fl/sinks.py, the optional extra shufflefl[mlflow]) where the run's rows go as one MLflow run, the same
+    numbers as TensorBoard's; "" writes none. Where a run's curves go changes none of its numbers: [log] is not part
+    of a run's identity."""
 
     tensorboard: str = ""
+    mlflow: str = ""
 
     def check(self) -> None:
         pass
@@ -332,7 +337,10 @@ class RunConfig:
     def identity(self) -> dict:
         """:meth:`to_dict` without the settings that change how fast a run goes or where its curves go but never
         its numbers (``train.workers``, ``[log]``), with the hash of every plug-in's code where it names one
-        (``plugins``; absent without): what a run store hashes and what a resumed folder must match."""
+        (``plugins``; absent without): what a run store hashes and what a resumed folder must match.
+        ``train.rounds`` stays in it: a run of R rounds is another run than one of N, but its first R rounds are
+        the same, so a finished or stopped run may be extended (:meth:`extended`, ``fl.run --resume RUN --set
+        train.rounds=N``), and from then on it is, and is keyed as, the N-round run."""
         tree = self.to_dict()
         for key in SPEED_ONLY:
             tree["train"].pop(key, None)
@@ -347,6 +355,26 @@ class RunConfig:
             tree["plugins"] = {key: entry["sha256"] for key, entry in plugins.items()}
         return tree
 
+    def extended(self, rounds: int) -> RunConfig:
+        """This config with ``train.rounds = rounds`` (checked): what a run of it extended to ``rounds`` rounds
+        (``fl.run --resume RUN --set train.rounds=N``) or its checkpoint before the extension is keyed as. Nothing
+        of a round's numbers depends on the number of rounds to come (no schedule reads it); what does (the last
+        round evaluated out of turn) ``fl.run`` refuses to extend."""
+        return replace(self, train=replace(self.train, rounds=rounds)).check()
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML, every key with its value, defaults included (the algorithm's
+        hyper-parameters too: ``algorithm_fields``), in the order the sections are read; ``load_config`` of it gives
+        a run of the same numbers (``python -m fl.run --print-config``)."""
+        tree = self.to_dict()
+        tree["algorithm"] = tree.pop("algorithm_fields")
+        order = ("data", "model", "algorithm", "train", "method", "log")
+        lines = ["# the resolved config: every key with its value, defaults included (python -m fl.run --print-config)"]
+        for section in order:
+            lines += ["", f"[{section}]"]
+            lines += [f"{key} = {toml_value(value)}" for key, value in tree[section].items()]
+        return "\n".join(lines) + "\n"
+
     def to_dict(self) -> dict:
         return {
             "data": dataclasses.asdict(self.data),
@@ -357,6 +385,22 @@ class RunConfig:
             "method": dict(self.method),
             "log": dataclasses.asdict(self.log),
         }
+
+
+def toml_value(value) -> str:
+    """A config value written as TOML: a string quoted (JSON's escapes are TOML's), a boolean ``true``/``false``,
+    a number as Python writes it (a float keeps its point or exponent), a list in brackets, a table inline."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise InputError(f"config: {value!r} has no TOML form")
 
 
 def _require(ok: bool, key: str, message: str) -> None:

@@ -2,11 +2,15 @@
 
     python -m fl.run --config configs/fmnist_quick.toml --set train.rounds=5 --out results/runs/quick
     python -m fl.run --resume results/runs/quick          # continue an interrupted run (bit-identical on CPU)
+    python -m fl.run --resume results/runs/quick --set train.rounds=10   # extend it: equal to a 10-round run
+    python -m fl.run --print-config --config configs/fmnist_quick.toml   # the resolved config, every key
     python -m fl.run --compare results/runs/a results/runs/b   # rounds to target accuracy and the speed-up
 
 The run directory holds ``config.json`` (the resolved config), ``metrics.jsonl`` (one line per round: test
 loss/accuracy, cumulative communication, estimator values), ``checkpoint.pt`` (written atomically every
-``train.checkpoint_every`` rounds and on Ctrl-C) and, when finished, ``summary.json``.
+``train.checkpoint_every`` rounds and on Ctrl-C) and, when finished, ``summary.json`` and ``curve.png`` (test
+accuracy and loss per round). Where the output is not a terminal (a file, a pipe), a line per round says the
+round's test accuracy, loss and seconds; on a terminal the progress bar does (``--quiet``: neither).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from fl import plugins, provenance
 from fl.algorithms import Context
 from fl.atomic import locked, write_atomically
 from fl.clients import LocalConfig, carried_rows
-from fl.config import RunConfig, build_algorithm, build_method, from_dict, load_config
+from fl.config import RunConfig, TrainConfig, build_algorithm, build_method, from_dict, load_config, parse_override
 from fl.data import Dataset, load
 from fl.engine import (
     EngineState,
@@ -51,7 +55,7 @@ from fl.flat import FlatModel
 from fl.graphs import graphs_setting
 from fl.methods import Picture, Setup, Split, new_state
 from fl.methods.base import WORK_FOLDER
-from fl.sinks import TensorBoard, curves_folder, require_tensorboard
+from fl.sinks import MLflow, TensorBoard, curves_folder, require_mlflow, require_tensorboard
 from fl.torchfiles import load_safely
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
@@ -59,6 +63,7 @@ from theory.errors import InputError
 from theory.output import fsync_path, open_unlinked, read_object, refuse_link, to_json, write_csv, write_text_atomically
 
 CPU = torch.device("cpu")
+FEW_HELD_OUT = 5  # held-out samples below which a client's accuracy is said to be coarse (a note, never an error)
 
 
 class Interrupted(InputError):
@@ -276,6 +281,22 @@ class Experiment:
                 f"{fraction:g} rounds to none; clients {shown}): their accuracy is not measured, clients.csv lists "
                 "them with 0 samples")  # fmt: skip
 
+    def few_held_out_note(self) -> str | None:
+        """With per-client evaluation (``train.client_eval_every``): a one-line note naming the clients whose
+        held-out split has fewer than :data:`FEW_HELD_OUT` samples but some (their accuracy moves in steps of 1/n,
+        a handful of samples says little); None without the evaluation or where every client has enough (or none:
+        :meth:`held_out_note` says so)."""
+        if not self.config.train.client_eval_every:
+            return None
+        few = {k: len(v) for k, v in enumerate(self.data.val) if 0 < len(v) < FEW_HELD_OUT}
+        if not few:
+            return None
+        shown = ", ".join(f"{k} ({n})" for k, n in list(few.items())[:10])
+        shown += f" and {len(few) - 10} more" if len(few) > 10 else ""
+        return (f"note: {len(few)} of {self.data.n_clients} clients hold fewer than {FEW_HELD_OUT} held-out samples "
+                f"(data.val_fraction = {self.config.data.val_fraction:g}; client (samples): {shown}): their accuracy "
+                "moves in steps of 1/samples")  # fmt: skip
+
     def tune_lr(self) -> tuple[float, list[dict]]:
         """Pick the client step size from the grid by validation accuracy after ``tune_rounds`` rounds."""
         grid = self.config.train.lr
@@ -315,7 +336,9 @@ def where_it_ran(exp: Experiment) -> dict:
 
 def config_key(config: RunConfig) -> str:
     """12 hex digits over what a run's numbers depend on in its config (its identity, without the device a resumed
-    run may move to): kept in the state (``extra["config_key"]``), so a resume refuses an edited config.json."""
+    run may move to): kept in the state (``extra["config_key"]``, beside ``extra["config_rounds"]``, the
+    ``train.rounds`` it was made with), so a resume refuses an edited config.json; a run extended to more rounds
+    (:func:`extend`) continues a checkpoint keyed with its earlier rounds."""
     tree = config.identity()
     tree["train"].pop("device", None)
     tree.pop("plugins", None)  # a plug-in's code is provenance's to check (fl.provenance.check_plugins)
@@ -514,6 +537,7 @@ def cuda_peak(device: torch.device) -> dict:
 
 
 CLIENTS_CSV = "clients.csv"  # every per-client evaluation: round, client, held-out samples, accuracy, loss
+CURVE = "curve.png"  # a run's learning curve: test accuracy and loss per round
 
 
 def client_rows(rows: list[dict]) -> list[list]:
@@ -732,7 +756,7 @@ def round_row(exp: Experiment, state: EngineState, record: dict, communication: 
 # run writes.
 RUN_FILES = (
     "config.json", "provenance.json", "init_from.txt", "metrics.jsonl", "checkpoint.pt", "summary.json", CLIENTS_CSV,
-    "clients.png", "synthetic_samples.png", "hfmds_pool.png", "dynafed_dsyn.png", "dynafed_synthesis.pt",
+    "clients.png", CURVE, "synthetic_samples.png", "hfmds_pool.png", "dynafed_dsyn.png", "dynafed_synthesis.pt",
     "estimates_posthoc.jsonl",
 )  # fmt: skip
 RUN_FILE = re.compile(r"(" + "|".join(map(re.escape, RUN_FILES)) + r"|checkpoint_round[0-9]+\.pt)(\.tmp)?")
@@ -814,11 +838,154 @@ def read_origin(out: Path) -> Path | None:
     return out / text
 
 
+def keyed_rounds(out: Path, extra: dict) -> int:
+    """The ``train.rounds`` of the config a checkpoint (its ``extra``) was keyed with (:func:`config_key`): its
+    ``extra["config_rounds"]``, or, in a checkpoint from before that was kept (or none), the run's config.json's."""
+    rounds = extra.get("config_rounds")
+    if isinstance(rounds, int) and not isinstance(rounds, bool):
+        return rounds
+    train = read_object(out / "config.json", "config.json of the run").get("train")
+    rounds = train.get("rounds", TrainConfig.rounds) if isinstance(train, dict) else TrainConfig.rounds
+    return rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else -1
+
+
+def extended_key(config: RunConfig, rounds: int) -> str | None:
+    """:func:`config_key` of ``config`` with ``train.rounds = rounds`` (what a run extended from ``rounds`` rounds
+    kept in its checkpoint); None where no config has those rounds."""
+    try:
+        return config_key(config.extended(rounds))
+    except InputError:
+        return None
+
+
+def extension_refusal(config: RunConfig, before: int, rows: list[dict]) -> str | None:
+    """Why a run of ``before`` rounds, its metrics ``rows`` so far, cannot go on to ``config.train.rounds`` and
+    equal a run of that many rounds from the start, or None. No round's numbers depend on the rounds to come (no
+    schedule reads them: the step size is one number or a tuned one, methods see the round alone); what does is
+    what a run does at its last round: a test (and per-client) evaluation out of turn, kept in that round's row.
+    (A run that diverged stopped there, as a longer run would: its checkpoint of a non-finite model is refused
+    before this, :func:`load_checkpoint`, and one from before the divergence computes it again.)"""
+    rounds, train = config.train.rounds, config.train
+    if not rows or rows[-1]["round"] != before:  # its last round not yet run: nothing done out of turn
+        return None
+    for key, every in (("eval_every", train.eval_every), ("client_eval_every", train.client_eval_every)):
+        if every and before % every:
+            return (
+                f"its last round {before} was evaluated out of turn (train.{key} = {every} does not divide {before}), "
+                f"which a {rounds}-round run would not do; start a {rounds}-round run instead"
+            )
+    return None
+
+
+def extend(out: Path, config: RunConfig, before: int, state: EngineState) -> None:
+    """Take the run in ``out`` (``before`` rounds, its checkpoint ``state``) on to ``config.train.rounds`` (what
+    :func:`extension_refusal` refuses, refused before). Each step survives a stop before the next: the checkpoint
+    first records the rounds it was keyed with, the summary of the shorter run goes, config.json says the new
+    rounds, and provenance.json records the change (``changes``: the round and ``train.rounds`` [before, after])
+    with the new config.json's digest, which ``figures ledger add`` checks. A resume stopped midway repeats what
+    is left."""
+    rounds = config.train.rounds
+    if "config_rounds" not in state.extra:
+        state.extra["config_rounds"] = before
+        save_checkpoint(out / "checkpoint.pt", state)
+    write_rounds(out, rounds)
+    path = out / "provenance.json"
+    if path.is_file():
+        entry = read_object(path, "provenance.json")
+        change = {"round": state.round, "train.rounds": [before, rounds]}
+        changes = [c for c in entry.get("changes") or [] if isinstance(c, dict)]
+        digest = hashlib.sha256((out / "config.json").read_bytes()).hexdigest()
+        updated = entry | {"changes": changes + ([] if change in changes else [change])}
+        updated |= {"config_sha256": digest} if "config_sha256" in entry else {}
+        if updated != entry:
+            provenance.write(path, updated)
+    print(f"{out}: extended from {before} to {rounds} rounds (train.rounds), from round {state.round} on",
+          file=sys.stderr)  # fmt: skip
+
+
+def write_rounds(out: Path, rounds: int) -> None:
+    """``train.rounds = rounds`` into the run folder's config.json (nothing else of it changes) and its summary, of
+    the shorter run, removed first."""
+    (out / "summary.json").unlink(missing_ok=True)  # no longer this run's result
+    tree = read_object(out / "config.json", "config.json of the run")
+    if tree.get("train", {}).get("rounds") != rounds:
+        tree.setdefault("train", {})["rounds"] = rounds
+        write_text_atomically(out / "config.json", json.dumps(tree, indent=2))
+
+
+def extension_rounds(sets: Sequence[str]) -> int | None:
+    """The N of ``--set train.rounds=N`` given with ``--resume`` (the one key a resume may set: it extends the
+    run to N rounds); None without ``--set``. Any other key is refused in one line."""
+    rounds = None
+    for text in sets:
+        path, value = parse_override(text)
+        if path != ["train", "rounds"]:
+            raise InputError(
+                "--resume takes the run's own config; drop --config/--set (--set train.rounds=N alone, more rounds "
+                "than the run has, extends it)"
+            )
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InputError(f"config train.rounds: expected int, got {value!r}")
+        rounds = value
+    return rounds
+
+
+def is_terminal(stream) -> bool:
+    """Whether ``stream`` (sys.stdout, sys.stderr) is a terminal; a stream that cannot say is not."""
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def round_line(out: Path, row: dict, seconds_before: float, rounds: int) -> str:
+    """The line a run prints for a round where its output is not a terminal: round, test accuracy and loss (where
+    evaluated), seconds the round took."""
+    said = f"{out}: round {row['round']}/{rounds}"
+    if row.get("diverged"):
+        said += ": the server model diverged"
+    elif row.get("test_accuracy") is not None:
+        said += f": test accuracy {row['test_accuracy']:.4f}, test loss {row['test_loss']:.4f}"
+    else:
+        said += ": not evaluated (train.eval_every)"
+    return f"{said}, {row['seconds'] - seconds_before:.2f} s"
+
+
+def open_sinks(config: RunConfig, rows: list[dict], out: Path, stack: contextlib.ExitStack) -> list:
+    """The live-curve sinks ``config.log`` names (:mod:`fl.sinks`: TensorBoard, MLflow), opened in ``stack`` with
+    the run's ``rows`` so far; each is handed every row to come."""
+    owner, sinks = str(out.resolve()), []
+    if config.log.tensorboard:
+        sinks.append(stack.enter_context(TensorBoard(Path(config.log.tensorboard), rows, owner)))
+    if config.log.mlflow:
+        params = config.identity()
+        params["train"].pop("rounds")  # a tag: an extended run's grows, an MLflow parameter never changes
+        mlflow = MLflow(Path(config.log.mlflow), rows, owner, str(out), params, config.train.rounds)
+        sinks.append(stack.enter_context(mlflow))
+    return sinks
+
+
+def draw_curve(out: Path, rows: list[dict], config: RunConfig) -> None:
+    """``curve.png``: the test accuracy and loss of every evaluated round (a diverged round's left out)."""
+    measured = [(r["round"], r["test_accuracy"], r.get("test_loss")) for r in rows
+                if r.get("test_accuracy") is not None and not r.get("diverged")]  # fmt: skip
+    if not measured:
+        return
+    from plots.curve import plot_curve  # matplotlib only when a run draws
+
+    rounds, accuracy, loss = zip(*measured)
+    title = f"{out.name}: {config.algorithm['name']}, method {config.method['name']}, {config.data.dataset}"
+    plot_curve(list(rounds), list(accuracy), [math.nan if v is None else v for v in loss], out / CURVE, title)
+
+
 def _execute(
     config: RunConfig, out: Path, resume: bool, quiet: bool, start_from: Path | None, exp: Experiment,
     accept_code_change: bool,
 ) -> dict:  # fmt: skip
     note = exp.held_out_note()  # before any work: no client to evaluate is refused, some without one said
+    if note:
+        print(note, file=sys.stderr)
+    note = exp.few_held_out_note()
     if note:
         print(note, file=sys.stderr)
     if exp.synthetic:
@@ -831,6 +998,8 @@ def _execute(
     origin = out / "init_from.txt"  # the checkpoint a run started from (--init-from), for a restart
     if resume and not checkpoint.exists():  # stopped before its first checkpoint (e.g. killed): start it over
         start_from = read_origin(out)
+        if keyed_rounds(out, {}) != config.train.rounds:  # and extended: started as the longer run
+            write_rounds(out, config.train.rounds)
         print(f"{out}: no checkpoint yet; starting again from {start_from or 'round 1'} with its config")
         resume = False
     elif start_from is not None:
@@ -847,15 +1016,27 @@ def _execute(
         note = provenance.check_plugins(out, config.plugins(), state.round, accept_code_change)
         if note:
             print(note, file=sys.stderr)
-        if state.extra.get("config_key", key) != key:
+        before = keyed_rounds(out, state.extra)
+        if before > config.train.rounds:
+            raise InputError(
+                f"{out}: its checkpoint was made by a run of {before} rounds, its config.json says "
+                f"{config.train.rounds}; a run is extended, never shortened: restore config.json"
+            )
+        expected = key if before == config.train.rounds else extended_key(config, before)
+        if state.extra.get("config_key", expected) != expected:
             raise InputError(
                 f"{out / 'config.json'} differs from the config its checkpoint was trained with (edited?); restore "
                 "it, or start a new run with the new config"
             )
+        rows = resumable_rows(metrics_path, state.round)
+        why = extension_refusal(config, before, rows) if before < config.train.rounds else None
+        if why:  # refused before anything is recorded
+            raise InputError(f"--set train.rounds={config.train.rounds}: {why}")
         note = provenance.check_resume(out, synthetic, state.round, accept_code_change, where_it_ran(exp))
         if note:
             print(note, file=sys.stderr)
-        rows = resumable_rows(metrics_path, state.round)
+        if before < config.train.rounds:  # --set train.rounds=N: on to N rounds
+            extend(out, config, before, state)
         write_text_atomically(metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
     elif start_from is not None:
         state, rows = init_from(config, start_from, exp)
@@ -866,17 +1047,17 @@ def _execute(
         state.extra["lr_tuning"] = table
         rows = []
         write_text_atomically(metrics_path, "")
-    state.extra["config_key"] = key
+    state.extra["config_key"], state.extra["config_rounds"] = key, config.train.rounds
     train = config.train
     start = time.perf_counter() - (rows[-1]["seconds"] if rows else 0.0)
     communication = rows[-1]["communication"] if rows else 0
     bar = tqdm(total=train.rounds, initial=state.round - 1, desc="rounds", unit="round", disable=quiet or None)
-    # live curves (fl.sinks), fed each row once it is written and closed with the log; never changes a number
-    sink = (TensorBoard(Path(config.log.tensorboard), rows, str(out.resolve())) if config.log.tensorboard
-            else contextlib.nullcontext())  # fmt: skip
+    lines = not quiet and not (is_terminal(sys.stdout) and is_terminal(sys.stderr))  # a line per round, off a terminal
     noted = False
     try:
-        with open_unlinked(metrics_path, "a") as log, sink as sink:
+        # live curves (fl.sinks), fed each row once it is written and closed with the log; never changes a number
+        with open_unlinked(metrics_path, "a") as log, contextlib.ExitStack() as stack:
+            sinks = open_sinks(config, rows, out, stack)
             while state.round <= train.rounds:
                 # Ctrl-C / SIGTERM, or a worker lost, while the round computes or is evaluated: `state` is
                 # untouched, its rows are all written, and it is what the checkpoint keeps. The row is made before
@@ -904,7 +1085,7 @@ def _execute(
                     rows.append(row)
                     log.write(json.dumps(row) + "\n")
                     log.flush()
-                    if sink is not None:
+                    for sink in sinks:
                         sink.write(row)
                     if "client_accuracy" in row:
                         write_clients(out, rows)
@@ -915,6 +1096,8 @@ def _execute(
                     if t == train.keep_round:
                         save_checkpoint(out / f"checkpoint_round{t}.pt", state)
                 bar.update(1)
+                if lines:
+                    print(round_line(out, row, rows[-2]["seconds"] if len(rows) > 1 else 0.0, train.rounds), flush=True)
                 if "backend_note" in row and not noted:
                     noted = tqdm.write(f"{out}: clients train sequentially: {row['backend_note']}") or True
                 if "test_accuracy" in row:
@@ -939,6 +1122,7 @@ def _execute(
     for picture in exp.method.pictures(state.method):
         draw(picture, out)
     draw_clients(out, rows)
+    draw_curve(out, rows, config)
     summary["provenance_sha256"] = provenance.digest(out)  # a provenance.json altered after the run shows
     write_text_atomically(out / "summary.json", json.dumps(to_json(summary), indent=2, allow_nan=False))
     return summary
@@ -971,7 +1155,11 @@ def build_parser() -> ArgumentParser:
     add("--config", type=Path, help="TOML config (see configs/); defaults apply to anything it leaves out")
     add("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
     add("--out", type=Path, help="run directory (default results/runs/<config name>)")
-    add("--resume", type=Path, metavar="RUN_DIR", help="continue the interrupted run in RUN_DIR")
+    add(
+        "--resume", type=Path, metavar="RUN_DIR",
+        help="continue the interrupted run in RUN_DIR; with --set train.rounds=N (that key alone), a finished or "
+        "stopped run goes on to N rounds, equal to a run of N rounds from the start",
+    )  # fmt: skip
     add(
         "--init-from", type=Path, metavar="CHECKPOINT",
         help="start from another run's checkpoint (same data, model, algorithm and local training, but train.lr and "
@@ -986,11 +1174,21 @@ def build_parser() -> ArgumentParser:
         "count changes the speed, never the numbers",
     )  # fmt: skip
     add("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="rounds to target and speed-up")
-    add("--quiet", action="store_true", help="no progress bar")
+    add("--quiet", action="store_true", help="no progress bar (on a terminal), no line per round (elsewhere)")
+    add(
+        "--print-config", action="store_true",
+        help="print the resolved config (TOML: every key, defaults included) of --config and --set (or of the run "
+        "--resume names) and exit without running",
+    )  # fmt: skip
     add(
         "--tensorboard", type=curves_folder, metavar="DIR",
         help="write TensorBoard event files of every round into DIR (shortcut for --set log.tensorboard=DIR; allowed "
         "with --resume; needs pip install 'shufflefl[tensorboard]')",
+    )  # fmt: skip
+    add(
+        "--mlflow", type=curves_folder, metavar="DIR",
+        help="write every round into the local MLflow tracking store DIR, one MLflow run per run folder (shortcut "
+        "for --set log.mlflow=DIR; allowed with --resume; needs pip install 'shufflefl[mlflow]')",
     )  # fmt: skip
     add(
         "--accept-code-change", action="store_true",
@@ -1005,7 +1203,7 @@ def run_flags(args) -> list[str]:
         "--config": args.config, "--set": args.set, "--out": args.out, "--resume": args.resume,
         "--init-from": args.init_from, "--overwrite": args.overwrite, "--device": args.device,
         "--workers": args.workers is not None, "--accept-code-change": args.accept_code_change,
-        "--tensorboard": args.tensorboard,
+        "--tensorboard": args.tensorboard, "--mlflow": args.mlflow, "--print-config": args.print_config,
     }  # fmt: skip
     return [flag for flag, value in given.items() if value]
 
@@ -1030,18 +1228,24 @@ def start_or_resume(args) -> tuple[Path, RunConfig | None]:
     overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
     overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
     overrides += [f"log.tensorboard={json.dumps(str(args.tensorboard))}"] if args.tensorboard else []
+    overrides += [f"log.mlflow={json.dumps(str(args.mlflow))}"] if args.mlflow else []
     if args.init_from and args.resume:
         raise InputError("--init-from starts a new run; --resume continues one: use one of them")
     resume_in_place(args.resume, args.out, args.overwrite, args.accept_code_change)
     if args.resume:
-        if args.config or args.set:
+        if args.config:
             raise InputError("--resume takes the run's own config; drop --config/--set")
+        extension_rounds(args.set)  # a key other than train.rounds refused before the lock
         if not (args.resume / "config.json").is_file():
             raise InputError(f"{args.resume}: not a run directory (no config.json)")
+        if args.mlflow:
+            require_mlflow()
         return args.resume, None
     config = load_config(args.config, overrides)
     if config.log.tensorboard:
         require_tensorboard()  # before anything is written: one line naming the extra
+    if config.log.mlflow:
+        require_mlflow()
     out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
     if args.init_from:
         check_init_from(config, args.init_from)  # refused before the folder is made
@@ -1051,8 +1255,8 @@ def start_or_resume(args) -> tuple[Path, RunConfig | None]:
 
 def locked_config(args, out: Path, config: RunConfig | None) -> RunConfig:
     """Under the folder's lock: a resumed run's own config (with what a resume may change: the device, the worker
-    count, where the curves go; a changed plug-in refused before it is imported), or a started run's written into
-    ``config.json``."""
+    count, where the curves go, and ``train.rounds`` to more rounds, which :func:`extend` writes into its folder; a
+    changed plug-in refused before it is imported), or a started run's written into ``config.json``."""
     if not args.resume:
         write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
         return config
@@ -1064,14 +1268,49 @@ def locked_config(args, out: Path, config: RunConfig | None) -> RunConfig:
         train["device"] = args.device
     if args.tensorboard:  # where the curves go: no number changes
         tree.setdefault("log", {})["tensorboard"] = str(args.tensorboard)
+    if args.mlflow:
+        tree.setdefault("log", {})["mlflow"] = str(args.mlflow)
     if args.workers is not None:
         train["workers"] = args.workers
     recorded = {} if args.accept_code_change else provenance.recorded_plugins(out)
     with plugins.expecting(recorded):  # a changed plug-in is refused before it is imported
         config = from_dict(tree)
+    rounds = extension_rounds(args.set)
+    if rounds is not None and rounds < config.train.rounds:
+        raise InputError(
+            f"--set train.rounds={rounds}: the run in {out} has {config.train.rounds} rounds; a run is extended, "
+            "never shortened"
+        )
+    if rounds is not None:
+        config = config.extended(rounds)
     if config.log.tensorboard:
         require_tensorboard()
+    if config.log.mlflow:
+        require_mlflow()
     return config
+
+
+def printed_config(args) -> str:
+    """``--print-config``: the resolved config, as TOML, of ``--config`` and ``--set`` (and the flags that set a
+    key: ``--device``, ``--workers``, ``--tensorboard``, ``--mlflow``), or of the run ``--resume`` names (with
+    ``--set train.rounds=N``: as extended); nothing is run or written. What else would start, compare or write is
+    refused in one line."""
+    given = run_flags(args) + (["--compare"] if args.compare else [])
+    refused = ("--compare", "--init-from", "--overwrite", "--out", "--accept-code-change")
+    extra = [flag for flag in refused if flag in given]
+    if extra:
+        raise InputError(f"--print-config prints a config and runs nothing: drop {', '.join(extra)}")
+    if not args.resume:
+        overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
+        overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
+        overrides += [f"log.tensorboard={json.dumps(str(args.tensorboard))}"] if args.tensorboard else []
+        overrides += [f"log.mlflow={json.dumps(str(args.mlflow))}"] if args.mlflow else []
+        return load_config(args.config, overrides).to_toml()
+    if args.config:
+        raise InputError("--resume takes the run's own config; drop --config/--set")
+    rounds = extension_rounds(args.set)
+    config = read_run_config(args.resume)
+    return (config if rounds is None else config.extended(max(rounds, config.train.rounds))).to_toml()
 
 
 RUN_LOCK = ".running"  # the lock file fl.run holds in a run folder while it runs (it holds the runner's pid)
@@ -1080,6 +1319,9 @@ RUN_LOCK = ".running"  # the lock file fl.run holds in a run folder while it run
 @guarded("fl.run")
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.print_config:
+        print(printed_config(args), end="")
+        return 0
     if args.compare:
         if run_flags(args):
             raise InputError(f"--compare reads two finished runs and runs nothing: drop {', '.join(run_flags(args))}")

@@ -1,18 +1,30 @@
 """Live curves: sinks the run loop hands each round's metrics row to, after the row is written.
 
 :class:`TensorBoard` writes every number of the row (``test_accuracy``, ``test_loss``, ``communication``, the
-estimates as ``estimates/zeta2``, ``estimates/sigma2_hat``, ..., a method's numbers as ``method/...``) plus
+estimates as ``estimates/zeta2``, ``estimates/sigma2_hat``, ..., a method's own logged numbers as ``method/...``,
+a list of them, one per client or per iteration, as ``method/KEY/mean``, ``/min``, ``/max`` and ``/last``) plus
 ``seconds_per_round`` as TensorBoard scalars at step = round, through ``torch.utils.tensorboard`` (the
 ``tensorboard`` package: ``pip install 'shufflefl[tensorboard]'``). A sink only reads rows: nothing it does
 changes a run's numbers. A resumed run purges the events of the rounds it computes again (TensorBoard's
 ``purge_step``), so the curves hold each round once; a run that gets a folder only when resumed (``fl.run --resume
 RUN --tensorboard DIR``) writes its earlier rows there first.
+
+:class:`MLflow` writes the same numbers as MLflow metrics (step = round) into a local MLflow tracking store, a
+folder (``pip install 'shufflefl[mlflow]'``: ``mlflow-skinny``, no server, nothing sent anywhere): one MLflow run
+per run folder (its tag ``shufflefl.run_folder``), in the experiment ``shufflefl``, with the config's keys as
+parameters. One store holds any number of runs (a sweep's arms and seeds). A resumed run continues its MLflow run
+and writes each round once: the rounds the store holds already (its tag ``shufflefl.last_round``) are not written
+again (a resumed run computes them again to the same numbers on the CPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import re
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -39,16 +51,39 @@ def require_tensorboard() -> None:
         raise InputError(EXTRA) from None
 
 
+def is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def scalars(row: dict, prefix: str = "") -> Iterable[tuple[str, float]]:
     """(tag, value) of every finite number of a metrics row, nested tables as ``table/key`` (round and the
-    cumulative ``seconds`` left out: the step is the round, :class:`TensorBoard` writes seconds per round)."""
+    cumulative ``seconds`` left out: the step is the round, the sinks write seconds per round). In a method's
+    own table (``method/...``: what its hooks logged) a list of numbers (one per client, one per iteration) is
+    written as its ``/mean``, ``/min``, ``/max`` and ``/last``."""
     for key, value in row.items():
         if not prefix and key in ("round", "seconds"):
             continue
         if isinstance(value, dict):
             yield from scalars(value, f"{prefix}{key}/")
-        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        elif is_number(value):
             yield f"{prefix}{key}", float(value)
+        elif prefix.startswith("method/") and isinstance(value, list) and value and all(map(is_number, value)):
+            numbers = [float(v) for v in value]
+            yield f"{prefix}{key}/mean", math.fsum(numbers) / len(numbers)
+            yield f"{prefix}{key}/min", min(numbers)
+            yield f"{prefix}{key}/max", max(numbers)
+            yield f"{prefix}{key}/last", numbers[-1]
+
+
+def per_round(rows: Iterable[dict], seconds: float = 0.0) -> Iterable[tuple[int, list[tuple[str, float]]]]:
+    """(round, its (tag, value) pairs) of each row, ``seconds_per_round`` among them (``seconds``: the
+    cumulative seconds of the row before the first)."""
+    for row in rows:
+        values = list(scalars(row))
+        if is_number(row.get("seconds")):
+            values.append(("seconds_per_round", row["seconds"] - seconds))
+            seconds = row["seconds"]
+        yield int(row["round"]), values
 
 
 class TensorBoard:
@@ -124,3 +159,111 @@ def replay(rows: list[dict], folder: Path, owner: str | None = None) -> None:
         return
     with TensorBoard(folder, rows, owner):
         pass
+
+
+MLFLOW_EXTRA = "the MLflow sink needs the mlflow-skinny package: pip install 'shufflefl[mlflow]'"
+EXPERIMENT = "shufflefl"  # the MLflow experiment every run of ours goes into
+RUN_TAG, LAST_TAG = "shufflefl.run_folder", "shufflefl.last_round"
+METRIC_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")  # what MLflow takes in a metric or parameter name
+
+
+def require_mlflow() -> None:
+    """One line naming the extra where ``mlflow`` (``mlflow-skinny``) is not installed."""
+    try:
+        from mlflow.tracking import MlflowClient  # noqa: F401
+    except ImportError:
+        raise InputError(MLFLOW_EXTRA) from None
+
+
+def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
+    """``{"train": {"lr": [0.1]}}`` -> ``{"train.lr": "[0.1]"}``: a config's keys as MLflow parameters."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out |= flatten(value, f"{prefix}{key}.")
+        else:
+            out[METRIC_KEY.sub("_", f"{prefix}{key}")] = json.dumps(value) if not isinstance(value, str) else value
+    return out
+
+
+class MLflow:
+    """The rows to come as the metrics of one MLflow run in the local tracking store ``folder`` (made where it is
+    not; a folder, never a server's address). ``owner``: the run folder the rows are of (its MLflow run is the one
+    tagged with it, made on first use with ``name`` and ``params``, the config's keys, as parameters; the store's
+    other runs are left as they are). ``earlier``: the rows of the rounds before (a resumed run's); those the store
+    does not hold yet are written first. ``rounds``: the run's ``train.rounds``, kept as a tag (an extended run's
+    grows; a parameter could not)."""
+
+    def __init__(
+        self, folder: Path, earlier: list[dict] = (), owner: str = "", name: str | None = None,
+        params: dict | None = None, rounds: int | None = None,
+    ) -> None:  # fmt: skip
+        require_mlflow()
+        # MLflow 3 keeps its file store behind this switch (it favours a database server); local files are all
+        # this sink may write, so it opts in, for this process only
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        from mlflow.tracking import MlflowClient
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=folder.resolve().as_uri())
+        experiment = self.client.get_experiment_by_name(EXPERIMENT)
+        if experiment is None:
+            try:
+                self.client.create_experiment(EXPERIMENT)
+            except Exception:  # made meanwhile by another run of a fleet: it is there now
+                pass
+            experiment = self.client.get_experiment_by_name(EXPERIMENT)
+        run = self.find(experiment.experiment_id, owner)
+        if run is None:
+            run = self.client.create_run(experiment.experiment_id, tags={RUN_TAG: owner, LAST_TAG: "0"}, run_name=name)
+            if params:
+                from mlflow.entities import Param
+
+                pairs = [Param(k, v[:6000]) for k, v in flatten(params).items()]
+                for start in range(0, len(pairs), 100):  # MLflow takes 100 parameters a call
+                    self.client.log_batch(run.info.run_id, params=pairs[start : start + 100])
+        else:
+            self.client.update_run(run.info.run_id, status="RUNNING")
+        self.run_id = run.info.run_id
+        self.last = int(run.data.tags.get(LAST_TAG, "0") or 0)
+        if rounds is not None:
+            self.client.set_tag(self.run_id, "train.rounds", str(rounds))
+        self.seconds = 0.0
+        for row in earlier:
+            self.write(row)
+
+    def find(self, experiment: str, owner: str):
+        """The MLflow run tagged with ``owner`` in ``experiment`` (the newest where several are), or None."""
+        token = None
+        while True:
+            page = self.client.search_runs([experiment], max_results=1000, page_token=token)
+            for run in page:
+                if run.data.tags.get(RUN_TAG) == owner:
+                    return run
+            token = page.token
+            if not token:
+                return None
+
+    def write(self, row: dict) -> None:
+        """The row's numbers at step = its round, unless the store holds that round already."""
+        from mlflow.entities import Metric
+
+        (step, values), *_ = per_round([row], self.seconds)
+        self.seconds = row.get("seconds", self.seconds)
+        if step <= self.last:
+            return
+        stamp = int(time.time() * 1000)
+        metrics = [Metric(METRIC_KEY.sub("_", tag), value, stamp, step) for tag, value in values]
+        for start in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics a call
+            self.client.log_batch(self.run_id, metrics=metrics[start : start + 1000])
+        self.client.set_tag(self.run_id, LAST_TAG, str(step))
+        self.last = step
+
+    def close(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status)
+
+    def __enter__(self) -> MLflow:
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        self.close("FINISHED" if kind is None else "KILLED")

@@ -20,7 +20,12 @@ thread and no client workers (:func:`run_processes`, the pool ``python -m figure
 draw of a run derives from its seed and each process computes with one thread, so the numbers are those of
 ``--jobs 1`` bit for bit; each run holds its folder's lock as ``fl.run`` does, and Ctrl-C or SIGTERM checkpoints every
 running one (re-running the command resumes them). ``--tensorboard DIR`` writes one TensorBoard run per arm and seed,
-``DIR/<name>/seed<s>`` (:mod:`fl.sinks`; a finished run that is reused has its rows written there once).
+``DIR/<name>/seed<s>`` (:mod:`fl.sinks`; a finished run that is reused has its rows written there once);
+``--mlflow DIR`` one MLflow run per arm and seed into the local MLflow store DIR (named ``OUT/<name>/seed<s>``).
+
+The base arm (the config with none of the ``--vary`` values; folder ``OUT/base``) is labelled by its values of the
+varied keys in the table (column ``arm``) and the figure, e.g. ``method.name=none (base)``: a ``--vary`` value
+equal to the base's is that arm, run once. ``--no-base`` leaves it out.
 """
 
 from __future__ import annotations
@@ -43,10 +48,10 @@ import numpy as np
 
 from fl import provenance
 from fl.atomic import locked
-from fl.config import LogConfig, RunConfig, from_dict, load_config, parse_override
+from fl.config import RunConfig, from_dict, load_config, parse_override
 from fl.fleet import run_fleet
 from fl.run import RUN_LOCK, execute, read_metrics
-from fl.sinks import curves_folder, replay, require_tensorboard
+from fl.sinks import MLflow, curves_folder, replay, require_mlflow, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
 from theory.output import read_object, refuse_link, to_json, write_csv, write_text_atomically
@@ -292,10 +297,43 @@ def accuracy_curve(out: Path) -> list[tuple[int, float]]:
     return curve
 
 
-def aggregate(name: str, summaries: list[dict]) -> dict:
-    """Mean and standard deviation over seeds of the numbers a sweep reports."""
+def shown_value(value) -> str:
+    """A config value as a ``--vary`` would give it: ``0.5``, ``none``, ``true``, ``[0.1, 0.05]``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(map(shown_value, value)) + "]"
+    return str(value)
 
-    row = {"run": name, "seeds": len(summaries)}
+
+def base_values(config: RunConfig, keys: list[str]) -> dict[str, str]:
+    """The base config's value of each varied key (``section.key``), as :func:`shown_value` writes it; a key the
+    base's method or algorithm does not have (another method's) is "unset"."""
+    tree = config.to_dict()
+    tree["algorithm"] = tree["algorithm_fields"]  # every hyper-parameter, its default included
+    out = {}
+    for key in keys:
+        section, _, name = key.partition(".")
+        table = tree.get(section, {})
+        out[key] = shown_value(table[name]) if name in table else "unset"
+    return out
+
+
+def arm_label(name: str, values: dict[str, str]) -> str:
+    """What the table and the figure call the run ``name``: the base arm by its values of the varied keys,
+    ``method.name=none (base)`` (``base`` alone where nothing is varied); any other arm by its name."""
+    if name != "base" or not values:
+        return name
+    return ",".join(f"{key}={value}" for key, value in values.items()) + " (base)"
+
+
+def aggregate(name: str, summaries: list[dict], label: str | None = None) -> dict:
+    """Mean and standard deviation over seeds of the numbers a sweep reports (``label``: what the run is called
+    in the table's ``arm`` column, :func:`arm_label`; its name where not given)."""
+
+    row = {"run": name, "arm": label or name, "seeds": len(summaries)}
     for key in ("final_test_accuracy", "best_test_accuracy"):
         row[key], row[key + "_std"] = mean_sd([s[key] for s in summaries])
     reached = [s["rounds_to_target"] for s in summaries]
@@ -323,11 +361,13 @@ def sweep(
     jobs: int = 1,
     tensorboard: Path | None = None,
     fleet: bool = False,
+    mlflow: Path | None = None,
 ) -> list[dict]:
     """Run (or reuse) every run of the sweep, ``jobs`` at a time (:func:`run_processes`; 1: one after another in
     this process); write table.csv, sweep.json and sweep.png into ``out``, a folder of fl.sweep's own
     (``overwrite``: or any, see :func:`sweep_folder`); ``tensorboard``: a TensorBoard run per arm and seed there;
-    ``fleet``: every run in this process, their clients' training one computation (:mod:`fl.fleet`)."""
+    ``fleet``: every run in this process, their clients' training one computation (:mod:`fl.fleet`); ``mlflow``: a
+    local MLflow store, an MLflow run per arm and seed in it."""
     seeds = [check_seed(seed, "a sweep's seed") for seed in seeds]
     planned_runs(varies, product, len(seeds))  # said at once: a plan past the bound is never built
     runs = plan(base, varies, product)
@@ -337,8 +377,9 @@ def sweep(
         for seed in seeds
     }  # checked before anything runs
     base_runs = [(name, o) for name, o in runs[1:] if all(configs[name, s] == configs["base", s] for s in seeds)]
+    values = base_values(configs["base", seeds[0]], [key for key, _ in varies])
     for name, _ in base_runs:  # a variation equal to the base config (e.g. its own value) is the base run
-        print(f"{name} is the base config: reported as 'base'")
+        print(f"{name} is the base config: reported as '{arm_label('base', values)}' (folder base)")
     runs = [run for run in runs if run not in base_runs]
     if not with_base:
         if len(runs) == 1:
@@ -353,7 +394,11 @@ def sweep(
     if tensorboard is not None:
         require_tensorboard()
         curves = {(name, seed): tensorboard / run_dir_name(name) / f"seed{seed}" for name, _ in runs for seed in seeds}
-        configs = {k: replace(c, log=LogConfig(str(curves[k]))) for k, c in configs.items() if k in curves}
+        configs = {k: replace(c, log=replace(c.log, tensorboard=str(curves[k]))) for k, c in configs.items()
+                   if k in curves}  # fmt: skip
+    if mlflow is not None:
+        require_mlflow()
+        configs = {k: replace(c, log=replace(c.log, mlflow=str(mlflow))) for k, c in configs.items()}
     if jobs > 1:
         print(cores_note(jobs), flush=True)
         pending = []
@@ -366,7 +411,8 @@ def sweep(
                     pending.append((configs[name, seed], folder))
 
         def curve_flags(folder: Path) -> list[str]:  # the run's own TensorBoard folder, DIR/<name>/seed<s>
-            return ["--tensorboard", str(tensorboard / folder.parent.name / folder.name)] if tensorboard else []
+            flags = ["--tensorboard", str(tensorboard / folder.parent.name / folder.name)] if tensorboard else []
+            return flags + (["--mlflow", str(mlflow)] if mlflow is not None else [])
 
         run_processes(pending, jobs, flags=curve_flags, quiet_output=True, overwrite=overwrite)
     if fleet:
@@ -385,12 +431,17 @@ def sweep(
             if tensorboard is not None:  # a reused finished run: its rows, once
                 replay(read_metrics(folder / "metrics.jsonl"), tensorboard / run_dir_name(name) / f"seed{seed}",
                        str(folder.resolve()))  # fmt: skip
+            if mlflow is not None:  # the same: the rounds the store does not hold yet
+                with MLflow(mlflow, read_metrics(folder / "metrics.jsonl"), str(folder.resolve()), str(folder)):
+                    pass
         results[name] = {
+            "label": arm_label(name, values),
+            **({"base_values": values} if name == "base" else {}),
             "overrides": dict(runs)[name],
             "summaries": summaries,
             "curves": [accuracy_curve(out / run_dir_name(name) / f"seed{seed}") for seed in seeds],
         }
-        rows.append(aggregate(name, summaries))
+        rows.append(aggregate(name, summaries, arm_label(name, values)))
     headers = list(rows[0])
     write_csv(out / "table.csv", headers, [[row[h] for h in headers] for row in rows])
     write_text_atomically(
@@ -399,7 +450,7 @@ def sweep(
     from plots.sweep import plot_sweep
 
     plot_sweep(results, [key for key, _ in varies], product, out / "sweep.png")
-    shown = ["run", "seeds", "final_test_accuracy", "final_test_accuracy_std", "rounds_to_target", "reached_target"]
+    shown = ["arm", "seeds", "final_test_accuracy", "final_test_accuracy_std", "rounds_to_target", "reached_target"]
     shown += ["diverged"] if any(r["diverged"] for r in rows) else []
     shown += [k for k in ("zeta2_ratio", "delta2", "dp_epsilon") if any(np.isfinite(r[k]) for r in rows)]
     print(format_table(shown, [[row[h] for h in shown] for row in rows]))
@@ -483,6 +534,10 @@ def build_parser() -> ArgumentParser:
         metavar="DIR",
         help="TensorBoard event files, one run per arm and seed: DIR/NAME/seedS",
     )
+    add(
+        "--mlflow", type=curves_folder, metavar="DIR",
+        help="a local MLflow tracking store, one MLflow run per arm and seed (pip install 'shufflefl[mlflow]')",
+    )  # fmt: skip
     return parser
 
 
@@ -503,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = parse_seeds(args.seeds)
     sweep(
         args.config, list(args.set), varies, seeds, out, args.product, args.quiet, not args.no_base, args.overwrite,
-        args.jobs, args.tensorboard, args.fleet,
+        args.jobs, args.tensorboard, args.fleet, args.mlflow,
     )  # fmt: skip
     return 0
 

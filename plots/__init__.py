@@ -8,6 +8,8 @@ loop. Modules:
 - :mod:`plots.quadratic`: Fedssyn Fig. 2 (least squares) from ``sims.quadratic``'s panels.
 - :mod:`plots.mnist`: Fedssyn Fig. B.2 and the dissimilarity panel from ``sims.mnist``'s result.
 - :mod:`plots.sweep`: one panel per metric of an ``fl.sweep`` grid.
+- :mod:`plots.curve`: a run's learning curve (``fl.run``'s ``curve.png``); :mod:`plots.clients`: its clients'
+  accuracies (``clients.png``).
 - :mod:`plots.precision`: DynaFed arms matched in several precisions; :mod:`plots.gpu`: gpu-bench's fleets.
 - :mod:`plots.figure`: what every drawing ends with (legends, title, file).
 """

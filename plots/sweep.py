@@ -1,5 +1,6 @@
 """The figure of ``python -m fl.sweep``: per swept key, test accuracy per round (mean over seeds, min-max band)
-and the final accuracy of each value (mean ± standard deviation over seeds)."""
+and the final accuracy of each value (mean ± standard deviation over seeds). The base arm is shown by its value of
+the panel's key, ``none (base)``, where ``results`` gives its values (``base_values``)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,21 @@ def _groups(results: dict, keys: list[str], product: bool) -> list[tuple[str, li
     return [(key, base + [n for n in names if n.split("=", 1)[0] == key]) for key in keys]
 
 
-def _label(name: str, key: str) -> str:
-    return name.split("=", 1)[1] if name.startswith(key + "=") else name
+def _label(name: str, key: str, results: dict) -> str:
+    """A run's name in the panel of ``key``: its value of ``key``; the base arm's value with "(base)" (its whole
+    label, ``results[name]["label"]``, in a panel of every run)."""
+    if name.startswith(key + "="):
+        return name.split("=", 1)[1]
+    values = results[name].get("base_values") or {}
+    if key in values:
+        return f"{values[key]} (base)"
+    return results[name].get("label") or name
 
 
 def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> None:
-    """``results``: run name -> {"curves": per seed [(round, accuracy)], "summaries": per seed summary}."""
+    """``results``: run name -> {"curves": per seed [(round, accuracy)], "summaries": per seed summary, and
+    optionally "label" (what the run is called) and, for the base arm, "base_values" (its value of each swept
+    key)}."""
     groups = _groups(results, keys, product)
     fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.6 * len(groups)), squeeze=False)
     for (key, names), (left, right) in zip(groups, axes):
@@ -41,7 +51,7 @@ def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> Non
             length = min(len(c) for c in curves)
             rounds = np.array([r for r, _ in curves[0][:length]])
             acc = np.array([[a for _, a in c[:length]] for c in curves])
-            line = left.plot(rounds, acc.mean(0), label=_label(name, key))[0]
+            line = left.plot(rounds, acc.mean(0), label=_label(name, key, results))[0]
             if len(acc) > 1:
                 left.fill_between(rounds, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.2)
             final = [s["final_test_accuracy"] for s in results[name]["summaries"]]
@@ -53,7 +63,7 @@ def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> Non
         left.legend(fontsize=7)
         positions = np.arange(len(names))
         right.errorbar(positions, finals, yerr=errors, fmt="o", capsize=3)
-        right.set_xticks(positions, [_label(n, key) for n in names], rotation=30, ha="right", fontsize=7)
+        right.set_xticks(positions, [_label(n, key, results) for n in names], rotation=30, ha="right", fontsize=7)
         right.set_ylabel("final test accuracy")
         right.set_title(f"{key}: final accuracy (mean ± sd over seeds)", fontsize=9)
     fig.tight_layout()

@@ -3,7 +3,9 @@
 
 The arrays, checked on load (each failure one line naming the file and the array):
 
-- ``x_train``: uint8 images, (N, C, H, W) or (N, H, W) (one channel);
+- ``x_train``: uint8 images, (N, C, H, W) or (N, H, W) (one channel); channels-last images, (N, H, W, C) with C
+  of 1, 3 or 4 and H, W larger than C (what PIL, TensorFlow and most image files give), are refused in one line
+  that names the fix, ``x.transpose(0, 3, 1, 2)``: read as (N, C, H, W) they would be H channels of W x C images;
 - ``y_train``: N integer labels in 0..K-1 (K: ``n_classes`` where given, else the largest label + 1);
 - ``client_ids`` (optional): N integers, the client each training sample belongs to, for the ``natural``
   partition (``data.partition = "natural"``, ``data.clients`` = the number of distinct ids; client k holds the
@@ -81,7 +83,19 @@ def _images(x: np.ndarray, what: str, where: str) -> np.ndarray:
         x = x[:, None]
     if x.ndim != 4 or min(x.shape[1:], default=0) < 1:
         raise DataError(f"{where}: {what} must be (N, C, H, W) or (N, H, W), got shape {x.shape}")
+    if channels_last(x.shape):
+        raise DataError(
+            f"{where}: {what} of shape {x.shape} looks channels-last (N, H, W, C) with C = {x.shape[3]}; this package "
+            f"takes (N, C, H, W): save {what}.transpose(0, 3, 1, 2)"
+        )
     return np.ascontiguousarray(x)
+
+
+def channels_last(shape: tuple[int, ...]) -> bool:
+    """Whether a 4-d image array of ``shape`` is channels-last, (N, H, W, C): its last axis 1, 3 or 4 long (grey,
+    RGB, RGBA) and shorter than each of the two before it. Read as (N, C, H, W), such an array would be H channels
+    of W x C images, which no image set is (a 32 x 32 RGB image is (3, 32, 32), never 32 channels of 32 x 3)."""
+    return len(shape) == 4 and shape[3] in (1, 3, 4) and shape[1] > shape[3] and shape[2] > shape[3]
 
 
 def _labels(y: np.ndarray, n: int, what: str, where: str) -> np.ndarray:

@@ -35,8 +35,8 @@ def test_overwrite_removes_every_file_of_the_earlier_run_and_nothing_else(cifar_
     (out / "plots" / "clients.png").write_bytes(b"mine too")
     assert main(base_args(cifar_root, out, "--set", "train.rounds=2", "--overwrite")) == 0
     left = {p.name for p in out.iterdir()} - THE_RUNS
-    assert left == {"config.json", "provenance.json", "metrics.jsonl", "checkpoint.pt", "summary.json", "NOTES.md",
-                    "plots"}  # fmt: skip
+    assert left == {"config.json", "provenance.json", "metrics.jsonl", "checkpoint.pt", "summary.json", "curve.png",
+                    "NOTES.md", "plots"}  # fmt: skip
     assert (out / "NOTES.md").read_text() == "mine" and (out / "plots" / "clients.png").read_bytes() == b"mine too"
     assert (tmp_path / "elsewhere.pt").read_bytes() == b"not the run's"  # the link went, never what it points to
     assert [line["round"] for line in remeasure.remeasure(out, samples=2, quiet=True)] == [
