@@ -1004,6 +1004,8 @@ def _execute(
         resume = False
     elif start_from is not None:
         write_text_atomically(origin, relative_origin(start_from, out))
+    elif not resume and (origin.is_symlink() or origin.exists()):  # an earlier start's, in fl.run's own folder:
+        origin.unlink()  # this run starts from round 1, and a restart must not read another origin
     synthetic = provenance.synthetic_hash(exp.synthetic)
     if not resume:
         provenance.record(out, synthetic, where_it_ran(exp) | {"plugins": config.plugins()})

@@ -275,3 +275,17 @@ def test_the_memory_cap_names_the_cuda_device_by_index(monkeypatch, device, inde
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", fraction)
     run.cap_gpu_memory(torch.device(device))
     assert calls == [(0.25, index)]
+
+
+def test_a_new_run_in_the_folder_of_an_interrupted_branch_drops_its_origin(cifar_root, tmp_path):
+    """Hardening sweep L2: an --init-from run stopped before its first round left ``init_from.txt``; a plain new run
+    in that folder starts from round 1, so the stale origin goes (a restart would have read it) and the ledger
+    never copies it."""
+    source, branch = tmp_path / "source", tmp_path / "branch"
+    assert main(base_args(cifar_root, source, "--set", "train.keep_round=1")) == 0
+    branch.mkdir()
+    (branch / "init_from.txt").write_text(str(source / "checkpoint_round1.pt"))  # what the stopped branch left
+    (branch / ".shufflefl-output").write_text("fl.run\n")
+    assert main(base_args(cifar_root, branch)) == 0
+    assert not (branch / "init_from.txt").exists()
+    assert metrics(branch) == metrics(source)
