@@ -253,6 +253,35 @@ def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return arrays["x"], arrays["y"]
 
 
+OWN_KEYS = ("generator", "seed", "dataset", "synthetic_sha256", "sets", "code_version")  # in every report main writes
+
+
+def own_report(out: Path) -> None:
+    """InputError (one line) unless ``--out`` is new or a report fl.quality wrote (a JSON object with every key of
+    :data:`OWN_KEYS`): a user's own file there is never replaced, as fl.run never writes over a folder it did not
+    make; a symbolic link there (dangling or not) is refused too, and what it points to left as it is."""
+    if out.is_symlink():
+        raise InputError(f"--out {out}: a symbolic link; refused (fl.quality never writes through one)")
+    if not out.exists():
+        return
+    if not out.is_file():
+        raise InputError(f"--out {out}: not a plain file (a folder, a FIFO or a device); refused")
+    try:
+        with out.open("rb") as handle:
+            text = handle.read(MAX_OWN_REPORT + 1)
+        found = json.loads(text) if len(text) <= MAX_OWN_REPORT else None
+    except (OSError, ValueError):
+        found = None
+    if not (isinstance(found, dict) and all(key in found for key in OWN_KEYS)):
+        raise InputError(
+            f"--out {out}: an existing file fl.quality did not write (not one of its reports); refused, left as it "
+            "is: name a new file"
+        )
+
+
+MAX_OWN_REPORT = 4 * 2**20  # a report is a few KB: a larger --out file is none of fl.quality's
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="python -m fl.quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("cache_dir", type=Path, metavar="CACHE_DIR", help="the generator cache (method.cache_dir)")
@@ -274,8 +303,8 @@ def build_parser() -> ArgumentParser:
 @guarded("fl.quality")
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.out is not None and args.out.exists() and args.out.is_symlink():
-        raise InputError(f"{args.out}: a symbolic link; refused")
+    if args.out is not None:
+        own_report(args.out)  # before anything is read or measured
     files = find_sets(args.cache_dir, args.generator, args.seed, args.min_steps)
     sets = [read_set(path) for _, path in files]
     data = load(args.dataset, args.data_root).check_usable()  # one class or a handful of test images: no numbers

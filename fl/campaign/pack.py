@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fl.atomic import write_atomically
-from fl.campaign.status import rounds_left, store_path
+from fl.campaign.status import refuse_linked_folders, rounds_left, store_path
 from fl.records.lease import (
     LEASE_FILE,
     RECORD_FILES,
@@ -80,6 +80,7 @@ class Written:
     the lease's files, and counts against the tool's limits."""
 
     def __init__(self, store: Path, out: Path) -> None:
+        refuse_linked_folders(store)  # packed.json is never read or written through a link
         self.path, self.out, self.key = store / "campaign" / PACKED, out, str(out.resolve())
         try:
             every = json.loads(self.path.read_text())
@@ -313,6 +314,7 @@ def pack(status: dict | None, store: Path, out: Path) -> Packed:
     packing's own earlier files are written over or removed (:class:`Written`); what else ``out`` holds stays and
     counts against the limits. A symbolic link in the store is never followed (left out, said in the notes)."""
     limit = limits()
+    refuse_linked_folders(store)  # before OUT is made
     out.mkdir(parents=True, exist_ok=True)
     mine = Written(store, out)
     others = mine.others()
@@ -386,6 +388,7 @@ def unpack(files: list[Path]) -> int:
     for archive in kinds["records"]:
         status = campaign_status(read_archive(archive), archive)
         done |= {str(row.get("name")) for row in status.get("tasks", []) if row.get("state") == "done"}
+    refuse_linked_folders(store)
     (store / "campaign").mkdir(parents=True, exist_ok=True)
     write_text_atomically(store / "campaign" / "previous.json", json.dumps({"done": sorted(done)}))
     print(f"{len(done)} tasks finished in earlier leases")

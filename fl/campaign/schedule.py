@@ -20,12 +20,14 @@ from fl.campaign.status import (
     gpu_query,
     log_tail,
     read_status,
+    refuse_linked_folders,
     setting,
     status_file,
     store_path,
     write_status,
 )
 from fl.campaign.tasks import MARGIN, ROOT, custom_plan, needs_gib, open_tasks, plan
+from theory.cli import OWNER
 from theory.errors import InputError
 from theory.output import open_unlinked, write_text_atomically
 
@@ -241,6 +243,19 @@ def is_fl_run(row: dict) -> bool:
     return bool(row["run"]) and len(command) > 4 and command[:2] == ["bash", "-c"] and "resumable.sh" in command[2]
 
 
+def made_by_fl_run(out: Path) -> bool:
+    """Whether ``out`` is a folder fl.run is about to make (nothing there yet) or made (its :data:`theory.cli.OWNER`
+    mark, a plain file, says so): only then may a start that finds no config.json there pass ``--overwrite`` (as
+    scripts/resumable.sh's ``run`` does); a folder of a user's files is left for fl.run to refuse in one line."""
+    if not os.path.lexists(out):
+        return True
+    mark = out / OWNER
+    try:
+        return mark.is_file() and not mark.is_symlink() and mark.read_text().strip() == "fl.run"
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def start_fleet(rows: list[dict], store: Path, env: dict, running: dict) -> None:
     """The fl.run tasks ``rows`` as one ``python -m fl.fleet`` process (:mod:`fl.fleet`), each entry as
     scripts/resumable.sh runs it (a started run continues, a new one starts), capped at their memory together; its
@@ -249,8 +264,9 @@ def start_fleet(rows: list[dict], store: Path, env: dict, running: dict) -> None
     spec = []
     for row in rows:
         out, args = row["command"][4], list(row["command"][5:])
-        fresh = not (Path(out) / "config.json").exists()
+        fresh = not (Path(out) / "config.json").exists() and made_by_fl_run(Path(out))  # never a user's folder
         spec.append([*args, "--out", out, *(["--overwrite"] if fresh else [])])
+    refuse_linked_folders(store)
     (store / "campaign").mkdir(parents=True, exist_ok=True)
     path = store / "campaign" / f"{name}.json"
     gib = sum(row.get("gib") or 0 for row in rows)

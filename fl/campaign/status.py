@@ -10,13 +10,28 @@ from pathlib import Path
 
 from fl.atomic import write_atomically
 from theory.errors import InputError
+from theory.output import refuse_link
 
 FINAL = ("done", "failed", "blocked", "skipped")
 STATES = ("waiting", "running", *FINAL)
 
 
+WRITTEN_FOLDERS = ("campaign", "logs")  # the store's folders the campaign writes its own files in
+
+
 def store_path() -> Path:
-    return Path(os.environ.get("SHUFFLEFL_RUNS") or "/root/store").expanduser()
+    """The store (``$SHUFFLEFL_RUNS``), its campaign's folders checked (:func:`refuse_linked_folders`)."""
+    store = Path(os.environ.get("SHUFFLEFL_RUNS") or "/root/store").expanduser()
+    refuse_linked_folders(store)
+    return store
+
+
+def refuse_linked_folders(store: Path) -> None:
+    """One line (InputError) when ``STORE/campaign`` or ``STORE/logs`` is a symbolic link: the status, the logs,
+    packed.json, previous.json and the fleets' specs are never written through one (the store itself may be a link:
+    the user's choice of SHUFFLEFL_RUNS). Checked before anything is written."""
+    for name in WRITTEN_FOLDERS:
+        refuse_link(store / name, "the campaign's folder")
 
 
 def status_file(store: Path) -> Path:
@@ -89,6 +104,7 @@ def setting(name: str, default: float, whole: bool = False, least: float = 0.0, 
 
 
 def write_status(store: Path, status: dict) -> None:
+    refuse_linked_folders(store)
     path = status_file(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda tmp: tmp.write_text(json.dumps(status, indent=1)))

@@ -32,16 +32,19 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from fl.config import from_dict
+from fl.config import from_dict, migrate
+from fl.plugins import importing_nothing
 from fl.records.check import (
     ENTRY,
     KEPT,
     MAX_FILE,
     MAX_TOTAL,
     SIMS,
+    builtins_only,
     disagreements,
     entry_problems,
     json_rows,
+    plugins_named,
     sealed,
     simulator_scale_problem,
 )
@@ -49,18 +52,32 @@ from fl.records.keys import LEDGER_MARK, RUNS, SCALES, run_key
 from fl.run import read_metrics
 from theory.cli import format_table
 from theory.errors import InputError
-from theory.output import fsync_path, read_object, write_text_atomically
+from theory.output import fsync_path, read_object, refuse_link, write_text_atomically
+
+NO_IMPORT = "ledger add compares a run's config with its entry's and runs none of the code they name"
 
 
 def ensure(ledger: Path) -> None:
     is_ledger(ledger, may_create=True)
     ledger.mkdir(parents=True, exist_ok=True)
+    refuse_link(ledger / LEDGER_MARK, "the ledger's mark")  # touch() would follow a planted link
     (ledger / LEDGER_MARK).touch()
+
+
+def refuse_links_to(dest: Path, ledger: Path) -> None:
+    """InputError (one line) when the ledger's mark, ``dest`` (an entry) or a folder between the ledger and it
+    (``runs``, ``_runs``, ``sims/fig2``) is a symbolic link: an add never writes, moves or empties through one."""
+    refuse_link(ledger / LEDGER_MARK, "the ledger's mark")
+    inside = dest.relative_to(ledger)
+    for part in [*reversed(inside.parents), inside][1:]:
+        refuse_link(ledger / part, "in the ledger,")
 
 
 def is_ledger(ledger: Path, may_create: bool = False) -> None:
     """InputError (one line) unless ``ledger`` is a run ledger (its ``.ledger`` mark), or, with ``may_create``, a
-    folder that does not exist yet or is empty: a folder of other files never becomes one."""
+    folder that does not exist yet or is empty: a folder of other files never becomes one. A link at the mark is
+    never one (:func:`theory.output.refuse_link`)."""
+    refuse_link(ledger / LEDGER_MARK, "the ledger's mark")
     if (ledger / LEDGER_MARK).is_file():
         return
     if not ledger.exists():
@@ -74,13 +91,24 @@ def is_ledger(ledger: Path, may_create: bool = False) -> None:
 
 
 def identity(tree: dict, where: Path) -> dict:
-    """The config's identity as stores compare it: no speed-only keys, no ``method.cache_dir``."""
+    """The config's identity as stores compare it: no speed-only keys, no ``method.cache_dir``. Read, never run: a
+    plug-in the config names (a path that came with the data) is compared by its path and table, never imported
+    (:func:`fl.plugins.importing_nothing`, as the ledger's check reads configs); its code is provenance's."""
     try:
-        config = from_dict(json.loads(json.dumps(tree)))
-    except InputError as error:
+        with importing_nothing(NO_IMPORT):
+            tree = migrate(json.loads(json.dumps(tree)))
+            named = plugins_named(tree)
+            config = from_dict(builtins_only(tree, named))
+    except (InputError, TypeError, ValueError, AttributeError, KeyError) as error:
         raise InputError(f"{where}: its config.json is not a valid run config ({error})") from None
     found = config.identity()
     found["method"].pop("cache_dir", None)
+    for key, spec in named.items():  # the paths (and a plug-in method's or algorithm's own keys) as recorded
+        section, name = key.split(".")
+        if section in ("method", "algorithm"):
+            found[section] = {k: v for k, v in tree[section].items() if k != "cache_dir"}
+        else:
+            found[section][name] = spec
     return found
 
 
@@ -126,7 +154,7 @@ def conflict(run: Path, entry: Path) -> str | None:
             return f"its config differs from the ledger's {entry}"
     if (entry / "provenance.json").exists() and (run / "provenance.json").exists():
         ours, theirs = (read_object(f / "provenance.json", "provenance.json") for f in (run, entry))
-        for key in ("code_version", "synthetic_sha256"):
+        for key in ("code_version", "synthetic_sha256", "plugins"):  # plugins: the hash of their code at the start
             if ours.get(key) != theirs.get(key):
                 return f"its provenance {key} {ours.get(key)} differs from the ledger's {theirs.get(key)} ({entry})"
     if (entry / "metrics.jsonl").exists():
@@ -180,6 +208,7 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
             raise InputError(f"{path}: not a plain file (a link, a FIFO, a device or a folder); refused")
     is_ledger(ledger, may_create=True)
     dest = destination(run, ledger)
+    refuse_links_to(dest, ledger)  # before anything is read from or written to the entry
     why = None if is_simulator_run(run) else altered(run)
     if why:
         raise InputError(f"{run}: refused, {why}; nothing was written")

@@ -282,6 +282,7 @@ def recording_start(tmp_path, group: str, wanted, done_arms: tuple[str, ...] = (
     if kept:
         (store / kept).parent.mkdir(parents=True, exist_ok=True)
         (store / kept).write_text("{}")
+        (store / kept).parent.joinpath(".shufflefl-output").write_text("fl.run\n")  # as fl.run's folder holds it
     bin_dir, calls, _ = stand_ins(tmp_path)
     done = campaign_call(environment(tmp_path, bin_dir, str(bin_dir / "python")), "start", group, "0")
     assert done.returncode == 0, done.stderr
