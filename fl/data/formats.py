@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from theory.errors import InputError
+from theory.output import npz_headers
 
 
 class DataError(InputError):
@@ -203,36 +204,13 @@ def npz_arrays(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np
 
     path = Path(path)
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = {info.filename[: -len(".npy")]: info for info in archive.infolist()
-                       if info.filename.endswith(".npy")}  # fmt: skip
-            wanted = tuple(members) if names is None else names
-            missing = [name for name in wanted if name not in members]
-            if missing:
-                raise DataError(f"{path}: no array {missing[0]!r} (holds {', '.join(sorted(members)) or 'none'})")
-            needed = 0
-            for name in wanted:
-                with archive.open(members[name]) as handle:
-                    version = np.lib.format.read_magic(handle)
-                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                                   else np.lib.format.read_array_header_2_0)  # fmt: skip
-                    shape, _, dtype = read_header(handle)
-                    header = handle.tell()
-                if dtype.hasobject:
-                    raise DataError(f"{path}: not a plain .npz of numeric arrays ({name!r} holds Python objects)")
-                claimed = math.prod(shape) * dtype.itemsize
-                if claimed != members[name].file_size - header:
-                    raise DataError(
-                        f"{path}: the header of array {name!r} claims {dtype} {tuple(shape)} ({claimed:,} bytes), "
-                        f"the file holds {members[name].file_size - header:,}"
-                    )
-                needed += claimed
-            check_memory(needed, f"{path}: its arrays")
-            with np.load(path, allow_pickle=False) as saved:
-                return {name: saved[name] for name in wanted}
+        headers = npz_headers(path, names)  # every header bounded before any data (theory.output)
+        check_memory(sum(math.prod(shape) * dtype.itemsize for shape, dtype in headers.values()), f"{path}: its arrays")
+        with np.load(path, allow_pickle=False) as saved:
+            return {name: saved[name] for name in headers}
     except DataError:
         raise
-    except InputError as error:  # check_memory's line
+    except InputError as error:  # npz_headers' and check_memory's line
         raise DataError(str(error)) from None
     except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as error:
         raise DataError(f"{path}: not a readable .npz ({type(error).__name__}: {error})") from None
