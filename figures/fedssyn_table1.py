@@ -219,8 +219,8 @@ def build(scale: str, folder: Path) -> Built:
         done, total, partial = column_state(protocol, column_arms, root)
         if done < total:
             reached = f"; the started ones at rounds {min(partial)}-{max(partial)} of 100" if partial else ""
-            notes.append(f"{name} ({column.title}): {NOT_MEASURED}: {done} of {total} runs finished{reached}; "
-                         f"`{SCRIPT} {name}` continues it")  # fmt: skip
+            notes.append(f"{name} ({column.title}): {NOT_MEASURED}: {done} of {total} runs finished among those "
+                         f"read (REPORT: the ledger){reached}; `{SCRIPT} {name}` continues it")  # fmt: skip
             parts[name] = Claim(NOT_MEASURED, notes[-1]).to_dict()
             continue
         results = run_arms(f"table1-grid {name}", protocol, column_arms, root)
