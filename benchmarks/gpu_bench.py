@@ -1,5 +1,5 @@
 """One short device benchmark (``bash scripts/gpu-bench.sh``, about 3 minutes of an H100): how much of the chip
-the fleet, DynaFed's synthesis and a DDPM use, as FLOP/s that ``python -m fl.campaign plan --rates`` reads.
+the fleet, DynaFed's synthesis and a DDPM use, as FLOP/s that ``python -m lab.campaign plan --rates`` reads.
 
     bash scripts/gpu-bench.sh [--out FILE]      # on the device (CUDA): the sizes below
     bash scripts/gpu-bench.sh --dry             # tiny, on the CPU (the tests run it): that the parts run

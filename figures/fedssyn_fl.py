@@ -175,7 +175,7 @@ def accuracy(result: Result) -> list[float]:
 # --- Fig. 3 -------------------------------------------------------------------------------------------------------
 
 
-QUALITY = "quality"  # the store's (the ledger's) folder of python -m fl.quality reports (fl.records.check)
+QUALITY = "quality"  # the store's (the ledger's) folder of python -m fl.quality reports (lab.records.check)
 
 
 def ddpm_quality(folder: Path, scale: str) -> list[dict]:

@@ -37,10 +37,10 @@ from figures.artefacts import DRAW, used
 from figures.verdict import HELD, censored_mark, direction
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
-from fl.records.keys import LEDGER_MARK, RUNS, SYNTHETIC, run_key
 from fl.run import missing_prepared, read_metrics
 from fl.sweep import mean_sd, run_one
 from fl.sweep import run_processes as sweep_processes
+from lab.records.keys import LEDGER_MARK, RUNS, SYNTHETIC, run_key
 from plots.figure import save as save_figure
 from theory.errors import InputError
 

@@ -7,7 +7,7 @@ HFMDs CNN each, batch 10) in run-rounds per second, replayed as a graph and eage
 times runs × clients) and as a share of the peak of their precision, with CUDA's allocated and reserved peaks;
 DynaFed's synthesis at the paper's settings in seed-iterations per second and seconds a synthesis of
 ``method.iterations`` (1000) iterations; DDPM training steps. The claim is #49's goals as bounds (:func:`bound`):
-the target set of the lease plan (:func:`fl.campaign.predict.target_minutes` at the records' rates) within
+the target set of the lease plan (:func:`lab.campaign.predict.target_minutes` at the records' rates) within
 12 minutes, a DynaFed synthesis within 60 s a seed, and DDPM sets of at least DDPM_STEPS steps a client with at
 most 5 % noise whose classifier reaches at least 82 % on real test (the ledger's ``quality/`` reports of such sets,
 :mod:`fl.quality`, made on any machine: their numbers do not depend on it).
@@ -21,9 +21,9 @@ from pathlib import Path
 from figures.artefacts import DRAW, Artefact, Built, Claim, used
 from figures.flruns import store
 from figures.verdict import NOT_MEASURED, bound, combine
-from fl.campaign.predict import GOAL_MINUTES, bench_records, rates_from, target_minutes
-from fl.campaign.tasks import DDPM_STEPS
-from fl.records.check import BENCH, QUALITY
+from lab.campaign.predict import GOAL_MINUTES, bench_records, rates_from, target_minutes
+from lab.campaign.tasks import DDPM_STEPS
+from lab.records.check import BENCH, QUALITY
 from plots.gpu import plot_fleet
 from theory.errors import InputError
 
@@ -39,7 +39,7 @@ PART_ORDER = ("peak", "fleet", "conv", "convnet3", "dynafed", "ddpm")  # benchma
 
 
 def records(folder: Path, device: str = "H100") -> tuple[list[Path], str, list[dict]]:
-    """The ledger's records whose device names ``device`` (:func:`fl.campaign.predict.bench_records`): the ones read,
+    """The ledger's records whose device names ``device`` (:func:`lab.campaign.predict.bench_records`): the ones read,
     the newest one's device, and each part's rows from the newest record that measured it (a lease may bench some
     parts only: ``gpu-bench.sh --parts``), in the bench's order of parts."""
     paths = bench_records(folder, device)

@@ -1,4 +1,4 @@
-"""REPORT.md from the run ledger (:mod:`fl.records.ledger`): the ``ledger``, ``check`` and ``report`` commands.
+"""REPORT.md from the run ledger (:mod:`lab.records.ledger`): the ``ledger``, ``check`` and ``report`` commands.
 
     python -m figures ledger add RUN_DIR... [--device TEXT] [--git COMMIT] [--note TEXT]
     python -m figures ledger add --from-lease DIR [DIR...] [--runs STORE]
@@ -6,7 +6,7 @@
     python -m figures check [NAME...]    # verify the ledger, rebuild the artefacts from it; fail if REPORT.md differs
     python -m figures report             # rewrite REPORT.md's generated sections from the ledger
 
-``check`` and ``report`` first verify the ledger (:func:`verify`, :func:`fl.records.check.verify`: every file whole
+``check`` and ``report`` first verify the ledger (:func:`verify`, :func:`lab.records.check.verify`: every file whole
 and as it was added, summaries agreeing with their metrics rows, no stray or oversized file, no entry the report
 rests on deleted) and stop there, one line per damaged file, when it is not whole; ``report`` then refuses a claims
 row's typed "record lost" numbers where the ledger holds runs of its artefact (:func:`lost_fallbacks`).
@@ -29,10 +29,10 @@ from figures.claims import ROWS, claims_table
 from figures.flruns import LEDGER_MARK, RUNS, STORE
 from figures.report import BEGIN, CLAIMS_BEGIN, CLAIMS_END, END, between, own_report, section, write_sections
 from fl.plugins import importing_nothing
-from fl.records.check import NAMED, SIMS
-from fl.records.check import verify as verify_ledger
-from fl.records.lease import bring_home
-from fl.records.ledger import add, entries, is_ledger, listing
+from lab.records.check import NAMED, SIMS
+from lab.records.check import verify as verify_ledger
+from lab.records.lease import bring_home
+from lab.records.ledger import add, entries, is_ledger, listing
 from theory.cli import ArgumentParser
 from theory.errors import InputError
 
@@ -65,7 +65,7 @@ def expected(report: Path) -> dict[str, str]:
 
 
 def verify(ledger: Path, report: Path | None = None) -> list[str]:
-    """:func:`fl.records.check.verify` of ``ledger``, with ``report``: also each entry its generated blocks rest on
+    """:func:`lab.records.check.verify` of ``ledger``, with ``report``: also each entry its generated blocks rest on
     and the ledger no longer holds."""
     rests_on = {e: f"{report}'s {w} block" for e, w in expected(report).items()} if report is not None else None
     return verify_ledger(ledger, rests_on)
@@ -199,7 +199,7 @@ def ledger_main(argv: Sequence[str]) -> int:
     lease = "with --from-lease: the run store (default $SHUFFLEFL_RUNS, else results)", "the generator cache"
     adding.add_argument(
         "--from-lease", type=Path, nargs="+", metavar="DIR",
-        help="a GPU lease's files (fl.records.lease); several folders: snapshots of one lease, each run's newest kept",
+        help="a GPU lease's files (lab.records.lease); several folders: snapshots of one lease, each run's newest kept",
     )  # fmt: skip
     adding.add_argument("--runs", dest="store", type=Path, help=lease[0])
     adding.add_argument("--cache-dir", type=Path, help=f"with --from-lease: {lease[1]} (default STORE/_synthetic)")

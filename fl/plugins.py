@@ -29,7 +29,7 @@ folders) but without running any, and :func:`written_folder` refuses (one line) 
 the package writes: a run folder, a sweep, the run ledger, a lease's records or a run store (``$SHUFFLEFL_RUNS``). A
 plug-in comes only from where its user installed or wrote it. Where a resumed run recorded the plug-in's hash,
 :func:`expecting` has it compared with the located files before the import. What only reads records (the ledger's
-check, :mod:`fl.records.check`) imports no plug-in at all (:func:`importing_nothing`): it compares paths and hashes.
+check, :mod:`lab.records.check`) imports no plug-in at all (:func:`importing_nothing`): it compares paths and hashes.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ _EXPECTED: dict[str, str] = {}  # plug-in path -> the hash a resumed run recorde
 _INERT: list[str] = []  # while not empty, why no plug-in may be imported (importing_nothing)
 OURS = (
     "fl",
+    "lab",
     "theory",
     "figures",
     "sims",

@@ -88,7 +88,7 @@ def device_argument(text: str) -> torch.device:
 
 def cap_gpu_memory(device: torch.device) -> None:
     """On CUDA, at most ``$SHUFFLEFL_GPU_GIB`` GiB for this process (``torch.cuda.set_per_process_memory_fraction``):
-    what a lease's scheduler admitted it with (fl/campaign), so one task cannot starve the others."""
+    what a lease's scheduler admitted it with (lab/campaign), so one task cannot starve the others."""
     gib = os.environ.get("SHUFFLEFL_GPU_GIB")
     if device.type != "cuda" or not gib:
         return
@@ -516,7 +516,7 @@ def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Expe
 def accuracy_summary(rows: list[dict]) -> dict:
     """The round a run diverged at (None: it did not), its final test accuracy (None for a run that diverged: its
     last model is not a number, whatever the rows measured of it) and its best (over the rounds whose model was
-    finite): what :func:`summarise` and the ledger's check (:mod:`fl.records.check`) draw from the rows."""
+    finite): what :func:`summarise` and the ledger's check (:mod:`lab.records.check`) draw from the rows."""
     diverged = next((r["round"] for r in rows if r.get("diverged")), None)
     accuracies = [accuracy for _, accuracy in finite_accuracies(rows)]
     return {
@@ -529,7 +529,7 @@ def accuracy_summary(rows: list[dict]) -> dict:
 def cuda_peak(device: torch.device) -> dict:
     """On CUDA, the most GPU memory this process's tensors held (GiB, ``torch.cuda.max_memory_allocated``; CUDA
     graph pools and the allocator's cache come on top): what a lease's scheduler admits a task of this kind with
-    next time (fl.campaign.tasks.KIND_GIB). Nothing on the CPU."""
+    next time (lab.campaign.tasks.KIND_GIB). Nothing on the CPU."""
     if device.type != "cuda":
         return {}
     return {"cuda_peak_gib": torch.cuda.max_memory_allocated(device) / 2**30,

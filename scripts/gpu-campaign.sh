@@ -16,7 +16,7 @@
 #   state-1.tar ... each unfinished run's state (checkpoint.pt: server model, algorithm and method state; no
 #                   optimiser moments the method does not need), by priority: state-1.tar holds the first ones
 #                   (carry it to the next lease: ~20 MiB fit beside the code and the data; the rest resume at home)
-# Home: python -m figures ledger add --from-lease /work/.device/N (fl/records/lease.py).
+# Home: python -m figures ledger add --from-lease /work/.device/N (lab/records/lease.py).
 # DynaFed's runs keep each client's Adam moments (~200 MB at width 128): an arm cut off restarts from round 1.
 # The groups, each runnable alone (`start GROUP`): all (every open one, in this priority order), ddpm-sets (seeds 0
 # and 1, DDPM_WORKERS = 4 clients at a time each), fedcog (Table 1 at the paper's and the code's settings, 3 seeds,

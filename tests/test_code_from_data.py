@@ -2,7 +2,7 @@
 compiled ``.pyc``, a package (its ``__init__`` as source or compiled), a namespace package or an extension module
 (every suffix of importlib.machinery.EXTENSION_SUFFIXES) in a run folder, a copy of the run ledger or a run store
 is refused in one line before anything of it runs; and the ledger's check (``python -m figures check``,
-fl.records.check.verify) imports no plug-in a record names, even one that lies where a user's plug-in would. Each
+lab.records.check.verify) imports no plug-in a record names, even one that lies where a user's plug-in would. Each
 payload writes a marker file when it runs; each test asserts the marker is absent, and a control asserts that each
 form does run (the marker appears) where it lies outside any data folder."""
 
@@ -23,8 +23,8 @@ import pytest
 from figures.__main__ import main as figures_main
 from fl import plugins
 from fl.methods import Method
-from fl.records.check import ENTRY, sealed, verify
 from fl.run import main as run_main
+from lab.records.check import ENTRY, sealed, verify
 from theory.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

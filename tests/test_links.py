@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import fl.synthesis.fedssyn as fedssyn
-from fl.campaign import schedule
-from fl.campaign.__main__ import main as campaign_main
 from fl.run import RUN_LOCK
 from fl.run import main as run_main
 from fl.sweep import main as sweep_main
+from lab.campaign import schedule
+from lab.campaign.__main__ import main as campaign_main
 from sims.mnist.__main__ import OUTPUTS as MNIST_OUTPUTS
 from sims.mnist.__main__ import main as mnist_main
 from sims.quadratic.__main__ import OUTPUTS as QUADRATIC_OUTPUTS

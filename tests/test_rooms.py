@@ -1,8 +1,9 @@
 """The house's rooms import one way: no loop between packages, drawing and the math at the floor, the artefact
 pipeline on top. Every import counts, also those inside functions and under TYPE_CHECKING.
 
-A room is a top-level package (theory, sims, plots, figures, benchmarks), a sub-package of fl (fl/methods, ...)
-or a module directly in fl/ (fl/engine, fl/run, ...): the rooms of ../shared/tools/rooms.py, plus plots.
+A room is a top-level package (theory, sims, plots, figures, benchmarks), a sub-package of fl or lab (fl/methods,
+lab/records, ...) or a module directly in one of them (fl/engine, lab/cost, ...): the rooms of
+../shared/tools/rooms.py, plus plots and the lab (which that tool does not scan).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("theory", "sims", "fl", "plots", "figures", "benchmarks")
+PACKAGES = ("theory", "sims", "fl", "lab", "plots", "figures", "benchmarks")
 
 
 def room_of(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
-    return "/".join(parts[:2]) if parts[0] == "fl" else parts[0]
+    return "/".join(parts[:2]) if parts[0] in ("fl", "lab") else parts[0]
 
 
 def modules() -> dict[str, Path]:
@@ -121,22 +122,22 @@ def test_floors_import_nothing_of_ours():
 def test_only_the_top_imports_the_entry_points():
     """fl.run, fl.sweep and the simulators' CLIs are imported only from above them: the artefact pipeline, the
     benchmarks, fl's own CLIs (fl.sweep, its fleet, fl.remeasure and the Flower app drive fl.run) and the run records
-    (fl.records reads what fl.run writes with fl.run's own readers)."""
-    top = {"figures", "benchmarks", "fl/sweep", "fl/fleet", "fl/remeasure", "fl/flower", "fl/records"}
+    (lab.records reads what fl.run writes with fl.run's own readers)."""
+    top = {"figures", "benchmarks", "fl/sweep", "fl/fleet", "fl/remeasure", "fl/flower", "lab/records"}
     for (src, dst), where in imports().items():
         entry = dst in ("fl/run", "fl/sweep") or any(".__main__" in w.split()[1] for w in where)
         assert not entry or src in top, f"{src} imports the entry point {dst}: {where}"
 
 
 def test_the_records_are_a_room_of_their_own_that_never_imports_figures():
-    """The run ledger, its check and the lease intake (fl/records): figures reads them, they never import figures,
+    """The run ledger, its check and the lease intake (lab/records): figures reads them, they never import figures,
     and no module of them imports another in a circle (keys <- check <- ledger <- lease)."""
     edges = imports()
-    assert ("figures", "fl/records") in edges
-    assert not [dst for src, dst in edges if src == "fl/records" and dst == "figures"]
+    assert ("figures", "lab/records") in edges
+    assert not [dst for src, dst in edges if src == "lab/records" and dst == "figures"]
     order = {"keys": 0, "check": 1, "ledger": 2, "lease": 3}
     for name, rank in order.items():
-        tree = ast.parse((ROOT / "fl" / "records" / f"{name}.py").read_text())
+        tree = ast.parse((ROOT / "lab" / "records" / f"{name}.py").read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fl.records."):
-                assert order[node.module.split(".")[-1]] < rank, f"fl.records.{name} imports {node.module}"
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lab.records."):
+                assert order[node.module.split(".")[-1]] < rank, f"lab.records.{name} imports {node.module}"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fl.records.lease as lease
+import lab.records.lease as lease
 from figures.__main__ import main as figures_main
 from fl import plugins
 from fl.atomic import locked

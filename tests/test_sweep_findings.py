@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import fl.records.ledger as records
+import lab.records.ledger as records
 from tests.figures.test_ledger import make_run, snapshot
 from theory.errors import InputError
 
@@ -188,8 +188,8 @@ def test_p1_p3_a_users_own_plugin_beside_their_run_folders_still_runs(user):
 def test_b7_b8_b9_a_linked_campaign_or_logs_folder_is_refused_in_one_line_before_anything_is_written(
     tmp_path, monkeypatch, capsys, linked, command
 ):
-    from fl.campaign import pack
-    from fl.campaign.__main__ import main as campaign_main
+    from lab.campaign import pack
+    from lab.campaign.__main__ import main as campaign_main
     from tests.fl.test_campaign_pack import store_with_a_run
 
     store, out, outside = tmp_path / "store", tmp_path / "out", tmp_path / "outside"
@@ -242,7 +242,7 @@ def test_l1_resumable_sh_never_overwrites_a_folder_of_a_users_files(tmp_path):
 
 
 def test_l1_a_fleet_spec_passes_overwrite_only_for_a_folder_fl_run_made(tmp_path, monkeypatch):
-    from fl.campaign import schedule
+    from lab.campaign import schedule
 
     store = tmp_path / "store"
     mine, made, new = store / "runs" / "mine", store / "runs" / "made", store / "runs" / "new"

@@ -115,8 +115,8 @@ def test_the_rates_come_from_the_rows_run_as_auto_runs_them():
 def test_a_model_s_own_fl_rate_prices_the_fl_rounds_of_its_runs(tmp_path):
     """With ``fl:convnet3`` in the rates, DynaFed's arms (ConvNet-3) train at that rate and its synthesis at
     DynaFed's; a run of another model keeps the fleet's ``fl`` rate; a zero rate (not measured) is ignored."""
-    from fl.campaign.predict import predict, rates_from
-    from fl.campaign.tasks import plan
+    from lab.campaign.predict import predict, rates_from
+    from lab.campaign.tasks import plan
 
     tasks = {t.name: t for t in plan(tmp_path / "store")}
     arm, other = tasks["dynafed_fmnist_a001_fedavg_from19"], tasks["hfmds_fmnist_dir001_seed0_fedavg"]
@@ -133,7 +133,7 @@ def test_a_model_s_own_fl_rate_prices_the_fl_rounds_of_its_runs(tmp_path):
 def test_a_bench_of_some_parts_overlays_the_ledger_s_records(tmp_path):
     """A rates file from a bench of some parts (the others 0) replaces only what it measured: the other kinds keep
     the ledger's records' rates (each kind its newest measurement), and each says where it comes from."""
-    from fl.campaign.predict import rates_with_sources
+    from lab.campaign.predict import rates_with_sources
 
     ledger = rates_with_sources(None)[0]
     partial = tmp_path / "gpu.json"
@@ -146,7 +146,7 @@ def test_a_bench_of_some_parts_overlays_the_ledger_s_records(tmp_path):
 
 def test_every_record_of_the_ledger_adds_its_measured_kinds_oldest_first(tmp_path):
     """Two records, the newer of some parts only: each kind its newest positive rate; another device's not read."""
-    from fl.campaign.predict import bench_records, rates_with_sources
+    from lab.campaign.predict import bench_records, rates_with_sources
 
     def put(name: str, device: str, rates: dict) -> None:
         (tmp_path / name).mkdir()

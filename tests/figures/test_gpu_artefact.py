@@ -1,5 +1,5 @@
 """The report's gpu-bench block (figures/gpu.py) from a bench record in a ledger, and the ledger check of bench
-records (fl.records.check.bench_entries)."""
+records (lab.records.check.bench_entries)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from figures.flruns import set_store
 from figures.gpu import ARTEFACT, build, graph_gains, records
-from fl.records.check import bench_entries
+from lab.records.check import bench_entries
 from theory.errors import InputError
 
 

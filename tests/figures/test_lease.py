@@ -1,4 +1,4 @@
-"""A GPU lease brought home (fl.records.lease, ``python -m figures ledger add --from-lease DIR``) on a fake lease folder
+"""A GPU lease brought home (lab.records.lease, ``python -m figures ledger add --from-lease DIR``) on a fake lease
 made of real tiny runs: the finished run enters the ledger with its provenance's device, the DDPM sets go into the
 generator cache, the unfinished run's state goes into the run store, from where ``fl.run --resume`` ends it as an
 uninterrupted run; and the archives' own rules (split under a size limit, a group left out whole, no path out)."""
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import fl.records.lease as lease
+import lab.records.lease as lease
 from figures.__main__ import main
-from fl.records.check import KEPT
 from fl.run import main as run_main
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 from fl.synthesis.pack import pack
+from lab.records.check import KEPT
 from tests.fl.conftest import interrupt_at
 from theory.errors import InputError
 
@@ -164,7 +164,7 @@ def snapshot_of(folder: Path, runs: dict[str, int], finished: set[str] = frozens
 
 
 def test_two_snapshots_of_one_lease_keep_each_runs_newest_records_in_either_order(tmp_path, monkeypatch):
-    monkeypatch.setattr("fl.records.lease.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
+    monkeypatch.setattr("lab.records.lease.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
     older = snapshot_of(tmp_path / "a", {"r1": 3, "r2": 5})
     newer = snapshot_of(tmp_path / "b", {"r1": 7, "r2": 4})  # r2's newest rows are in the older snapshot (cut off)
     for order, store in (((newer, older), tmp_path / "s1"), ((older, newer), tmp_path / "s2")):
@@ -179,7 +179,7 @@ def test_two_snapshots_of_one_lease_keep_each_runs_newest_records_in_either_orde
 
 
 def test_every_run_is_listed_by_outcome_and_the_report_command_is_said(tmp_path, monkeypatch):
-    monkeypatch.setattr("fl.records.lease.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
+    monkeypatch.setattr("lab.records.lease.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
     folder = snapshot_of(tmp_path / "a", {"done": 4, "cut": 2}, finished={"done"})
     lines, refused = lease.bring_home(folder, tmp_path / "L", tmp_path / "s")
     assert refused == 0

@@ -1,4 +1,4 @@
-"""A lease brought home (``figures ledger add --from-lease``, fl.records.lease.bring_home) by the rules the campaign's
+"""A lease brought home (``figures ledger add --from-lease``, lab.records.lease.bring_home) by the rules the campaign's
 ``unpack`` keeps, in one implementation (issue 69, class 4): an archive with a symbolic or hard link, a device or
 FIFO, or a name twice is refused in one line before anything is written; a run in the store of another config under
 the lease run's name (a finished 4-round run whose rows begin as the lease's 10-round run's do) is compared by its
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import fl.records.lease as lease
-import fl.records.ledger as records
+import lab.records.lease as lease
+import lab.records.ledger as records
 from figures.__main__ import main as figures_main
 from tests.figures.test_ledger import make_run, snapshot
 
@@ -143,8 +143,8 @@ def test_only_a_run_whose_checkpoint_came_home_is_resumable(tmp_path):
 
 
 def test_the_campaign_and_the_intake_place_a_state_by_one_implementation(tmp_path, monkeypatch, capsys):
-    """The same archive through ``python -m fl.campaign unpack``: the same refusal of another config's run here."""
-    from fl.campaign.__main__ import main as campaign_main
+    """The same archive through ``python -m lab.campaign unpack``: the same refusal of another config's run here."""
+    from lab.campaign.__main__ import main as campaign_main
 
     store = tmp_path / "store"
     monkeypatch.setenv("SHUFFLEFL_RUNS", str(store))

@@ -12,7 +12,7 @@ import pytest
 
 import figures.flruns as flruns
 import figures.ledger as ledger
-import fl.records.ledger as records
+import lab.records.ledger as records
 from figures.__main__ import main
 from figures.report import BEGIN, END
 from fl.config import load_config

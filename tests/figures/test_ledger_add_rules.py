@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
-import fl.records.ledger as records
-from fl.records.check import verify
+import lab.records.ledger as records
+from lab.records.check import verify
 from tests.figures.test_ledger import make_run, snapshot
 from theory.errors import InputError
 

@@ -1,4 +1,4 @@
-"""The check that the run ledger is whole (fl.records.check): on copies of results/ledger damaged one way each,
+"""The check that the run ledger is whole (lab.records.check): on copies of results/ledger damaged one way each,
 ``python -m figures check`` exits non-zero with one line naming the damaged file, no traceback and no warning, and
 builds nothing; the undamaged copy passes; ``report`` never writes over a damaged ledger nor falls back to typed
 "record lost" numbers for a row whose runs the ledger holds."""

@@ -1,4 +1,4 @@
-"""``figures ledger add`` (fl.records.ledger.add) removes only what it wrote: a run added again replaces its entry's
+"""``figures ledger add`` (lab.records.ledger.add) removes only what it wrote: a run added again replaces its entry's
 records and keeps a user's file in it (a NOTES.md), a user's ``NAME.adding`` and ``NAME.replaced`` folders beside the
 entry survive, and what an interrupted add left of its own (its marker in it) goes with the next add."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-import fl.records.ledger as records
+import lab.records.ledger as records
 from tests.figures.test_ledger import make_run
 
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from fl.data.formats import DataError, npz_arrays
-from fl.records.lease import read_archive
 from fl.run import main
 from fl.sweep import main as sweep_main
 from fl.sweep import planned_runs
+from lab.records.lease import read_archive
 from theory.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""What a GPU lease's packing (fl.campaign.pack, behind ``python -m fl.campaign watch`` and scripts/gpu-campaign.sh)
+"""What a GPU lease's packing (lab.campaign.pack, behind ``python -m lab.campaign watch`` and scripts/gpu-campaign.sh)
 leaves in $OUT: only its own files are written over or removed (a user's records-2.tgz, ddpm_sets.tar, state-1.tar
 and state-3.tar survive every pack, and the packing's own archives take free names beside them); a limit that is no
 number of files is refused in one line, exit 2, before anything is removed; and a symbolic link in the store (a log,
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fl.campaign import pack
-from fl.campaign.__main__ import main as campaign_main
+from lab.campaign import pack
+from lab.campaign.__main__ import main as campaign_main
 from tests.scripts.test_gpu_campaign import generator_folder
 
 USERS = {"records-2.tgz": b"my own records", "ddpm_sets.tar": b"my sets", "state-1.tar": b"my state 1",

@@ -1,11 +1,11 @@
-"""fl/cost.py: a run's FLOPs from its config, against closed forms."""
+"""lab/cost.py: a run's FLOPs from its config, against closed forms."""
 
 from __future__ import annotations
 
 import pytest
 
 from fl.config import load_config
-from fl.cost import DYNAFED_ITERATION_FLOP, minutes, model_flops, run_cost
+from lab.cost import DYNAFED_ITERATION_FLOP, minutes, model_flops, run_cost
 
 
 def test_the_mlp_forward_counts_its_matrix_products():

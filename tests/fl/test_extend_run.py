@@ -13,8 +13,8 @@ import torch
 
 import fl.provenance
 from fl.config import from_dict
-from fl.records.ledger import altered
 from fl.run import RUN_LOCK, main
+from lab.records.ledger import altered
 from tests.fl.conftest import interrupt_at
 from tests.fl.test_run import base_args, same_run
 

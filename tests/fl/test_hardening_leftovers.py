@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-import fl.campaign.predict as predict
-import fl.records.lease as lease
 import fl.synthesis.pack as synthesis_pack
+import lab.campaign.predict as predict
+import lab.records.lease as lease
 from fl import provenance
-from fl.campaign.__main__ import main as campaign_main
-from fl.cost import PLANNED
+from lab.campaign.__main__ import main as campaign_main
+from lab.cost import PLANNED
 from tests.fl.test_bounds_before_reading import gnu_long_name_bomb
 from theory.errors import InputError
 
@@ -193,8 +193,8 @@ def test_a_ddpm_pack_whose_header_claims_a_gib_is_refused_before_it_is_read(tmp_
 
 def test_the_lease_and_the_sets_read_archives_through_one_capped_reader():
     """One implementation: theory.output's capped tar; neither reader opens a tar for reading on its own, and the
-    campaign's unpack keeps no check or placing of its own (fl.records.lease's)."""
-    import fl.campaign.pack as campaign_pack
+    campaign's unpack keeps no check or placing of its own (lab.records.lease's)."""
+    import lab.campaign.pack as campaign_pack
 
     for module in (lease, synthesis_pack):
         source = Path(module.__file__).read_text()

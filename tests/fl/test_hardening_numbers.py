@@ -14,9 +14,9 @@ import pickle
 import numpy as np
 import pytest
 
-from fl.records.check import disagreements
 from fl.run import main
 from fl.sweep import aggregate
+from lab.records.check import disagreements
 from tests.fl.conftest import plugin_folder
 from tests.fl.test_run import base_args
 

@@ -89,7 +89,7 @@ def test_a_fleet_of_matmul_runs_equals_them_alone_bit_for_bit(cifar_root, tmp_pa
 
 def test_the_setting_is_checked_and_is_part_of_a_run_s_identity_only_when_set():
     from fl.config import load_config
-    from fl.records.keys import run_key
+    from lab.records.keys import run_key
     from theory.errors import InputError
 
     torch_conv, matmul = load_config(None, []), load_config(None, ["model.conv='matmul'"])

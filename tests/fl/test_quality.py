@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from fl import provenance, quality
-from fl.records.check import quality_entries
 from fl.synthesis.fedssyn import KEY_FILE
+from lab.records.check import quality_entries
 from theory.errors import InputError
 
 

@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fl.campaign import pack, schedule, tasks
-from fl.campaign import status as store_status
-from fl.campaign.__main__ import main as campaign_main
 from fl.data.formats import write_pickle_batch
 from fl.quality import report_name
 from fl.run import main as run_main
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
+from lab.campaign import pack, schedule, tasks
+from lab.campaign import status as store_status
+from lab.campaign.__main__ import main as campaign_main
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-campaign.sh"

@@ -1,4 +1,4 @@
-"""A lease's state brought in by ``python -m fl.campaign unpack`` (issue 69, class 4): a run here of another config
+"""A lease's state brought in by ``python -m lab.campaign unpack`` (issue 69, class 4): a run here of another config
 under the same name (a finished 4-round run; the lease's 10-round run whose rows begin as its do) keeps its folder
 and the lease's state goes beside it, never dropped; an archive with a link, a hard link or a name twice is refused
 in one line before anything is written, never unpacked as a resumable run without its checkpoint; and the packing
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fl.campaign import pack
-from fl.campaign.__main__ import main as campaign_main
+from lab.campaign import pack
+from lab.campaign.__main__ import main as campaign_main
 
 ROWS = [{"round": t, "test_accuracy": 0.1 * t} for t in range(1, 7)]
 

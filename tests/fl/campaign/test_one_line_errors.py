@@ -1,4 +1,4 @@
-"""``python -m fl.campaign`` on bad input (issue 69, class 7): a bad CAMPAIGN_* variable, a CAMPAIGN_PLAN that is
+"""``python -m lab.campaign`` on bad input (issue 69, class 7): a bad CAMPAIGN_* variable, a CAMPAIGN_PLAN that is
 torn, missing or incomplete, a malformed status.json, a store or OUT it cannot write: one line each naming the
 input, exit 2, never a traceback, and nothing started (no status written)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fl.campaign.__main__ import main as campaign_main
+from lab.campaign.__main__ import main as campaign_main
 
 PLAN = [{"name": "t", "priority": 1, "command": ["true"]}]
 
@@ -31,7 +31,7 @@ def store(tmp_path, monkeypatch) -> Path:
 
 def one_line(capsys, *said: str) -> None:
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("python -m fl.campaign: error: "), err
+    assert err.count("\n") == 1 and err.startswith("python -m lab.campaign: error: "), err
     assert "Traceback" not in err and all(s in err for s in said), err
 
 

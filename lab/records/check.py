@@ -52,8 +52,8 @@ import numpy as np
 from fl.config import PLUGIN_KEYS, RunConfig, from_dict, migrate
 from fl.plugins import importing_nothing, is_plugin
 from fl.quality import report_name
-from fl.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
 from fl.run import accuracy_summary, rounds_to_target
+from lab.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
 from theory.errors import InputError
 from theory.output import file_sha256, to_json
 

@@ -1,5 +1,5 @@
 """What a run costs in arithmetic, from its config alone: floating-point operations by part, and the minutes they
-take at a given rate (the lease plan: ``python -m fl.campaign plan``).
+take at a given rate (the lease plan: ``python -m lab.campaign plan``).
 
 - Forward FLOPs per sample: ``torch.utils.flop_counter.FlopCounterMode`` over one forward pass of the model (a
   multiply-add counts 2; convolutions and matrix products only, as the counter counts them).

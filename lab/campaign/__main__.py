@@ -1,4 +1,4 @@
-"""``python -m fl.campaign``: a lease's scheduler (see :mod:`fl.campaign`)."""
+"""``python -m lab.campaign``: a lease's scheduler (see :mod:`lab.campaign`)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fl.campaign.pack import unpack
-from fl.campaign.predict import plan_table
-from fl.campaign.report import watch
-from fl.campaign.schedule import schedule, start
-from fl.campaign.tasks import GROUPS
+from lab.campaign.pack import unpack
+from lab.campaign.predict import plan_table
+from lab.campaign.report import watch
+from lab.campaign.schedule import schedule, start
+from lab.campaign.tasks import GROUPS
 from theory.cli import guarded
 from theory.errors import InputError
 
 
-@guarded("fl.campaign")
+@guarded("lab.campaign")
 def main(argv: Sequence[str] | None = None) -> int:
     """The commands, each refusing bad input (a damaged status or record, a bad CAMPAIGN_* variable or plan) in one
     line, exit 2; so is a folder it cannot write (a read-only OUT or store: the path and why); Ctrl-C: one line."""
@@ -39,7 +39,7 @@ def command(argv: list[str]) -> int:
         group = rest.pop(0) if rest and rest[0] in GROUPS else "all"
         if not rest or (len(rest) == 2 and rest[0] == "--rates"):
             return plan_table(group, Path(rest[1]) if rest else None)
-    print(f"usage: python -m fl.campaign start {'|'.join(GROUPS)} | watch SECONDS | unpack FILE... | "
+    print(f"usage: python -m lab.campaign start {'|'.join(GROUPS)} | watch SECONDS | unpack FILE... | "
           "plan [GROUP] [--rates FILE]",
           file=sys.stderr)  # fmt: skip
     return 2

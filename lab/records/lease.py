@@ -1,4 +1,4 @@
-"""A GPU lease's files: the archives ``bash scripts/gpu-campaign.sh`` (fl/campaign) leaves in ``$OUT`` for the
+"""A GPU lease's files: the archives ``bash scripts/gpu-campaign.sh`` (lab/campaign) leaves in ``$OUT`` for the
 device tool to bring back (at most 8 files of under 16 MiB, 64 MiB together), and bringing them home.
 
 - ``records-1.tgz`` (``records-2.tgz``, ... past 15 MiB): every run's small records (:data:`RECORD_FILES`, what
@@ -41,9 +41,9 @@ from pathlib import Path, PurePosixPath
 
 from fl.atomic import write_atomically
 from fl.config import LATER_DEFAULTS, SPEED_ONLY
-from fl.records.keys import RECORD_FILES, SYNTHETIC
-from fl.records.ledger import add
 from fl.synthesis.pack import unpack
+from lab.records.keys import RECORD_FILES, SYNTHETIC
+from lab.records.ledger import add
 from theory.errors import InputError
 from theory.output import capped_tar, read_object
 
@@ -270,7 +270,7 @@ OURS = ".shufflefl-intake"  # a marker in every folder the intake makes for itse
 def own_folder(near: Path, label: str) -> Path:
     """A new folder beside ``near`` named ``NAME.LABEL-XXXX`` with the intake's marker in it: never a user's."""
     folder = Path(tempfile.mkdtemp(prefix=f"{near.name}.{label}-", dir=near.parent))
-    (folder / OURS).write_text("made by fl.records.lease; removed when the intake is done with it\n")
+    (folder / OURS).write_text("made by lab.records.lease; removed when the intake is done with it\n")
     return folder
 
 
@@ -522,7 +522,7 @@ def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
         for file, data in files.items():
             write_new(staging / "runs" / name / file, data)
     progress = max(marker.get("progress", -1), last.progress())
-    (staging / OURS).write_text(json.dumps({"progress": progress, "made by": "fl.records.lease"}))
+    (staging / OURS).write_text(json.dumps({"progress": progress, "made by": "lab.records.lease"}))
     old = own_folder(home, "replaced") if home.exists() else None
     if old is not None:
         os.replace(home, old / home.name)

@@ -12,9 +12,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from fl.campaign.pack import finished_earlier, limits
-from fl.campaign.predict import predicted_minutes, rates_from
-from fl.campaign.status import (
+from lab.campaign.pack import finished_earlier, limits
+from lab.campaign.predict import predicted_minutes, rates_from
+from lab.campaign.status import (
     FINAL,
     alive,
     gpu_query,
@@ -26,7 +26,7 @@ from fl.campaign.status import (
     store_path,
     write_status,
 )
-from fl.campaign.tasks import MARGIN, ROOT, custom_plan, needs_gib, open_tasks, plan
+from lab.campaign.tasks import MARGIN, ROOT, custom_plan, needs_gib, open_tasks, plan
 from theory.cli import OWNER
 from theory.errors import InputError
 from theory.output import open_unlinked, write_text_atomically
@@ -113,7 +113,7 @@ def start(group: str) -> int:
                              "started": now, "deadline": now + seconds if seconds else None, "ended": None,
                              "tasks": rows})  # fmt: skip
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "fl.campaign", "schedule"], cwd=ROOT, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "lab.campaign", "schedule"], cwd=ROOT, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     deadline = time.time() + 60
@@ -238,7 +238,7 @@ def schedule() -> int:
 
 
 def is_fl_run(row: dict) -> bool:
-    """Whether a task is one fl.run through scripts/resumable.sh (:func:`fl.campaign.tasks.fl_run`)."""
+    """Whether a task is one fl.run through scripts/resumable.sh (:func:`lab.campaign.tasks.fl_run`)."""
     command = row["command"]
     return bool(row["run"]) and len(command) > 4 and command[:2] == ["bash", "-c"] and "resumable.sh" in command[2]
 

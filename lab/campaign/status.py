@@ -65,7 +65,7 @@ def read_status(store: Path) -> dict | None:
 
 def row_problem(row: dict) -> str | None:
     """Why a status row is not one the scheduler wrote (None: it is): each field a report or the scheduler reads,
-    of its type (:class:`fl.campaign.tasks.Task`'s fields, its state, its process and times where given)."""
+    of its type (:class:`lab.campaign.tasks.Task`'s fields, its state, its process and times where given)."""
     text = lambda value: isinstance(value, str)  # noqa: E731
     whole = lambda value: isinstance(value, int) and not isinstance(value, bool)  # noqa: E731
     number = lambda value: whole(value) or (isinstance(value, float) and math.isfinite(value))  # noqa: E731

@@ -1,4 +1,4 @@
-"""Each task's FLOPs and minutes on one H100 (fl/cost.py) at planned, measured or given rates: ``plan``."""
+"""Each task's FLOPs and minutes on one H100 (lab/cost.py) at planned, measured or given rates: ``plan``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 import stat
 from pathlib import Path
 
-from fl.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
-from fl.records.check import BENCH
+from lab.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
+from lab.records.check import BENCH
 from theory.errors import InputError
 
 
@@ -32,10 +32,10 @@ def task_config(task: Task):
 def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     """(FLOPs, minutes on one H100 at ``rates``, what is counted) of a task: its clients' training and evaluation
     (HFMDs' inversions too) at the rate of "fl" (of "fl:MODEL" where the rates have one for the run's model: a
-    fleet of that model measured), DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (fl/cost.py); a
+    fleet of that model measured), DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (lab/cost.py); a
     task that is no fl.run nor DDPM training (the benchmark): (0, its cap, ...)."""
 
-    from fl.cost import ddpm_flops, minutes, run_cost
+    from lab.cost import ddpm_flops, minutes, run_cost
 
     if "--config" not in task.command:
         return 0.0, 3.0, "the benchmark: at most 3 minutes (scripts/gpu-bench.sh)"
@@ -73,13 +73,13 @@ def shown(path: Path) -> str:
 def rates_with_sources(
     rates_file: Path | None, benches: Path = BENCHES, device: str = "H100"
 ) -> tuple[dict[str, float], dict[str, str]]:  # fmt: skip
-    """FLOP/s by kind of work and where each comes from: the assumed rates (fl/cost.py), then those of the ledger's
+    """FLOP/s by kind of work and where each comes from: the assumed rates (lab/cost.py), then those of the ledger's
     gpu-bench records of ``device`` oldest first (a bench of some parts measures the others as 0), then those of
     ``rates_file`` (``{"rates": {kind: FLOP/s}}``, e.g. a bench just run, perhaps of some parts only), each in the
     place of the one before where it has a positive rate: every kind its newest measurement. A kind ``fl:MODEL`` is
     a model's own fl rate. Each file is checked before a plan is priced with it (:func:`measured_rates`: a regular
     file under 1 MiB, every rate a plausible number), else one line naming it."""
-    from fl.cost import PLANNED
+    from lab.cost import PLANNED
 
     rates = {kind: rate.flop_s for kind, rate in PLANNED.items()}
     sources = {kind: rate.source for kind, rate in PLANNED.items()}
@@ -177,7 +177,7 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
     """Each open task of ``group`` (those finished in the run ledger left out, as ``start`` leaves them): its
     predicted minutes on one H100 at the planned rates (``rates_file``: a JSON ``{"rates": {kind: FLOP/s}}``, e.g.
     gpu-bench's, replaces them) and at the last lease's measured ones; the totals."""
-    from fl.cost import MEASURED, PLANNED
+    from lab.cost import MEASURED, PLANNED
 
     planned, sources = rates_with_sources(rates_file)
     tasks, skipped = open_tasks([t for t in plan(Path("STORE")) if group in t.groups], ledger)
@@ -201,7 +201,7 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
         print(f"  {kind}: {planned[kind]:.3g} ({sources[kind]}); {measured[kind]:.3g} ({MEASURED[kind].source})")
     for kind in sorted(set(planned) - set(PLANNED)):  # fl:MODEL: measured for that model's fleets
         print(f"  {kind}: {planned[kind]:.3g} ({sources[kind]}: the FL rounds of {kind[3:]} runs)")
-    print("How: fl/cost.py counts each task's FLOPs (forward FLOPs by torch's FlopCounterMode, x3 for training); its "
+    print("How: lab/cost.py counts each task's FLOPs (forward FLOPs by torch's FlopCounterMode, x3 for training); its "
           "minutes are those FLOPs over the rate of each kind of work, as if it had the chip alone")  # fmt: skip
     return 0
 
@@ -209,7 +209,7 @@ def plan_table(group: str, rates_file: Path | None, ledger: Path = ROOT / "resul
 def measured_ddpm_rate() -> float:
     """FLOP/s of the lease's DDPM sets: 10 clients' DDPMs over the training set x ``method.epochs`` in ~320 s."""
     from fl.config import load_config
-    from fl.cost import dataset_sizes, ddpm_flops
+    from lab.cost import dataset_sizes, ddpm_flops
 
     config = load_config(ROOT / "configs" / "fedssyn_fmnist_ddpm.toml", [])
     per_image, _ = ddpm_flops(config)

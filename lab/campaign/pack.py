@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fl.atomic import write_atomically
-from fl.campaign.status import refuse_linked_folders, rounds_left, store_path
-from fl.records.lease import (
+from lab.campaign.status import refuse_linked_folders, rounds_left, store_path
+from lab.records.lease import (
     LEASE_FILE,
     RECORD_FILES,
     RECORDS,
@@ -48,7 +48,7 @@ LIMITS = (("max_file", 15), ("max_total", 60), ("state", 60))  # CAMPAIGN_<KEY>_
 
 
 def limits() -> dict[str, int]:
-    """The device tool's limits on what comes back (see :mod:`fl.campaign`): bytes a file, together and of state
+    """The device tool's limits on what comes back (see :mod:`lab.campaign`): bytes a file, together and of state
     (CAMPAIGN_*_MIB, numbers > 0) and files (CAMPAIGN_MAX_FILES, a whole number >= 1); a value that is none of these
     is an InputError (one line) before anything is packed or removed."""
     found = {}
@@ -376,9 +376,9 @@ def finished_earlier(store: Path) -> set[str]:
 def unpack(files: list[Path]) -> int:
     """A previous lease's files into the store: the state archives' runs, the DDPM sets into ``synthetic/``, and
     from the records the tasks that finished there (``campaign/previous.json``: not run again). Every archive is
-    read whole first (:func:`fl.records.lease.read_archive`: sizes, names, no link, hard link, device or name
+    read whole first (:func:`lab.records.lease.read_archive`: sizes, names, no link, hard link, device or name
     twice) before anything is written; each run's state is placed as the intake places it
-    (:func:`fl.records.lease.extract_state`: a run here of another config keeps its folder, the lease's state goes
+    (:func:`lab.records.lease.extract_state`: a run here of another config keeps its folder, the lease's state goes
     beside it)."""
     store = store_path()
     kinds = lease_files(files)

@@ -8,9 +8,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from fl.campaign.pack import Packed, limits, pack
-from fl.campaign.status import alive, gpu_query, last_row, log_tail, read_status, setting, store_path
-from fl.records.lease import MiB
+from lab.campaign.pack import Packed, limits, pack
+from lab.campaign.status import alive, gpu_query, last_row, log_tail, read_status, setting, store_path
+from lab.records.lease import MiB
 
 
 def progress(row: dict, store: Path) -> str:

@@ -1,13 +1,13 @@
 """The GPU lease's scheduler, behind ``bash scripts/gpu-campaign.sh``: the open experiments as tasks, launched in
 priority order as many at a time as the machine holds, each once the state it starts from exists; a report every
-minute; and what the device tool brings back packed into $OUT (the format: :mod:`fl.records.lease`).
+minute; and what the device tool brings back packed into $OUT (the format: :mod:`lab.records.lease`).
 
-    python -m fl.campaign start GROUP     # write the plan of GROUP (or all) and start the scheduler in its
+    python -m lab.campaign start GROUP     # write the plan of GROUP (or all) and start the scheduler in its
                                                # own session (it outlives the call that started it)
-    python -m fl.campaign watch SECONDS   # report and pack every CAMPAIGN_REPORT_SECONDS until SECONDS have
+    python -m lab.campaign watch SECONDS   # report and pack every CAMPAIGN_REPORT_SECONDS until SECONDS have
                                                # passed or every task has ended; then a one-screen summary
-    python -m fl.campaign unpack FILE...  # a previous lease's files into the store, before start
-    python -m fl.campaign schedule        # the scheduler's loop (start runs it)
+    python -m lab.campaign unpack FILE...  # a previous lease's files into the store, before start
+    python -m lab.campaign schedule        # the scheduler's loop (start runs it)
 
 A task is one command: an ``fl.run`` through scripts/resumable.sh's ``run`` (skipped when finished, resumed when
 started), the DDPM sets' trainer, or the benchmark. Its priority orders the launches; ``needs`` is the file it
@@ -21,7 +21,7 @@ every launch: the running tasks' memory plus its own stays within MARGIN of the 
 holds it; the task then runs capped at it (``$SHUFFLEFL_GPU_GIB``: fl.run sets
 ``torch.cuda.set_per_process_memory_fraction``). An out-of-memory task goes back to the queue with 1.5 times its
 memory. A task whose state cannot come back (``portable`` false: DynaFed's arms) starts only when its predicted
-minutes (``minutes``, else fl/cost.py's FLOPs at the planned rates or CAMPAIGN_RATES', :func:`predict`) fit in
+minutes (``minutes``, else lab/cost.py's FLOPs at the planned rates or CAMPAIGN_RATES', :func:`predict`) fit in
 what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why. Processes on one GPU share it
 in time slices (the 2026-11-27 lease: an HFMDs round took 23 s among 16 processes, 12.7 s among 9), so it must fit
 beside the work already started: the scheduler books the chip, each start adding its predicted minutes to when the
@@ -47,15 +47,15 @@ restarts from round 1.
 
 CAMPAIGN_PLAN names a JSON list of tasks ({"name", "priority", "args" of fl.run, "run", "needs", "after",
 "portable"}) that replaces the built-in plan (the tests' tiny runs). Every input is checked before anything starts,
-each failure one line naming it (exit 2): the plan (:func:`~fl.campaign.tasks.custom_plan`), every CAMPAIGN_*
-number (:func:`~fl.campaign.schedule.check_settings`), the status (:func:`~fl.campaign.status.read_status`), a store
+each failure one line naming it (exit 2): the plan (:func:`~lab.campaign.tasks.custom_plan`), every CAMPAIGN_*
+number (:func:`~lab.campaign.schedule.check_settings`), the status (:func:`~lab.campaign.status.read_status`), a store
 or OUT that cannot be written (the path and why); ``unpack`` refuses an archive with a link or a name twice, and
 puts a lease's state beside a run here of another config rather than dropping it, as the intake does
-(:func:`fl.records.lease.read_archive`, :func:`fl.records.lease.place_run`).
+(:func:`lab.records.lease.read_archive`, :func:`lab.records.lease.place_run`).
 
-The package's modules, each with one job: :mod:`~fl.campaign.tasks` (the experiments as tasks),
-:mod:`~fl.campaign.status` (the store: status, logs, run folders; nvidia-smi), :mod:`~fl.campaign.predict` (each
-task's FLOPs and minutes: ``plan``), :mod:`~fl.campaign.pack` (what comes back, and a previous lease's files in),
-:mod:`~fl.campaign.schedule` (admission and launches), :mod:`~fl.campaign.report` (the reports and the summary);
-``python -m fl.campaign`` (:mod:`fl.campaign.__main__`) and ``scripts/campaign.py`` are its entry points.
+The package's modules, each with one job: :mod:`~lab.campaign.tasks` (the experiments as tasks),
+:mod:`~lab.campaign.status` (the store: status, logs, run folders; nvidia-smi), :mod:`~lab.campaign.predict` (each
+task's FLOPs and minutes: ``plan``), :mod:`~lab.campaign.pack` (what comes back, and a previous lease's files in),
+:mod:`~lab.campaign.schedule` (admission and launches), :mod:`~lab.campaign.report` (the reports and the summary);
+``python -m lab.campaign`` (:mod:`lab.campaign.__main__`) and ``scripts/campaign.py`` are its entry points.
 """

@@ -5,13 +5,13 @@
 Its layout is a run store's, so ``python -m figures NAME --runs results/ledger`` reads it:
 
 - ``_runs/<key>/``: the runs of the FL artefacts (table1, fig3-5, dp, theory-fl, methods), named by
-  :func:`fl.records.keys.run_key`, the hash of the run's config (a run comes in under its key, whatever store it
+  :func:`lab.records.keys.run_key`, the hash of the run's config (a run comes in under its key, whatever store it
   ran in);
 - ``runs/<name>/``: the experiment scripts' runs (FedCOG, DynaFed, HFMDs), named as the scripts name them;
 - ``sims/<artefact>/<scale>/summary.json``: the simulators' summaries (fig2, which lemma1 reads too; figB2);
 - ``quality/<generator>-<dataset>-seed<S>[-steps<N>].json``: :mod:`fl.quality`'s reports of synthetic sets;
 - ``bench/<date>-<device>/``: ``scripts/gpu-bench.sh``'s ``gpu.json`` on a device and its logs (the lease plan's
-  rates: ``python -m fl.campaign plan``; the report's ``gpu-bench`` block).
+  rates: ``python -m lab.campaign plan``; the report's ``gpu-bench`` block).
 
 Each run keeps only :data:`KEPT` (config, metrics, summary, provenance, init_from, post-hoc estimates, DynaFed's
 saved synthesis) and ``ledger.json`` (where it came from, when, on which device, the code's commit, and the sha256
@@ -34,7 +34,8 @@ from pathlib import Path
 
 from fl.config import from_dict, migrate
 from fl.plugins import importing_nothing
-from fl.records.check import (
+from fl.run import read_metrics
+from lab.records.check import (
     ENTRY,
     KEPT,
     MAX_FILE,
@@ -48,8 +49,7 @@ from fl.records.check import (
     sealed,
     simulator_scale_problem,
 )
-from fl.records.keys import LEDGER_MARK, RUNS, SCALES, run_key
-from fl.run import read_metrics
+from lab.records.keys import LEDGER_MARK, RUNS, SCALES, run_key
 from theory.cli import format_table
 from theory.errors import InputError
 from theory.output import fsync_path, read_object, refuse_link, write_text_atomically
@@ -171,7 +171,7 @@ def altered(run: Path) -> str | None:
     """Why ``run``'s records cannot be what the run wrote (None: nothing shows it): a config.json edited since the run
     started (provenance's ``config_sha256``), a provenance.json altered since it finished (summary's
     ``provenance_sha256``), a metrics.jsonl that does not parse, or a summary.json that disagrees with it
-    (:func:`fl.records.check.disagreements`). A run older than these records is checked as far as it has them."""
+    (:func:`lab.records.check.disagreements`). A run older than these records is checked as far as it has them."""
     problems: list[str] = []
     provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").is_file() else {}
     summary = read_object(run / "summary.json", "summary") if (run / "summary.json").is_file() else {}

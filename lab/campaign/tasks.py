@@ -34,7 +34,7 @@ class Task:
     slots: int = 1
     portable: bool = True  # False: its state holds clients' optimiser moments, too large to come back
     gib: float = 0.0  # GPU memory it needs at its peak (0: its kind's, KIND_GIB)
-    minutes: float = 0.0  # predicted minutes on the device (0: from its FLOPs at start, fl/cost.py; unknown: 0)
+    minutes: float = 0.0  # predicted minutes on the device (0: from its FLOPs at start, lab/cost.py; unknown: 0)
 
 
 # Peak GPU memory by kind of task (GiB). The lease of 2026-11-27 (one H100, 80 GiB): a DynaFed arm held ~23 during its
