@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from figures.verdict import HELD, check
-from fl.atomic import write_atomically
 from theory.errors import InputError
+from theory.output import replace_durably
 
 SCALES = ("quick", "cpu", "paper")
 ROOT = Path("results/figures")
@@ -119,7 +119,7 @@ class Artefact:
             "runs": sorted(f"{f.parent.name}/{f.name}" for f in USED),
             "seconds": time.perf_counter() - start,
         }
-        write_atomically(folder / "result.json", lambda tmp: tmp.write_text(json.dumps(result, indent=2)))
+        replace_durably(folder / "result.json", lambda tmp: tmp.write_text(json.dumps(result, indent=2)))
         return result, True
 
 

@@ -1,24 +1,16 @@
-"""Files written so that a crash or Ctrl-C never leaves half of one: into a temporary file, fsynced, then renamed;
-and an exclusive lock for work that two processes must not do at once in one folder."""
+"""An exclusive lock for work that two processes must not do at once in one folder. (Files are written whole by
+:func:`theory.output.replace_durably`: into a temporary file, fsynced, then renamed.)"""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from theory.errors import InputError
-from theory.output import open_unlinked, replace_durably
-
-
-def write_atomically(path: Path, write: Callable[[Path], object], suffix: str = ".tmp") -> None:
-    """``write(tmp)`` with ``tmp`` beside ``path`` (its name + ``suffix``), fsynced, then ``os.replace(tmp, path)``
-    (atomic on one file system) and the folder fsynced (:func:`theory.output.replace_durably`): a crash, Ctrl-C or a
-    lost machine leaves the old file or the new one. ``suffix`` must keep what a writer appends (``np.savez`` adds
-    ".npz": use ".tmp.npz")."""
-    replace_durably(path, write, suffix)
+from theory.output import open_unlinked
 
 
 @contextlib.contextmanager

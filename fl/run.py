@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from fl import plugins, provenance
 from fl.algorithms import Context
-from fl.atomic import locked, write_atomically
+from fl.atomic import locked
 from fl.clients import LocalConfig, carried_rows
 from fl.config import RunConfig, TrainConfig, build_algorithm, build_method, from_dict, load_config, parse_override
 from fl.data import Dataset, load
@@ -60,7 +60,16 @@ from fl.torchfiles import load_safely
 from fl.workers import ModelSpec, RunSpec, WorkerLost, Workers, get_workers, resolve_workers
 from theory.cli import ArgumentParser, check_memory, guarded, held, make_dir, stop_requested
 from theory.errors import InputError
-from theory.output import fsync_path, open_unlinked, read_object, refuse_link, to_json, write_csv, write_text_atomically
+from theory.output import (
+    fsync_path,
+    open_unlinked,
+    read_object,
+    refuse_link,
+    replace_durably,
+    to_json,
+    write_csv,
+    write_text_atomically,
+)
 
 CPU = torch.device("cpu")
 FEW_HELD_OUT = 5  # held-out samples below which a client's accuracy is said to be coarse (a note, never an error)
@@ -371,7 +380,7 @@ def save_checkpoint(path: Path, state: EngineState) -> None:
         "extra": state.extra,
         "method": _to(state.method, "cpu"),
     }
-    write_atomically(path, lambda tmp: torch.save(payload, tmp))
+    replace_durably(path, lambda tmp: torch.save(payload, tmp))
 
 
 CHECKPOINT_KEYS = {"round", "x", "server", "clients", "lr", "extra"}  # what save_checkpoint writes (and "method")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from fl.atomic import write_atomically
 from fl.data.datasets import LAYOUTS, canonical_name, copy_problem, default_download_root, published_copy_problem
 from fl.data.formats import DataError
 from fl.data.sources import SOURCES, Archive
+from theory.output import replace_durably
 
 
 def file_checksum(path: Path, algorithm: str) -> str:
@@ -89,7 +89,7 @@ def extract_data(tar: tarfile.TarFile, root: Path, path: Path) -> None:
         source = tar.extractfile(member)
         assert source is not None  # isfile() members always have data
         with source:  # through a temporary file renamed over ``target``: a link planted there is never followed
-            write_atomically(target, lambda tmp, source=source: _copy_into(source, tmp))
+            replace_durably(target, lambda tmp, source=source: _copy_into(source, tmp))
 
 
 def _copy_into(source, tmp: Path) -> None:
@@ -112,7 +112,7 @@ def _unpack(archive: Archive, path: Path, folder: Path, root: Path) -> None:
                 assert source is not None  # isfile() members always have data
                 target = folder / Path(member.name).name  # replaced whole: a link planted there is never followed
                 with source:
-                    write_atomically(target, lambda tmp, source=source: _copy_into(source, tmp))
+                    replace_durably(target, lambda tmp, source=source: _copy_into(source, tmp))
     except (tarfile.TarError, OSError, EOFError) as error:
         raise DataError(f"{path}: cannot unpack ({error})") from None
 

@@ -61,7 +61,6 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from fl.atomic import write_atomically
 from fl.augment import DSA_STRATEGY, dsa, strategy_groups
 from fl.batched import FLEET
 from fl.estimators import soft_cross_entropy
@@ -69,6 +68,7 @@ from fl.methods.base import WORK_FOLDER, Method, Picture, ServerRound, require
 from fl.precision import PRECISIONS, arithmetic, cuda_tf32
 from fl.torchfiles import load_safely
 from theory.errors import InputError
+from theory.output import replace_durably
 
 DISTANCES = ("cosine", "euclidean")
 OPTIMISERS = ("sgd", "adam")
@@ -567,7 +567,7 @@ class Progress:
             "draws": draws.bit_generator.state, "generator": generator.get_state(), "losses": losses,
             "seconds": seconds,
         }  # fmt: skip
-        write_atomically(self.path, lambda tmp: torch.save(payload, tmp))
+        replace_durably(self.path, lambda tmp: torch.save(payload, tmp))
 
 
 class Synthesis:

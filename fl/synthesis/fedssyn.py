@@ -37,11 +37,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from fl.atomic import locked, write_atomically
+from fl.atomic import locked
 from fl.synthesis.generators.dp import ACCOUNTANTS, DPConfig, compute_epsilon
 from fl.torchfiles import first_reason, load_safely
 from theory.errors import InputError
-from theory.output import npz_headers
+from theory.output import npz_headers, replace_durably
 
 GENERATORS = ("ddpm", "gan", "vae")
 
@@ -360,12 +360,12 @@ class _Training:
     def checkpoint(self, epoch: int, fitted) -> None:
         """Epoch ``epoch``'s weights and the progress that points at them; with ``min_steps`` (only the last epoch
         is ever sampled; a small client trains hundreds of epochs) the epoch before's checkpoint is then removed."""
-        write_atomically(self.folder / f"generator_epoch{epoch}.pt", lambda tmp: torch.save(fitted.state_dict(), tmp))
+        replace_durably(self.folder / f"generator_epoch{epoch}.pt", lambda tmp: torch.save(fitted.state_dict(), tmp))
         seconds = time.perf_counter() - self.start
         if self.exact:
             state = fitted.state_dict(with_optimizer=True) | {"generator_state": self.generator.get_state(),
                      "rng_state": torch.get_rng_state(), "epochs": epoch, "seconds": seconds}  # fmt: skip
-            write_atomically(self.folder / self.RESUME, lambda tmp: torch.save(state, tmp))
+            replace_durably(self.folder / self.RESUME, lambda tmp: torch.save(state, tmp))
         _write_json(self.progress_path, {"epochs": epoch, "seconds": seconds})
         if self.last_only:  # the epochs before, written here (more than one where a stop came between two writes)
             for k in range(max(1, epoch - 2), epoch):
@@ -490,7 +490,7 @@ def sample_generator(
         "sample_epoch": epoch,
         "class_counts_synthetic": np.bincount(labels, minlength=n_classes).tolist(),
     }
-    write_atomically(path, lambda tmp: np.savez_compressed(tmp, x=images, y=labels), ".tmp.npz")
+    replace_durably(path, lambda tmp: np.savez_compressed(tmp, x=images, y=labels), ".tmp.npz")
     _record_keys(folder, set_name=path.name, set_key=set_key)
     _write_json(meta, info)
     log(f"  sampled {len(labels)} images from {folder.name} epoch {epoch} in {info['seconds_sample']:.1f} s")
@@ -599,7 +599,7 @@ def _tensors(state: dict) -> list[torch.Tensor]:
 
 
 def _write_json(path: Path, payload: dict) -> None:
-    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(payload)))
+    replace_durably(path, lambda tmp: tmp.write_text(json.dumps(payload)))
 
 
 def synthesize_client(

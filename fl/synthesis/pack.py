@@ -45,10 +45,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from fl.atomic import write_atomically
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 from theory.errors import InputError
-from theory.output import capped_tar, file_sha256, write_text_atomically
+from theory.output import capped_tar, file_sha256, replace_durably, write_text_atomically
 
 MANIFEST = "manifest.json"
 FOLDER = re.compile(r"client([0-9]+)-([0-9a-f]{16})")  # matched whole (fullmatch): no newline, nothing after
@@ -177,7 +176,7 @@ def pack(cache_dir: Path, out_dir: Path, name: str = "synthetic_sets", max_bytes
     written = []
     for archive_name, part in zip(names, parts, strict=True):
         path = out_dir / archive_name
-        write_atomically(path, lambda tmp, part=part: _write_archive(tmp, part))
+        replace_durably(path, lambda tmp, part=part: _write_archive(tmp, part))
         if path.stat().st_size > max_bytes:
             raise InputError(f"{path}: {path.stat().st_size} bytes, over the limit of {max_bytes}")
         written.append(path)
@@ -358,14 +357,14 @@ def unpack(archives: list[Path], cache_dir: Path) -> list[str]:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _no_link(cache_dir, target)
                 if isinstance(source, bytes):
-                    write_atomically(target, lambda tmp, payload=source: tmp.write_bytes(payload))
+                    replace_durably(target, lambda tmp, payload=source: tmp.write_bytes(payload))
                     continue
                 archive, name, digest = source
                 if archive not in opened:  # headers read as the check read them: bounded (capped_tar)
                     opened[archive] = stack.enter_context(
                         capped_tar(archive, MAX_HEADER_READ, "a pack of synthetic sets")
                     )
-                write_atomically(target, lambda tmp, a=opened[archive], n=name, d=digest: _extract(tmp, a, n, d))
+                replace_durably(target, lambda tmp, a=opened[archive], n=name, d=digest: _extract(tmp, a, n, d))
     except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, KeyError) as error:
         raise InputError(f"{cache_dir}: an archive changed while being unpacked ({type(error).__name__})") from None
     return sorted({target.parent.name for target in plan})

@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fl.atomic import write_atomically
 from lab.campaign.status import refuse_linked_folders, rounds_left, store_path
 from lab.records.lease import (
     LEASE_FILE,
@@ -31,7 +30,7 @@ from lab.records.lease import (
     write_archives,
 )
 from theory.errors import InputError
-from theory.output import file_sha256, write_text_atomically
+from theory.output import file_sha256, replace_durably, write_text_atomically
 
 
 @dataclass
@@ -114,7 +113,7 @@ class Written:
         self.mine = set(entries)
         self.every[self.key] = entries
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, lambda tmp: tmp.write_text(json.dumps(self.every, indent=1)))
+        replace_durably(self.path, lambda tmp: tmp.write_text(json.dumps(self.every, indent=1)))
 
 
 def linked_part(path: Path, top: Path) -> Path | None:

@@ -8,9 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from fl.atomic import write_atomically
 from theory.errors import InputError
-from theory.output import refuse_link
+from theory.output import refuse_link, replace_durably
 
 FINAL = ("done", "failed", "blocked", "skipped")
 STATES = ("waiting", "running", *FINAL)
@@ -107,7 +106,7 @@ def write_status(store: Path, status: dict) -> None:
     refuse_linked_folders(store)
     path = status_file(store)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(status, indent=1)))
+    replace_durably(path, lambda tmp: tmp.write_text(json.dumps(status, indent=1)))
 
 
 def alive(pid: int | None) -> bool:

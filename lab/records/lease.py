@@ -39,13 +39,12 @@ import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
-from fl.atomic import write_atomically
 from fl.config import LATER_DEFAULTS, SPEED_ONLY
 from fl.synthesis.pack import unpack
 from lab.records.keys import RECORD_FILES, SYNTHETIC
 from lab.records.ledger import add
 from theory.errors import InputError
-from theory.output import capped_tar, read_object
+from theory.output import capped_tar, read_object, replace_durably
 
 RECORDS, STATE, SETS = "records", "state", "ddpm_sets"
 # the only files a lease's state brings per run (RECORD_FILES and checkpoints), and its records hold
@@ -105,7 +104,7 @@ def write_archives(
             number += 1
         path = out / f"{name}-{number}.{extension}"
         files = [*every, *(item for k in part for item in groups[k])]
-        write_atomically(path, lambda tmp, files=files: _write_tar(tmp, files, compress))
+        replace_durably(path, lambda tmp, files=files: _write_tar(tmp, files, compress))
         if path.stat().st_size > max_bytes:
             raise InputError(f"{path}: {path.stat().st_size} bytes, over the limit of {max_bytes}")
         written.append(path)
@@ -337,7 +336,7 @@ def placed_state(folder: Path, files: dict[str, bytes]) -> tuple[str, bool]:
     if folder.exists() and ((folder / "summary.json").exists() or len(here) >= len(theirs)):
         added = [n for n in files if n.startswith("checkpoint_round") and not (folder / n).exists()]
         for name in added:
-            write_atomically(folder / name, lambda tmp, name=name: tmp.write_bytes(files[name]))
+            replace_durably(folder / name, lambda tmp, name=name: tmp.write_bytes(files[name]))
         kept = f"; added {', '.join(added)}" if added else ""
         return f"{folder}: kept the copy here (finished or as far){kept}", False
     staging = own_folder(folder, "unpacking")

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from fl.atomic import locked, write_atomically
+from fl.atomic import locked
+from theory.output import replace_durably
 
 
-def test_write_atomically_leaves_the_old_file_when_the_writer_fails(tmp_path):
+def test_replace_durably_leaves_the_old_file_when_the_writer_fails(tmp_path):
     path = tmp_path / "result.json"
     path.write_text("old")
 
@@ -19,9 +20,9 @@ def test_write_atomically_leaves_the_old_file_when_the_writer_fails(tmp_path):
         raise RuntimeError("crash")
 
     with pytest.raises(RuntimeError):
-        write_atomically(path, fail)
+        replace_durably(path, fail)
     assert path.read_text() == "old"
-    write_atomically(path, lambda tmp: tmp.write_text("new"))
+    replace_durably(path, lambda tmp: tmp.write_text("new"))
     assert path.read_text() == "new" and not (tmp_path / "result.json.tmp").exists()
 
 

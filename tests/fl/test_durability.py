@@ -1,4 +1,4 @@
-"""Every file a run writes reaches the disk before it counts (issue 44, class 10): fl.atomic.write_atomically (and
+"""Every file a run writes reaches the disk before it counts (issue 44, class 10): fl.atomic.replace_durably (and
 theory.output.write_text_atomically under it) fsyncs the new file before the rename and the folder after it, a
 leftover temporary file (a link included) is removed, never followed, and a failed writer leaves neither; an fl.run
 run writes config.json, provenance.json, summary.json, checkpoint.pt and the rewritten metrics through that path,
@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fl.atomic import write_atomically
 from fl.run import main
 from tests.fl.test_run import base_args
-from theory.output import append_line_durably, write_csv, write_text_atomically
+from theory.output import append_line_durably, replace_durably, write_csv, write_text_atomically
 
 
 @pytest.fixture
@@ -34,7 +33,7 @@ def synced(monkeypatch) -> list[str]:
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names a file descriptor through /proc")
 def test_the_file_and_its_folder_are_synced(tmp_path, synced):
-    write_atomically(tmp_path / "a.json", lambda tmp: tmp.write_text("{}"))
+    replace_durably(tmp_path / "a.json", lambda tmp: tmp.write_text("{}"))
     assert synced == [str(tmp_path / "a.json.tmp"), str(tmp_path)]
     assert (tmp_path / "a.json").read_text() == "{}" and not (tmp_path / "a.json.tmp").exists()
 
@@ -56,7 +55,7 @@ def test_a_failed_writer_leaves_the_old_file_and_no_temporary(tmp_path):
         raise OSError("disk full")
 
     with pytest.raises(OSError):
-        write_atomically(tmp_path / "config.json", half)
+        replace_durably(tmp_path / "config.json", half)
     assert (tmp_path / "config.json").read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["config.json"]
 
 
