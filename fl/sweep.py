@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -348,113 +348,159 @@ def aggregate(name: str, summaries: list[dict], label: str | None = None) -> dic
     return row
 
 
-def sweep(
-    config_path: Path | None,
-    base: list[str],
-    varies: list[tuple[str, list[str]]],
-    seeds: list[int],
-    out: Path,
-    product: bool = False,
-    quiet: bool = False,
-    with_base: bool = True,
-    overwrite: bool = False,
-    jobs: int = 1,
-    tensorboard: Path | None = None,
-    fleet: bool = False,
-    mlflow: Path | None = None,
-) -> list[dict]:
-    """Run (or reuse) every run of the sweep, ``jobs`` at a time (:func:`run_processes`; 1: one after another in
-    this process); write table.csv, sweep.json and sweep.png into ``out``, a folder of fl.sweep's own
-    (``overwrite``: or any, see :func:`sweep_folder`); ``tensorboard``: a TensorBoard run per arm and seed there;
-    ``fleet``: every run in this process, their clients' training one computation (:mod:`fl.fleet`); ``mlflow``: a
-    local MLflow store, an MLflow run per arm and seed in it."""
-    seeds = [check_seed(seed, "a sweep's seed") for seed in seeds]
-    planned_runs(varies, product, len(seeds))  # said at once: a plan past the bound is never built
-    runs = plan(base, varies, product)
+@dataclass(frozen=True)
+class Sweep:
+    """What one sweep runs and how: the base config (``config_path`` with the ``base`` overrides), each ``varies``
+    key's values (one arm per value, or every combination with ``product``), the ``seeds``, the folder ``out``
+    (fl.sweep's own; ``overwrite``: or any, see :func:`sweep_folder`), with or without the base arm
+    (``with_base``); ``jobs`` runs at a time (:func:`run_processes`; 1: one after another in this process) or every
+    run in this process (``fleet``: their clients' training one computation, :mod:`fl.fleet`); ``tensorboard``: a
+    TensorBoard run per arm and seed there; ``mlflow``: a local MLflow store, an MLflow run per arm and seed."""
+
+    config_path: Path | None
+    base: list[str]
+    varies: list[tuple[str, list[str]]]
+    seeds: list[int]
+    out: Path
+    product: bool = False
+    quiet: bool = False
+    with_base: bool = True
+    overwrite: bool = False
+    jobs: int = 1
+    tensorboard: Path | None = None
+    fleet: bool = False
+    mlflow: Path | None = None
+
+    def folder(self, name: str, seed: int) -> Path:
+        """The run folder of arm ``name``, seed ``seed``."""
+        return self.out / run_dir_name(name) / f"seed{seed}"
+
+
+Planned = tuple[list[tuple[str, list[str]]], dict[tuple[str, int], RunConfig], dict]
+
+
+def planned(s: Sweep) -> Planned:
+    """The arms (name, overrides) that run, every (arm, seed)'s config (all checked before anything runs) and the
+    base's values of the varied keys. A variation equal to the base config (e.g. its own value) is the base run."""
+    planned_runs(s.varies, s.product, len(s.seeds))  # said at once: a plan past the bound is never built
+    runs = plan(s.base, s.varies, s.product)
     configs = {
-        (name, seed): load_config(config_path, [*overrides, f"train.seed={seed}"])
+        (name, seed): load_config(s.config_path, [*overrides, f"train.seed={seed}"])
         for name, overrides in runs
-        for seed in seeds
-    }  # checked before anything runs
-    base_runs = [(name, o) for name, o in runs[1:] if all(configs[name, s] == configs["base", s] for s in seeds)]
-    values = base_values(configs["base", seeds[0]], [key for key, _ in varies])
-    for name, _ in base_runs:  # a variation equal to the base config (e.g. its own value) is the base run
+        for seed in s.seeds
+    }
+    base_runs = [(name, o) for name, o in runs[1:] if all(configs[name, t] == configs["base", t] for t in s.seeds)]
+    values = base_values(configs["base", s.seeds[0]], [key for key, _ in s.varies])
+    for name, _ in base_runs:
         print(f"{name} is the base config: reported as '{arm_label('base', values)}' (folder base)")
     runs = [run for run in runs if run not in base_runs]
-    if not with_base:
+    if not s.with_base:
         if len(runs) == 1:
             raise InputError("--no-base needs at least one --vary")
         runs = runs[1:]
-    refuse_link(out, "sweep folder")
-    for name, _ in runs:  # every run folder there is checked before anything is written
-        refuse_link(out / run_dir_name(name), "a sweep's folder of runs")
-        for seed in seeds:
-            run_state(configs[name, seed], out / run_dir_name(name) / f"seed{seed}", overwrite)
-    sweep_folder(out, overwrite)
-    if tensorboard is not None:
+    return runs, configs, values
+
+
+def prepared(s: Sweep, runs: list[tuple[str, list[str]]], configs: dict) -> dict:
+    """Check every run folder before anything is written, claim ``s.out``, and point each run's curves at its own
+    TensorBoard folder (DIR/<arm>/seed<s>) and the MLflow store: the configs the runs run with."""
+    refuse_link(s.out, "sweep folder")
+    for name, _ in runs:
+        refuse_link(s.out / run_dir_name(name), "a sweep's folder of runs")
+        for seed in s.seeds:
+            run_state(configs[name, seed], s.folder(name, seed), s.overwrite)
+    sweep_folder(s.out, s.overwrite)
+    if s.tensorboard is not None:
         require_tensorboard()
-        curves = {(name, seed): tensorboard / run_dir_name(name) / f"seed{seed}" for name, _ in runs for seed in seeds}
+        curves = {(name, seed): s.tensorboard / run_dir_name(name) / f"seed{seed}" for name, _ in runs
+                  for seed in s.seeds}  # fmt: skip
         configs = {k: replace(c, log=replace(c.log, tensorboard=str(curves[k]))) for k, c in configs.items()
                    if k in curves}  # fmt: skip
-    if mlflow is not None:
+    if s.mlflow is not None:
         require_mlflow()
-        configs = {k: replace(c, log=replace(c.log, mlflow=str(mlflow))) for k, c in configs.items()}
-    if jobs > 1:
-        print(cores_note(jobs), flush=True)
+        configs = {k: replace(c, log=replace(c.log, mlflow=str(s.mlflow))) for k, c in configs.items()}
+    return configs
+
+
+def run_elsewhere(s: Sweep, runs: list[tuple[str, list[str]]], configs: dict) -> None:
+    """The runs not done yet, ``s.jobs`` processes at a time, or all in this process as a fleet (``s.fleet``);
+    with neither, :func:`collect` runs them one after another."""
+    if s.jobs > 1:
+        print(cores_note(s.jobs), flush=True)
         pending = []
         for index, (name, _) in enumerate(runs):
-            for seed in seeds:
-                folder = out / run_dir_name(name) / f"seed{seed}"
-                state = run_state(configs[name, seed], folder, overwrite)
+            for seed in s.seeds:
+                folder = s.folder(name, seed)
+                state = run_state(configs[name, seed], folder, s.overwrite)
                 print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder} ({state})", flush=True)
                 if state != "done":
                     pending.append((configs[name, seed], folder))
 
         def curve_flags(folder: Path) -> list[str]:  # the run's own TensorBoard folder, DIR/<name>/seed<s>
-            flags = ["--tensorboard", str(tensorboard / folder.parent.name / folder.name)] if tensorboard else []
-            return flags + (["--mlflow", str(mlflow)] if mlflow is not None else [])
+            flags = ["--tensorboard", str(s.tensorboard / folder.parent.name / folder.name)] if s.tensorboard else []
+            return flags + (["--mlflow", str(s.mlflow)] if s.mlflow is not None else [])
 
-        run_processes(pending, jobs, flags=curve_flags, quiet_output=True, overwrite=overwrite)
-    if fleet:
-        run_as_fleet([(configs[name, seed], out / run_dir_name(name) / f"seed{seed}") for name, _ in runs
-                      for seed in seeds], quiet, overwrite)  # fmt: skip
+        run_processes(pending, s.jobs, flags=curve_flags, quiet_output=True, overwrite=s.overwrite)
+    if s.fleet:
+        run_as_fleet([(configs[name, seed], s.folder(name, seed)) for name, _ in runs for seed in s.seeds],
+                     s.quiet, s.overwrite)  # fmt: skip
+
+
+def collect(s: Sweep, runs: list[tuple[str, list[str]]], configs: dict, values: dict) -> tuple[dict, list[dict]]:
+    """Each arm's summaries and curves (running each run here when no other process or fleet did), its curves
+    replayed into TensorBoard and MLflow where asked, and its row of the table."""
     results, rows = {}, []
     for index, (name, _) in enumerate(runs):
         summaries = []
-        for seed in seeds:
-            folder = out / run_dir_name(name) / f"seed{seed}"
-            if jobs > 1 or fleet:
+        for seed in s.seeds:
+            folder = s.folder(name, seed)
+            if s.jobs > 1 or s.fleet:
                 summaries.append(read_summary(folder))
             else:
                 print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder}", flush=True)
-                summaries.append(run_one(configs[name, seed], folder, quiet, overwrite))
-            if tensorboard is not None:  # a reused finished run: its rows, once
-                replay(read_metrics(folder / "metrics.jsonl"), tensorboard / run_dir_name(name) / f"seed{seed}",
+                summaries.append(run_one(configs[name, seed], folder, s.quiet, s.overwrite))
+            if s.tensorboard is not None:  # a reused finished run: its rows, once
+                replay(read_metrics(folder / "metrics.jsonl"), s.tensorboard / run_dir_name(name) / f"seed{seed}",
                        str(folder.resolve()))  # fmt: skip
-            if mlflow is not None:  # the same: the rounds the store does not hold yet
-                with MLflow(mlflow, read_metrics(folder / "metrics.jsonl"), str(folder.resolve()), str(folder)):
+            if s.mlflow is not None:  # the same: the rounds the store does not hold yet
+                with MLflow(s.mlflow, read_metrics(folder / "metrics.jsonl"), str(folder.resolve()), str(folder)):
                     pass
         results[name] = {
             "label": arm_label(name, values),
             **({"base_values": values} if name == "base" else {}),
             "overrides": dict(runs)[name],
             "summaries": summaries,
-            "curves": [accuracy_curve(out / run_dir_name(name) / f"seed{seed}") for seed in seeds],
+            "curves": [accuracy_curve(s.folder(name, seed)) for seed in s.seeds],
         }
         rows.append(aggregate(name, summaries, arm_label(name, values)))
+    return results, rows
+
+
+def write_sweep(s: Sweep, results: dict, rows: list[dict]) -> None:
+    """table.csv, sweep.json and sweep.png into ``s.out``, and the table printed."""
     headers = list(rows[0])
-    write_csv(out / "table.csv", headers, [[row[h] for h in headers] for row in rows])
+    write_csv(s.out / "table.csv", headers, [[row[h] for h in headers] for row in rows])
     write_text_atomically(
-        out / "sweep.json", json.dumps(to_json({"seeds": seeds, "product": product, "runs": results}), indent=1)
+        s.out / "sweep.json", json.dumps(to_json({"seeds": s.seeds, "product": s.product, "runs": results}), indent=1)
     )
     from plots.sweep import plot_sweep
 
-    plot_sweep(results, [key for key, _ in varies], product, out / "sweep.png")
+    plot_sweep(results, [key for key, _ in s.varies], s.product, s.out / "sweep.png")
     shown = ["arm", "seeds", "final_test_accuracy", "final_test_accuracy_std", "rounds_to_target", "reached_target"]
     shown += ["diverged"] if any(r["diverged"] for r in rows) else []
     shown += [k for k in ("zeta2_ratio", "delta2", "dp_epsilon") if any(np.isfinite(r[k]) for r in rows)]
     print(format_table(shown, [[row[h] for h in shown] for row in rows]))
-    print(f"table: {out / 'table.csv'}  figure: {out / 'sweep.png'}")
+    print(f"table: {s.out / 'table.csv'}  figure: {s.out / 'sweep.png'}")
+
+
+def sweep(s: Sweep) -> list[dict]:
+    """Run (or reuse) every run of the sweep ``s`` and write its table, record and figure: the table's rows."""
+    s = replace(s, seeds=[check_seed(seed, "a sweep's seed") for seed in s.seeds])
+    runs, configs, values = planned(s)
+    configs = prepared(s, runs, configs)
+    run_elsewhere(s, runs, configs)
+    results, rows = collect(s, runs, configs, values)
+    write_sweep(s, results, rows)
     return rows
 
 
@@ -557,8 +603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path("results/sweeps") / (args.config.stem if args.config else "default")
     seeds = parse_seeds(args.seeds)
     sweep(
-        args.config, list(args.set), varies, seeds, out, args.product, args.quiet, not args.no_base, args.overwrite,
-        args.jobs, args.tensorboard, args.fleet, args.mlflow,
+        Sweep(args.config, list(args.set), varies, seeds, out, args.product, args.quiet, not args.no_base,
+              args.overwrite, args.jobs, args.tensorboard, args.fleet, args.mlflow)
     )  # fmt: skip
     return 0
 

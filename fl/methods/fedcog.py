@@ -102,16 +102,23 @@ def target_labels(counts: np.ndarray, n: int, scheme: str) -> torch.Tensor:
     return torch.as_tensor(np.repeat(np.arange(n_classes), per_class))
 
 
+def starting_noise(
+    n: int, shape: tuple[int, ...], generator: torch.Generator, device: torch.device | str, dtype: torch.dtype
+) -> torch.Tensor:
+    """Where generation starts: ``n`` Gaussian inputs of ``shape``, drawn on the CPU from ``generator`` (the same
+    numbers on every device), then moved to ``device``."""
+    return torch.randn((n, *shape), generator=generator, dtype=dtype).to(device)
+
+
 def generate(
-    global_logits, local_logits, labels: torch.Tensor, shape: tuple[int, ...], steps: int, lr: float,
-    lambda_dis: float, temperature: float, generator: torch.Generator, device: torch.device | str,
-    dtype: torch.dtype = torch.float32,
+    global_logits, local_logits, noise: torch.Tensor, labels: torch.Tensor, steps: int, lr: float,
+    lambda_dis: float, temperature: float,
 ) -> tuple[torch.Tensor, list[float]]:  # fmt: skip
-    """x̂ = argmin of L_gen (eq. 1) by ``steps`` Adam steps from Gaussian noise; returns x̂ and L_gen per step.
-    ``global_logits`` and ``local_logits`` map inputs to the frozen models' logits."""
-    noise = torch.randn((len(labels), *shape), generator=generator, dtype=dtype)
-    x_hat = noise.to(device).requires_grad_(True)
-    labels = labels.to(device)
+    """x̂ = argmin of L_gen (eq. 1) by ``steps`` Adam steps from ``noise`` (:func:`starting_noise`, one input per
+    label); returns x̂ and L_gen per step. ``global_logits`` and ``local_logits`` map inputs to the frozen models'
+    logits."""
+    x_hat = noise.clone().requires_grad_(True)
+    labels = labels.to(noise.device)
     optimiser = torch.optim.Adam([x_hat], lr=lr, betas=(0.5, 0.9))
     losses = []
     for _ in range(steps):
@@ -217,9 +224,10 @@ class FedCOG(Method):
             return lambda inputs: functional_call(flat.model, params, (inputs,))
 
         labels = target_labels(counts, self.n_generate, self.labels)
+        noise = starting_noise(len(labels), tuple(c.data.x.shape[1:]), c.generator, x.device, c.data.x.dtype)
         x_hat, losses = generate(
-            logits(x), logits(local), labels, tuple(c.data.x.shape[1:]), self.generate_steps, self.generate_lr,
-            self.lambda_dis, self.temperature, c.generator, x.device, c.data.x.dtype,
+            logits(x), logits(local), noise, labels, self.generate_steps, self.generate_lr, self.lambda_dis,
+            self.temperature,
         )  # fmt: skip
         with torch.no_grad():
             teacher = F.softmax(logits(x)(x_hat) / self.temperature, 1)

@@ -226,7 +226,7 @@ def test_bad_seeds_are_one_line_errors(seeds, tmp_path, capsys):
     assert "--seeds" in one_line_error(capsys)
     assert not (tmp_path / "s").exists()
     with pytest.raises(InputError, match="seed"):
-        sweep_module.sweep(None, [], [], [-1], tmp_path / "s")
+        sweep_module.sweep(sweep_module.Sweep(None, [], [], [-1], tmp_path / "s"))
 
 
 def test_largest_seed_is_accepted():

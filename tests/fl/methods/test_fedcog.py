@@ -22,6 +22,7 @@ from fl.methods.fedcog import (
     js_divergence,
     kl,
     kl_logs,
+    starting_noise,
     target_labels,
 )
 from fl.run import main
@@ -103,9 +104,8 @@ def test_generation_lowers_its_objective_and_raises_disagreement():
     global_model, local_model = linear(0), linear(1)
     labels = torch.arange(16) % 4
     generator = torch.Generator().manual_seed(0)
-    x_hat, losses = generate(
-        global_model, local_model, labels, (6,), 60, 0.05, 0.1, 1.0, generator, "cpu", torch.float64
-    )
+    noise = starting_noise(len(labels), (6,), generator, "cpu", torch.float64)
+    x_hat, losses = generate(global_model, local_model, noise, labels, 60, 0.05, 0.1, 1.0)
     assert losses[-1] < 0.5 * losses[0]
     noise = torch.randn((16, 6), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     before = js_divergence(global_model(noise), local_model(noise))
