@@ -108,29 +108,14 @@ def fit_together(
         return value, value
 
     gradients = vmap(grad(loss, has_aux=True))
-    batch, shape = config.batch_size, first.in_shape
+    shape = first.in_shape
     unet.train()
     try:
         while True:
             active = [client.pending() for client in clients]
             if not any(active):
                 break
-            x0 = torch.zeros(rows, batch, *shape, device=device)
-            noise, mask = torch.zeros_like(x0), torch.zeros(rows, batch, device=device)
-            t = torch.zeros(rows, batch, dtype=torch.long, device=device)
-            y = torch.zeros(rows, batch, dtype=torch.long, device=device)
-            sizes = []
-            for r, client in enumerate(clients):
-                if not active[r]:
-                    sizes.append(0)
-                    continue
-                idx = first._to_device(client.queue.pop(0))
-                g = client.generator  # fit's order: t, then ε
-                t_r = first._to_device(torch.randint(0, config.timesteps, (len(idx),), generator=g, device=g.device))
-                x0[r, : len(idx)], y[r, : len(idx)], t[r, : len(idx)] = client.data[idx], client.labels[idx], t_r
-                noise[r, : len(idx)] = first._randn((len(idx), *shape), g)
-                mask[r, : len(idx)] = 1
-                sizes.append(len(idx))
+            x0, noise, mask, t, y, sizes = _next_batches(clients, active, first)
             scale = (-1,) + (1,) * len(shape)
             a = first._sqrt_ab.to(device)[t].view(rows, *scale)
             s = first._sqrt_1m_ab.to(device)[t].view(rows, *scale)
@@ -139,14 +124,7 @@ def fit_together(
             taken += on
             _step(W, grads, moments, taken, on, config)
             if ema is not None:
-                done = torch.tensor([c.steps + 1 for c in clients], dtype=torch.float64, device=device)
-                decay = torch.full_like(done, config.ema)
-                if config.ema_warmup:
-                    decay = torch.minimum(decay, (1 + done) / (10 + done))
-                for n in names:
-                    view = (-1,) + (1,) * (W[n].dim() - 1)
-                    lerped = ema[n].lerp(W[n], (1 - decay).to(W[n].dtype).view(view))
-                    ema[n] = torch.where(on.view(view), lerped, ema[n])
+                _ema_step(ema, W, clients, on, config)
             for r, client in enumerate(clients):
                 if active[r]:
                     client.steps += 1
@@ -158,6 +136,43 @@ def fit_together(
         for client in clients:
             client.model.model.eval()
     return [client.history for client in clients]
+
+
+def _next_batches(clients: Sequence[_Client], active: list[bool], first: DDPM) -> tuple:
+    """Every row's next batch, padded to ``batch_size``: (x0, ε, mask, t, y, sizes). An active row pops its next
+    batch of indices and draws t, then ε, from its own generator (:meth:`DDPM.fit`'s order); an idle row stays
+    zeros with mask 0."""
+    config, shape, device, rows = first.config, first.in_shape, first.device, len(clients)
+    x0 = torch.zeros(rows, config.batch_size, *shape, device=device)
+    noise, mask = torch.zeros_like(x0), torch.zeros(rows, config.batch_size, device=device)
+    t = torch.zeros(rows, config.batch_size, dtype=torch.long, device=device)
+    y = torch.zeros(rows, config.batch_size, dtype=torch.long, device=device)
+    sizes = []
+    for r, client in enumerate(clients):
+        if not active[r]:
+            sizes.append(0)
+            continue
+        idx = first._to_device(client.queue.pop(0))
+        g = client.generator  # fit's order: t, then ε
+        t_r = first._to_device(torch.randint(0, config.timesteps, (len(idx),), generator=g, device=g.device))
+        x0[r, : len(idx)], y[r, : len(idx)], t[r, : len(idx)] = client.data[idx], client.labels[idx], t_r
+        noise[r, : len(idx)] = first._randn((len(idx), *shape), g)
+        mask[r, : len(idx)] = 1
+        sizes.append(len(idx))
+    return x0, noise, mask, t, y, sizes
+
+
+def _ema_step(ema: dict, W: dict, clients: Sequence[_Client], on: torch.Tensor, config) -> None:
+    """Each active row's EMA of its weights after its step (decay ``config.ema``, with warm-up (1+n)/(10+n) over
+    its n steps where ``config.ema_warmup``), as :meth:`DDPM.fit` updates its EMA model; idle rows keep theirs."""
+    done = torch.tensor([c.steps + 1 for c in clients], dtype=torch.float64, device=on.device)
+    decay = torch.full_like(done, config.ema)
+    if config.ema_warmup:
+        decay = torch.minimum(decay, (1 + done) / (10 + done))
+    for n in ema:
+        view = (-1,) + (1,) * (W[n].dim() - 1)
+        lerped = ema[n].lerp(W[n], (1 - decay).to(W[n].dtype).view(view))
+        ema[n] = torch.where(on.view(view), lerped, ema[n])
 
 
 def _step(W: dict, grads: dict, moments: tuple[dict, dict], taken: torch.Tensor, on: torch.Tensor, config) -> None:
