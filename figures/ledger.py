@@ -2,13 +2,16 @@
 
     python -m figures ledger add RUN_DIR... [--device TEXT] [--git COMMIT] [--note TEXT]
     python -m figures ledger add --from-lease DIR [DIR...] [--runs STORE]
+    python -m figures ledger add QUALITY.json | BENCH_DIR   # a quality report, a gpu-bench record
     python -m figures ledger list
+    python -m figures ledger seal        # the manifest of the ledger as it is (only a ledger whose check passes)
     python -m figures check [NAME...]    # verify the ledger, rebuild the artefacts from it; fail if REPORT.md differs
     python -m figures report             # rewrite REPORT.md's generated sections from the ledger
 
 ``check`` and ``report`` first verify the ledger (:func:`verify`, :func:`lab.records.check.verify`: every file whole
 and as it was added, summaries agreeing with their metrics rows, no stray or oversized file, no entry the report
-rests on deleted) and stop there, one line per damaged file, when it is not whole; ``report`` then refuses a claims
+rests on deleted, every entry and file as the ledger's ``manifest.json`` records it) and stop there, one line per
+damaged file, when it is not whole; ``report`` then refuses a claims
 row's typed "record lost" numbers where the ledger holds runs of its artefact (:func:`lost_fallbacks`).
 """
 
@@ -32,7 +35,7 @@ from fl.plugins import importing_nothing
 from lab.records.check import NAMED, SIMS
 from lab.records.check import verify as verify_ledger
 from lab.records.lease import bring_home
-from lab.records.ledger import add, entries, is_ledger, listing
+from lab.records.ledger import add, entries, is_ledger, listing, seal
 from theory.cli import ArgumentParser
 from theory.errors import InputError
 
@@ -192,7 +195,8 @@ def ledger_main(argv: Sequence[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     adding = sub.add_parser("add", help="copy runs' small records into the ledger")
     adding.add_argument("--ledger", type=Path, default=DEFAULT, help=f"the run ledger (default {DEFAULT})")
-    adding.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR")
+    adding.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR",
+                        help="run folders ('.' inside one), quality reports, gpu-bench records")  # fmt: skip
     adding.add_argument("--device", help="where the runs ran, when their provenance does not say (e.g. 'NVIDIA H200')")
     adding.add_argument("--git", help="the commit the runs ran at, when their provenance does not say it right")
     adding.add_argument("--note", help="one line kept with each entry")
@@ -206,11 +210,22 @@ def ledger_main(argv: Sequence[str]) -> int:
     sub.add_parser("list", help="every entry: rounds done, code version, device").add_argument(
         "--ledger", type=Path, default=DEFAULT, help=f"the run ledger (default {DEFAULT})"
     )
+    sealing = sub.add_parser("seal", help="write the manifest of the ledger as it is, once its check passes")
+    sealing.add_argument("--ledger", type=Path, default=DEFAULT, help=f"the run ledger (default {DEFAULT})")
+    sealing.add_argument("--report", type=Path, default=REPORT, help=f"the report (default {REPORT})")
     args = parser.parse_args(argv)
     if args.command == "list":
         is_ledger(args.ledger)
         print(listing(args.ledger))
         return 0
+    if args.command == "seal":
+        rests_on = {e: f"{args.report}'s {w} block" for e, w in expected(args.report).items()}
+        problems, said = seal(args.ledger, rests_on)
+        print("\n".join(problems) if problems else said)
+        if problems:
+            print(f"figures ledger seal: {len(problems)} problem(s) in the run ledger {args.ledger}; no manifest "
+                  "written (a damaged ledger is never sealed)")  # fmt: skip
+        return 1 if problems else 0
     is_ledger(args.ledger, may_create=True)  # before any run: a folder of other files never becomes a ledger
     if bool(args.from_lease) == bool(args.runs):
         parser.error("add takes RUN_DIR... or --from-lease DIR")

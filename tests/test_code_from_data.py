@@ -25,7 +25,9 @@ from fl import plugins
 from fl.methods import Method
 from fl.run import main as run_main
 from lab.records.check import ENTRY, sealed, verify
+from lab.records.ledger import record_entries
 from theory.errors import InputError
+from theory.output import file_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = ROOT / "results" / "ledger"
@@ -249,10 +251,19 @@ def name_plugins(entry: Path, provenance: bool, reseal: bool, module: str = "mar
         record["plugins"] = {f"{s}.{k}": {"spec": spec, "sha256": "0123456789ab", "files": ["marker_mod.py"]}
                              for (s, k), spec in plugged.items()}  # fmt: skip
         (entry / "provenance.json").write_text(json.dumps(record, indent=2))
-    if reseal:
+    if reseal:  # the run's own digests of its records, its ledger.json and the ledger's manifest, as if added so
+        provenance = json.loads((entry / "provenance.json").read_text())
+        if "config_sha256" in provenance:
+            provenance["config_sha256"] = file_sha256(entry / "config.json")
+            (entry / "provenance.json").write_text(json.dumps(provenance, indent=2))
+        summary = json.loads((entry / "summary.json").read_text()) if (entry / "summary.json").is_file() else {}
+        if "provenance_sha256" in summary:
+            summary["provenance_sha256"] = file_sha256(entry / "provenance.json")
+            (entry / "summary.json").write_text(json.dumps(summary, indent=2))
         record = json.loads((entry / ENTRY).read_text())
         files = [entry / name for name in record["files"]]
         (entry / ENTRY).write_text(json.dumps(sealed(record, files), indent=2))
+        record_entries(entry.parent.parent, [entry])
 
 
 def test_the_check_compares_a_plugins_path_and_hash_and_imports_nothing(ledger_copy):

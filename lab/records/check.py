@@ -1,9 +1,10 @@
 """What a run ledger holds, and the check that it holds only that, whole: ``python -m figures check`` and ``report``
 run :func:`verify` before any artefact is rebuilt, so the builders never see a damaged entry.
 
-The layout (:mod:`figures.ledger` describes it): ``.ledger`` (the mark), ``_runs/<key>/`` and ``runs/<name>/`` (one
-``fl.run`` run each: :data:`KEPT` and ``ledger.json``), ``sims/<run>/<scale>/`` (a simulator's ``summary.json`` and
-``ledger.json``). :func:`verify` finds, each as one line naming the file, as ``git fsck`` and ``sha256sum -c`` do:
+The layout (:mod:`figures.ledger` describes it): ``.ledger`` (the mark), ``manifest.json``, ``_runs/<key>/`` and
+``runs/<name>/`` (one ``fl.run`` run each: :data:`KEPT` and ``ledger.json``), ``sims/<run>/<scale>/`` (a simulator's
+``summary.json`` and ``ledger.json``), ``quality/`` and ``bench/``. :func:`verify` finds, each as one line naming
+the file, as ``git fsck`` and ``sha256sum -c`` do:
 
 - a file that does not parse: JSON that is not an object, a JSONL line that is not JSON (a torn last line: cut
   while being written, or without its newline), a blank line, rows without their ``round`` or out of order, an
@@ -25,7 +26,17 @@ The layout (:mod:`figures.ledger` describes it): ``.ledger`` (the mark), ``_runs
   ``_fmds``, ``_fedcog``, ``_fedavg``), a run that reached its last round without a summary, and two entries of one
   run (the same metrics rows under two names);
 - a run whose config names a plug-in (``package.module:Name``) that its ``provenance.json`` does not record by the
-  same path with a hash (its code's, :func:`fl.plugins.source_hash`), or records where the config names none.
+  same path with a hash (its code's, :func:`fl.plugins.source_hash`), or records where the config names none;
+- a run's records against the digests it wrote of one another: a ``config.json`` whose sha256 is not its
+  provenance's ``config_sha256``, a ``provenance.json`` whose sha256 is not its summary's ``provenance_sha256``;
+- the ledger against its ``manifest.json`` (:data:`MANIFEST`: every entry, runs, simulator summaries, quality
+  reports and gpu-bench records alike, with the sha256 of each of its files; ``ledger add`` records each entry
+  there): an entry deleted (whether or not a report's block rests on it), an entry it does not list, a file added
+  to, missing from or edited in any entry, a ledger with entries and no manifest, a manifest that is not one.
+
+A forgery that edits a file and re-seals the ledger by hand (its ``ledger.json``, the manifest, the run's digests)
+cannot be caught from inside the repository: each seal is computed from the files, with no secret; git history is
+the anchor (docs/guides/artefacts.md).
 
 The check runs no code the ledger's records name (:func:`fl.plugins.importing_nothing`): a plug-in's path and hash
 are compared as recorded, never imported. Its configuration is checked with each plug-in in place of a built-in (the
@@ -66,7 +77,8 @@ QUALITY = (
     "quality"  # quality/<generator>-<dataset>-seed<S>[-steps<N>].json: python -m fl.quality's report of a seed's sets
 )
 BENCH = "bench"  # bench/<date>-<device>/gpu.json (+ its logs): scripts/gpu-bench.sh's measurements on a device
-TOP = (LEDGER_MARK, RUNS, NAMED, "sims", QUALITY, BENCH)
+MANIFEST = "manifest.json"  # every entry and the sha256 of each of its files (:func:`manifest_of`)
+TOP = (LEDGER_MARK, MANIFEST, RUNS, NAMED, "sims", QUALITY, BENCH)
 BENCH_KEYS = {"device": str, "rates": dict, "rows": list}  # what a gpu-bench JSON must hold (benchmarks/gpu_bench.py)
 BENCH_TEXT = (".log", ".txt", ".md")  # beside it: what the device printed, and a note
 QUALITY_KEYS = {  # what a quality report must hold, by type (fl.quality)
@@ -80,6 +92,13 @@ ESTIMATES = ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_rati
 Flag = Callable[[Path, str], None]
 # a named run's arm, by the suffix its experiment script gives it -> the method its config must name
 ARM_METHODS = {"_fedavg_alpha01": "none", "_hfmds": "hfmds", "_fmds": "fmds", "_fedcog": "fedcog", "_fedavg": "none"}
+
+
+# what the check says of a file that is not as it was added (by an entry's ledger.json or by the manifest: one wording)
+EDITED = "differs from the file the entry was added with (its sha256 changed: edited?)"
+DELETED = "missing: the entry was added with it (deleted?)"
+PLANTED = "not among the files the entry was added with (put there by hand?)"
+SEAL = "python -m figures ledger seal"
 
 
 def entry_digest(record: dict) -> str:
@@ -111,12 +130,12 @@ def recorded(entry: Path, flag: Flag, kept: tuple[str, ...]) -> None:
         flag(entry / ENTRY, "its fields differ from those recorded when the entry was added (edited?)")
     here = {p.name for p in entry.iterdir() if p.is_file() and p.name in kept}
     for name in sorted(set(files) - here):
-        flag(entry / name, "missing: the entry was added with it (deleted?)")
+        flag(entry / name, DELETED)
     for name in sorted(here - set(files)):
-        flag(entry / name, "not among the files the entry was added with (put there by hand?)")
+        flag(entry / name, PLANTED)
     for name in sorted(here & set(files)):
         if file_sha256(entry / name) != files[name]:
-            flag(entry / name, "differs from the file the entry was added with (its sha256 changed: edited?)")
+            flag(entry / name, EDITED)
 
 
 def name_problem(name: str, config) -> str | None:
@@ -132,21 +151,23 @@ def name_problem(name: str, config) -> str | None:
     return None
 
 
-def verify(ledger: Path, rests_on: dict[str, str] | None = None) -> list[str]:
+def verify(ledger: Path, rests_on: dict[str, str] | None = None, manifest: bool = True) -> list[str]:
     """Every problem of the run ledger ``ledger``, one line per damaged file or folder ("PATH: what is wrong"),
     sorted by path; none when it is whole. ``rests_on`` (entry, relative to the ledger -> what rests on it: a
-    report's block, ``figures.ledger.verify``): also each such entry the ledger no longer holds. Runs no code a
-    record names: no plug-in is imported (:func:`fl.plugins.importing_nothing`)."""
+    report's block, ``figures.ledger.verify``): also each such entry the ledger no longer holds. ``manifest``: also
+    the ledger against its manifest (:func:`manifest_problems`; ``ledger seal`` checks all else before it writes
+    one). Runs no code a record names: no plug-in is imported (:func:`fl.plugins.importing_nothing`)."""
     with importing_nothing(NO_CODE):
-        return problems_of(ledger, rests_on)
+        return problems_of(ledger, rests_on, manifest)
 
 
-def problems_of(ledger: Path, rests_on: dict[str, str] | None) -> list[str]:
+def problems_of(ledger: Path, rests_on: dict[str, str] | None, manifest: bool = True) -> list[str]:
     """:func:`verify`'s lines."""
     problems: dict[Path, list[str]] = {}
 
     def flag(path: Path, what: str) -> None:
-        problems.setdefault(path, []).append(what)
+        if what not in problems.setdefault(path, []):  # an entry's ledger.json and the manifest say it alike
+            problems[path].append(what)
 
     if not ledger.is_dir():
         return [f"{ledger}: no such ledger folder"]
@@ -173,6 +194,8 @@ def problems_of(ledger: Path, rests_on: dict[str, str] | None) -> list[str]:
         for entry, where in rests_on.items():
             if not (ledger / entry).is_dir():
                 flag(ledger / entry, f"missing: {where} rests on it (a deleted entry?)")
+    if manifest:
+        manifest_problems(ledger, flag)
     return [f"{path}: {'; '.join(whats)}" for path, whats in sorted(problems.items())]
 
 
@@ -388,6 +411,7 @@ def run_entry(entry: Path, keyed: bool, flag: Flag, name: str | None = None, ign
             flag(entry / "config.json", f"hashes to {key}, not to its folder's name (edited, or a stray folder)")
     json_object(entry / ENTRY, flag)
     recorded(entry, flag, KEPT)
+    digests_recorded(entry, flag)
     if not keyed:
         said = name_problem(name, config)
         if said:
@@ -417,6 +441,26 @@ def run_entry(entry: Path, keyed: bool, flag: Flag, name: str | None = None, ign
         if isinstance(rounds, int) and rounds < config.train.rounds and diverged is None:
             flag(entry / "summary.json", f"says the run finished at round {rounds} of its config's "
                  f"{config.train.rounds} without diverging")  # fmt: skip
+
+
+def digests_recorded(entry: Path, flag: Flag) -> None:
+    """A run's records against the digests it wrote of one another (:mod:`fl.provenance`): its ``config.json``
+    against the ``config_sha256`` its ``provenance.json`` records (the config as the run started, or as a resume
+    that changed it wrote it), its ``provenance.json`` against the ``provenance_sha256`` its ``summary.json``
+    records (as the run finished). A run older than these digests is checked as far as it has them; a record that
+    does not parse is flagged elsewhere."""
+    pairs = (("provenance.json", "config_sha256", "config.json", "the config was edited after the run started?"),
+             ("summary.json", "provenance_sha256", "provenance.json", "edited after the run finished?"))  # fmt: skip
+    for holder, key, named, why in pairs:
+        try:
+            record = json.loads((entry / holder).read_text()) if (entry / holder).is_file() else {}
+        except (OSError, ValueError):
+            continue
+        said = record.get(key) if isinstance(record, dict) else None
+        if not isinstance(said, str) or not (entry / named).is_file():
+            continue
+        if file_sha256(entry / named) != said:
+            flag(entry / named, f"its sha256 is not the {key} its {holder} records ({why})")
 
 
 def rows_digest(entry: Path) -> str | None:
@@ -557,60 +601,67 @@ def children(folder: Path, flag: Flag, holds: str) -> list[Path]:
 
 
 def quality_entries(folder: Path, flag: Flag) -> None:
-    """``quality/<generator>-<dataset>-seed<S>[-steps<N>].json``: each a whole report of :mod:`fl.quality` whose
-    name agrees with its contents (:func:`fl.quality.report_name`) and whose fractions lie in [0, 1]."""
+    """``quality/<generator>-<dataset>-seed<S>[-steps<N>].json``: each a whole report (:func:`quality_entry`)."""
     for path in children(folder, flag, "synthetic-set quality reports"):
-        if not path.is_file() or path.suffix != ".json":
-            flag(path, f"stray {kind(path)} ({QUALITY}/ holds only the JSON reports of python -m fl.quality)")
-            continue
-        try:
-            report = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError):
-            flag(path, "not JSON (cut short or damaged)")
-            continue
-        if not isinstance(report, dict):
-            flag(path, "not a quality report (not a JSON object)")
-            continue
-        wrong = [
-            k for k, t in QUALITY_KEYS.items() if not isinstance(report.get(k), t if t is not float else (int, float))
-        ]
-        if wrong:
-            flag(path, f"not a whole quality report ({wrong[0]} missing or of another type)")
-            continue
-        if not isinstance(report.get("min_steps", 0), int):
-            flag(path, "not a whole quality report (min_steps of another type)")
-            continue
-        name = report_name(report)
-        if path.name != name:
-            flag(path, f"names another report than it holds ({name})")
-        fractions = [report[k] for k in ("noise_fraction", "label_agreement", "synthetic_trained_accuracy",
-                                         "real_trained_accuracy")] + list(report["noise_by_client"])  # fmt: skip
-        if not all(isinstance(f, (int, float)) and 0 <= f <= 1 for f in fractions):
-            flag(path, "a fraction outside [0, 1] (edited?)")
+        quality_entry(path, flag)
+
+
+def quality_entry(path: Path, flag: Flag, named: bool = True) -> None:
+    """A whole report of :mod:`fl.quality` whose fractions lie in [0, 1] and (``named``: in the ledger) whose file's
+    name agrees with its contents (:func:`fl.quality.report_name`)."""
+    if not path.is_file() or path.is_symlink() or path.suffix != ".json":
+        flag(path, f"stray {kind(path)} ({QUALITY}/ holds only the JSON reports of python -m fl.quality)")
+        return
+    try:
+        report = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        flag(path, "not JSON (cut short or damaged)")
+        return
+    if not isinstance(report, dict):
+        flag(path, "not a quality report (not a JSON object)")
+        return
+    wrong = [k for k, t in QUALITY_KEYS.items() if not isinstance(report.get(k), t if t is not float else (int, float))]
+    if wrong:
+        flag(path, f"not a whole quality report ({wrong[0]} missing or of another type)")
+        return
+    if not isinstance(report.get("min_steps", 0), int):
+        flag(path, "not a whole quality report (min_steps of another type)")
+        return
+    if named and path.name != report_name(report):
+        flag(path, f"names another report than it holds ({report_name(report)})")
+    fractions = [report[k] for k in ("noise_fraction", "label_agreement", "synthetic_trained_accuracy",
+                                     "real_trained_accuracy")] + list(report["noise_by_client"])  # fmt: skip
+    if not all(isinstance(f, (int, float)) and 0 <= f <= 1 for f in fractions):
+        flag(path, "a fraction outside [0, 1] (edited?)")
 
 
 def bench_entries(folder: Path, flag: Flag) -> None:
-    """``bench/<date>-<device>/``: each a folder holding a whole ``gpu.json`` of ``scripts/gpu-bench.sh`` (more JSON
-    of the bench beside it, e.g. an earlier call's) and text files (its logs, a note); nothing else."""
+    """``bench/<date>-<device>/``: each a gpu-bench record (:func:`bench_entry`)."""
     for entry in children(folder, flag, "gpu-bench records"):
-        if not entry.is_dir() or entry.is_symlink():
-            flag(entry, f"stray {kind(entry)} ({BENCH}/ holds a folder per gpu-bench)")
-            continue
-        if not (entry / "gpu.json").is_file():
-            flag(entry / "gpu.json", "missing: a gpu-bench record holds its gpu.json")
-        for path in sorted(entry.iterdir()):
-            if not path.is_file() or path.suffix not in (".json", *BENCH_TEXT):
-                flag(path, f"stray {kind(path)} (a gpu-bench record holds its JSON, logs and notes)")
-            elif path.suffix == ".json":
-                try:
-                    record = json.loads(path.read_text())
-                except (ValueError, UnicodeDecodeError):
-                    flag(path, "not JSON (cut short or damaged)")
-                    continue
-                wrong = [k for k, t in BENCH_KEYS.items() if not isinstance(record, dict) or
-                         not isinstance(record.get(k), t)]  # fmt: skip
-                if wrong:
-                    flag(path, f"not a whole gpu-bench record ({wrong[0]} missing or of another type)")
+        bench_entry(entry, flag)
+
+
+def bench_entry(entry: Path, flag: Flag) -> None:
+    """A folder holding a whole ``gpu.json`` of ``scripts/gpu-bench.sh`` (more JSON of the bench beside it, e.g. an
+    earlier call's) and text files (its logs, a note); nothing else."""
+    if not entry.is_dir() or entry.is_symlink():
+        flag(entry, f"stray {kind(entry)} ({BENCH}/ holds a folder per gpu-bench)")
+        return
+    if not (entry / "gpu.json").is_file():
+        flag(entry / "gpu.json", "missing: a gpu-bench record holds its gpu.json")
+    for path in sorted(entry.iterdir()):
+        if not path.is_file() or path.is_symlink() or path.suffix not in (".json", *BENCH_TEXT):
+            flag(path, f"stray {kind(path)} (a gpu-bench record holds its JSON, logs and notes)")
+        elif path.suffix == ".json":
+            try:
+                record = json.loads(path.read_text())
+            except (ValueError, UnicodeDecodeError):
+                flag(path, "not JSON (cut short or damaged)")
+                continue
+            wrong = [k for k, t in BENCH_KEYS.items() if not isinstance(record, dict) or
+                     not isinstance(record.get(k), t)]  # fmt: skip
+            if wrong:
+                flag(path, f"not a whole gpu-bench record ({wrong[0]} missing or of another type)")
 
 
 def simulator_scale_problem(summary: dict, scale: str) -> str | None:
@@ -645,3 +696,119 @@ def simulator_entries(sims: Path, flag: Flag) -> None:
             if said:
                 flag(entry / "summary.json", said)
             json_object(entry / ENTRY, flag)
+
+
+# --- the manifest: every entry of the ledger and the sha256 of each of its files -------------------------------------
+
+ENTRY_GROUPS = (RUNS, NAMED, QUALITY, BENCH)  # <group>/<name> is an entry; and sims/<run>/<scale>
+LEFTOVER = (".adding", ".replaced")  # what an interrupted `ledger add` leaves beside an entry: flagged, no entry
+
+
+def entries_on_disk(ledger: Path) -> dict[str, Path]:
+    """The ledger's entries by their name in the manifest (their path in the ledger, ``/``-separated):
+    ``_runs/<key>``, ``runs/<name>``, ``sims/<run>/<scale>``, ``quality/<report>.json``, ``bench/<record>``. Whatever
+    else lies in these folders is an entry too (the check names it a stray as well), but a leftover of an interrupted
+    ``ledger add``; nothing is followed through a link."""
+    found: dict[str, Path] = {}
+    for group in ENTRY_GROUPS:
+        folder = ledger / group
+        for child in folder.iterdir() if folder.is_dir() and not folder.is_symlink() else ():
+            if not child.name.endswith(LEFTOVER):
+                found[f"{group}/{child.name}"] = child
+    sims = ledger / "sims"
+    for run in sims.iterdir() if sims.is_dir() and not sims.is_symlink() else ():
+        for scale in run.iterdir() if run.is_dir() and not run.is_symlink() else ():
+            found[f"sims/{run.name}/{scale.name}"] = scale
+    return dict(sorted(found.items()))
+
+
+def entry_digests(entry: Path) -> str | dict[str, str]:
+    """What the manifest records of an entry: a file's sha256 (a quality report), or a folder's files (every plain
+    file under it, by its ``/``-separated path in it) with the sha256 of each; links are neither read nor listed."""
+    if entry.is_file() and not entry.is_symlink():
+        return file_sha256(entry)
+    files = {}
+    for path in sorted(entry.rglob("*")) if entry.is_dir() and not entry.is_symlink() else ():
+        if path.is_file() and not path.is_symlink() and not any(p.is_symlink() for p in path.parents):
+            files[path.relative_to(entry).as_posix()] = file_sha256(path)
+    return files
+
+
+def manifest_of(ledger: Path) -> dict[str, str | dict[str, str]]:
+    """Every entry of the ledger as it is (:func:`entries_on_disk`) -> :func:`entry_digests`."""
+    return {name: entry_digests(path) for name, path in entries_on_disk(ledger).items()}
+
+
+def manifest_text(entries: dict[str, str | dict[str, str]]) -> str:
+    """The manifest file: one JSON object, its keys sorted and one file a line, so that ``git diff`` of it shows
+    each entry and file added, removed or changed."""
+    about = (f"every entry of the run ledger and the sha256 of each of its files; written by figures ledger add (and "
+             f"{SEAL}), checked by figures check")  # fmt: skip
+    return json.dumps({"about": about, "entries": entries, "format": 1}, indent=1, sort_keys=True) + "\n"
+
+
+ENTRY_NAME = re.compile(rf"(?:(?:{re.escape(RUNS)}|{NAMED}|{QUALITY}|{BENCH})/[^/]+|sims/[^/]+/[^/]+)")
+
+
+def read_manifest(ledger: Path) -> dict[str, str | dict[str, str]] | None:
+    """The entries the ledger's manifest records (None: the ledger has no manifest); InputError (one line) when the
+    file is no manifest: not JSON, not its shape, an entry name outside the ledger's folders."""
+    path = ledger / MANIFEST
+    if not path.exists() and not path.is_symlink():
+        return None
+    if path.is_symlink() or not path.is_file():
+        raise InputError(f"{path}: not a plain file (a link?); the ledger's manifest is one")
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InputError(f"{path}: not JSON (cut short or damaged)") from None
+    entries = manifest.get("entries") if isinstance(manifest, dict) else None
+    if not isinstance(entries, dict) or manifest.get("format") != 1:
+        raise InputError(f"{path}: not a ledger manifest (format 1 with its entries)")
+    for name, record in entries.items():
+        whole = isinstance(record, str) or (
+            isinstance(record, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in record.items())
+        )
+        if not ENTRY_NAME.fullmatch(name) or ".." in name.split("/") or not whole:
+            raise InputError(f"{path}: its entry {name!r} is not one of a ledger's entries with its files' digests")
+        if isinstance(record, dict) and any(".." in f.split("/") or f.startswith("/") for f in record):
+            raise InputError(f"{path}: its entry {name!r} names a file outside it")
+    return entries
+
+
+def manifest_problems(ledger: Path, flag: Flag) -> None:
+    """The ledger against its manifest, one problem per path: an entry on disk the manifest does not list (put
+    there by hand), one it lists that is gone (deleted, whether or not an artefact reads it), a file added to,
+    missing from or edited in an entry since ``ledger add`` recorded it; a ledger with entries and no manifest, or
+    a manifest that is not one."""
+    try:
+        recorded_entries = read_manifest(ledger)
+    except InputError as error:
+        flag(ledger / MANIFEST, str(error).removeprefix(f"{ledger / MANIFEST}: "))
+        return
+    here = entries_on_disk(ledger)
+    if recorded_entries is None:
+        if here:
+            flag(ledger / MANIFEST, f"missing: the ledger's {len(here)} entries are listed nowhere (written by "
+                 f"figures ledger add; {SEAL} writes one for a ledger whose check passes otherwise)")  # fmt: skip
+        return
+    for name in sorted(set(recorded_entries) - set(here)):
+        flag(ledger / name, "missing: the ledger's manifest lists it (a deleted entry?)")
+    for name in sorted(set(here) - set(recorded_entries)):
+        flag(here[name], "not in the ledger's manifest (put there by hand, not by figures ledger add?)")
+    for name in sorted(set(here) & set(recorded_entries)):
+        entry, record, found = here[name], recorded_entries[name], entry_digests(here[name])
+        if isinstance(record, str) != isinstance(found, str):
+            what = "a file" if isinstance(record, str) else "a folder"
+            flag(entry, f"the ledger's manifest lists it as {what} (replaced by hand?)")
+        elif isinstance(record, str):
+            if found != record:
+                flag(entry, EDITED)
+        else:
+            for file in sorted(set(record) - set(found)):
+                flag(entry / file, DELETED)
+            for file in sorted(set(found) - set(record)):
+                flag(entry / file, PLANTED)
+            for file in sorted(set(found) & set(record)):
+                if found[file] != record[file]:
+                    flag(entry / file, EDITED)

@@ -17,12 +17,16 @@ Each run keeps only :data:`KEPT` (config, metrics, summary, provenance, init_fro
 saved synthesis) and ``ledger.json`` (where it came from, when, on which device, the code's commit, and the sha256
 of every file it keeps and of itself, so that ``figures check`` sees any later edit); never checkpoints, synthetic
 sets or images. No file may exceed 2 MB and the ledger 50 MB. The ledger holds a ``.ledger`` mark: builds on it read
-and never train.
+and never train. Its ``manifest.json`` lists every entry with the sha256 of each of its files
+(:func:`lab.records.check.manifest_problems`): every add records its entry there under the ledger's lock
+(:func:`ledger_lock`), and ``ledger seal`` (:func:`seal`) writes it for a ledger whose check passes otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import glob
 import hashlib
 import json
@@ -30,29 +34,43 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from fl.config import from_dict, migrate
 from fl.plugins import importing_nothing
+from fl.quality import report_name
 from fl.run import read_metrics
 from lab.records.check import (
+    BENCH,
     ENTRY,
     KEPT,
+    LEFTOVER,
+    MANIFEST,
     MAX_FILE,
     MAX_TOTAL,
+    QUALITY,
     SIMS,
+    bench_entry,
     builtins_only,
     disagreements,
+    entry_digests,
     entry_problems,
     json_rows,
+    manifest_of,
+    manifest_text,
     plugins_named,
+    quality_entry,
+    read_manifest,
+    recorded,
     sealed,
     simulator_scale_problem,
+    verify,
 )
 from lab.records.keys import LEDGER_MARK, RUNS, SCALES, run_key
 from theory.cli import format_table
 from theory.errors import InputError
-from theory.output import fsync_path, read_object, refuse_link, write_text_atomically
+from theory.output import fsync_path, read_object, refuse_link, replace_durably, write_text_atomically
 
 NO_IMPORT = "ledger add compares a run's config with its entry's and runs none of the code they name"
 
@@ -198,8 +216,24 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
     were altered (:func:`altered`), the ledger has a conflicting entry of the same name, a file is too large or the
     ledger would pass its budget. A run added before replaces only what ``add`` wrote of its entry (:data:`KEPT`,
     ``ledger.json``): anything else a user keeps there (a NOTES.md) stays with the entry, and the folders ``add``
-    works in are its own (:func:`own_folder`), never a user's ``NAME.adding`` or ``NAME.replaced``."""
-    run = run.expanduser()
+    works in are its own (:func:`own_folder`), never a user's ``NAME.adding`` or ``NAME.replaced``. ``run`` may
+    also be a quality report of :mod:`fl.quality` or a gpu-bench record (:func:`add_record`). The entry is
+    recorded in the ledger's manifest (:func:`record_entries`), all under the ledger's lock (:func:`ledger_lock`);
+    ``run`` may be relative (``.`` inside a run folder)."""
+    run = Path(os.path.abspath(Path(run).expanduser()))  # "." or "..": the folder's own name, never an empty one
+    if not run.name:
+        raise InputError(f"{run}: not a run folder (a run's folder has a name)")
+    with contextlib.ExitStack() as held:
+        held.enter_context(ledger_lock(ledger))  # nothing to lock yet for a new ledger: taken once it is made
+        return adding(run, ledger, device, git, note, held)
+
+
+def adding(
+    run: Path, ledger: Path, device: str | None, git: str | None, note: str | None, held: contextlib.ExitStack
+) -> str:
+    """:func:`add`'s work, ``held`` the stack that holds the ledger's lock."""
+    if run.is_file() or is_bench_record(run):
+        return add_record(run, ledger, held)
     if not run.is_dir():
         raise InputError(f"{run}: no such run folder")
     for name in KEPT:  # read and copied only as plain files: a FIFO would block, a link read another file
@@ -207,6 +241,7 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
         if path.is_symlink() or (path.exists() and not path.is_file()):
             raise InputError(f"{path}: not a plain file (a link, a FIFO, a device or a folder); refused")
     is_ledger(ledger, may_create=True)
+    read_manifest(ledger)  # a damaged manifest is never written over: refused before anything is written
     dest = destination(run, ledger)
     refuse_links_to(dest, ledger)  # before anything is read from or written to the entry
     why = None if is_simulator_run(run) else altered(run)
@@ -226,7 +261,7 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
         raise InputError(f"{run}: refused, the ledger would pass its {MAX_TOTAL // 2**20} MB")
     if dest.exists() and all((dest / f.name).exists() and (dest / f.name).read_bytes() == f.read_bytes()
                              for f in files):  # fmt: skip
-        return f"{run}: already in the ledger as {dest} (unchanged)"
+        return f"{run}: already in the ledger as {dest} (unchanged{recorded_again(dest, ledger, held)})"
     provenance = read_object(run / "provenance.json", "provenance") if (run / "provenance.json").exists() else {}
     record = {
         "source": str(run.resolve()),
@@ -236,6 +271,7 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
         "note": note,
     }
     ensure(ledger)
+    held.enter_context(ledger_lock(ledger))  # the one a new ledger's first add takes
     dest.parent.mkdir(parents=True, exist_ok=True)
     for label in ("adding", "replaced"):  # what an interrupted add of this entry left (its marker says so)
         for folder in dest.parent.glob(f"{glob.escape(dest.name)}.*.{label}"):
@@ -267,7 +303,169 @@ def add(run: Path, ledger: Path, device: str | None = None, git: str | None = No
     fsync_path(dest.parent, folder=True)  # the entry's name is on disk before the old one goes
     if old is not None:
         remove_own(old)  # the entry before: only what add wrote (the user's files moved on with the entry)
+    record_entries(ledger, [dest])
     return f"{run}: added as {dest}"
+
+
+_HELD: set[str] = set()  # the ledgers whose lock this process holds (:func:`ledger_lock` nests)
+
+
+@contextlib.contextmanager
+def ledger_lock(ledger: Path) -> Iterator[None]:
+    """Hold the ledger's lock: an exclusive ``flock`` on its folder (no file of its own in the ledger; the OS
+    releases it when the process dies), so that two adds (a lease's intake and a script's ``ledger add``) never
+    change one entry or the manifest at once. A second ``ledger_lock`` of the same ledger in this process nests;
+    a folder that does not exist yet has nothing to lock (:func:`add` takes the lock once it made the ledger)."""
+    key = os.path.realpath(ledger)
+    if key in _HELD or not ledger.is_dir():
+        yield
+        return
+    handle = os.open(ledger, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _HELD.add(key)
+        yield
+    finally:
+        _HELD.discard(key)
+        os.close(handle)
+
+
+def entry_name(entry: Path, ledger: Path) -> str:
+    """An entry's name in the manifest: its ``/``-separated path in the ledger."""
+    return entry.relative_to(ledger).as_posix()
+
+
+def write_manifest(ledger: Path, entries: dict) -> None:
+    """The ledger's manifest (:func:`lab.records.check.manifest_text`), written whole and fsynced."""
+    replace_durably(ledger / MANIFEST, lambda tmp: tmp.write_text(manifest_text(dict(sorted(entries.items())))))
+
+
+def record_entries(ledger: Path, entries: list[Path]) -> None:
+    """The ``entries`` as they are now into the ledger's manifest (one that is gone, out of it); every other entry
+    stays as the manifest recorded it. Under the ledger's lock (the caller's)."""
+    manifest = read_manifest(ledger) or {}
+    for entry in entries:
+        name = entry_name(entry, ledger)
+        if entry.exists():
+            manifest[name] = entry_digests(entry)
+        else:
+            manifest.pop(name, None)
+    write_manifest(ledger, manifest)
+
+
+def recorded_again(dest: Path, ledger: Path, held: contextlib.ExitStack) -> str:
+    """For a run added again unchanged: its entry recorded in the manifest where the manifest lacks it or holds
+    other digests (an add cut off before it wrote the manifest), when the entry is still as its ``ledger.json``
+    sealed it; the words to say so ("" where nothing was recorded)."""
+    manifest = read_manifest(ledger)
+    name = entry_name(dest, ledger)
+    if manifest is None or manifest.get(name) == entry_digests(dest):
+        return ""
+    problems: list[str] = []
+    recorded(dest, lambda path, what: problems.append(what), KEPT)
+    if problems:
+        return ""
+    held.enter_context(ledger_lock(ledger))
+    record_entries(ledger, [dest])
+    return f"; now in its {MANIFEST}"
+
+
+def is_bench_record(folder: Path) -> bool:
+    """A gpu-bench record (``scripts/gpu-bench.sh``'s folder): a ``gpu.json`` and no run's config."""
+    return folder.is_dir() and (folder / "gpu.json").is_file() and not (folder / "config.json").exists()
+
+
+def add_record(source: Path, ledger: Path, held: contextlib.ExitStack) -> str:
+    """A quality report of :mod:`fl.quality` (a file: ``quality/<its report_name>``) or a gpu-bench record (a
+    folder: ``bench/<its name>``) into the ledger and its manifest; InputError (one line, nothing written) when it
+    is not whole (the check's own rules), too large, or an entry of its name holds something else. One already at
+    its place in the ledger (``fl.quality --out results/ledger/quality/...``) is recorded as it is, unless the
+    manifest recorded it otherwise (an edit: never re-recorded; remove the entry first to replace it)."""
+    problems: list[str] = []
+
+    def collect(path: Path, what: str) -> None:
+        problems.append(f"{path}: {what}")
+
+    is_ledger(ledger, may_create=True)
+    manifest = read_manifest(ledger) or {}
+    if source.is_file():
+        quality_entry(source, collect, named=False)
+        if problems:
+            raise InputError(f"{problems[0]}; refused (not a quality report of python -m fl.quality)")
+        dest = ledger / QUALITY / report_name_of(source)
+        files = [source]
+    else:
+        if source.name.startswith(".") or source.name.endswith(LEFTOVER):
+            raise InputError(f"{source}: refused, a gpu-bench record's folder name may not start with '.' or end in "
+                             f"{' or '.join(LEFTOVER)}")  # fmt: skip
+        bench_entry(source, collect)
+        if problems:
+            raise InputError(f"{problems[0]}; refused (not a whole gpu-bench record)")
+        dest = ledger / BENCH / source.name
+        files = sorted(source.iterdir())
+    refuse_links_to(dest, ledger)
+    for f in files:
+        if f.stat().st_size > MAX_FILE:
+            raise InputError(f"{f}: {f.stat().st_size / 2**20:.1f} MB is over the ledger's 2 MB per file")
+    name = entry_name(dest, ledger)
+    if dest.exists():
+        in_place = os.path.samefile(source, dest)
+        if in_place and name in manifest and manifest[name] != entry_digests(dest):
+            raise InputError(f"{dest}: refused, it differs from what the ledger's {MANIFEST} recorded (edited?); an "
+                             "entry is never recorded again as it stands: restore it (git checkout) or remove it "
+                             "and add its new version")  # fmt: skip
+        if not in_place and entry_digests(source) != entry_digests(dest):
+            raise InputError(f"{source}: refused, it differs from the ledger's {dest}; nothing was overwritten "
+                             "(remove the entry to replace it)")  # fmt: skip
+        if manifest.get(name) == entry_digests(dest):
+            return f"{source}: already in the ledger as {dest} (unchanged)"
+        ensure(ledger)
+        held.enter_context(ledger_lock(ledger))
+        record_entries(ledger, [dest])
+        return f"{source}: recorded as it is in the ledger's {MANIFEST} ({dest})"
+    if size(ledger) + sum(f.stat().st_size for f in files) > MAX_TOTAL:
+        raise InputError(f"{source}: refused, the ledger would pass its {MAX_TOTAL // 2**20} MB")
+    ensure(ledger)
+    held.enter_context(ledger_lock(ledger))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_file():
+        replace_durably(dest, lambda tmp: shutil.copyfile(source, tmp))
+    else:
+        staging = own_folder(dest, "adding")
+        for f in files:
+            shutil.copyfile(f, staging / f.name)
+            fsync_path(staging / f.name)
+        (staging / OURS).unlink()
+        staging.rename(dest)
+        fsync_path(dest.parent, folder=True)
+    record_entries(ledger, [dest])
+    return f"{source}: added as {dest}"
+
+
+def report_name_of(path: Path) -> str:
+    """A quality report's name in the ledger (:func:`fl.quality.report_name`)."""
+    return report_name(read_object(path, "quality report"))
+
+
+def seal(ledger: Path, rests_on: dict[str, str] | None = None) -> tuple[list[str], str]:
+    """Write the manifest of the ledger as it is (:func:`lab.records.check.manifest_of`): for a ledger made before
+    the manifest existed, or after a change made by hand on purpose (its ``git diff`` shows it). Only a ledger whose
+    check passes on everything else (:func:`lab.records.check.verify`, ``rests_on`` as there): (its problems, "")
+    otherwise, nothing written; else ([], what was sealed)."""
+    is_ledger(ledger)
+    with ledger_lock(ledger):
+        problems = verify(ledger, rests_on, manifest=False)
+        if problems:
+            return problems, ""
+        try:
+            old = read_manifest(ledger) or {}
+        except InputError:  # a damaged manifest is replaced whole
+            old = {}
+        new = manifest_of(ledger)
+        write_manifest(ledger, new)
+    changed = sum(1 for name in set(new) & set(old) if new[name] != old[name])
+    return [], (f"{ledger / MANIFEST}: {len(new)} entries sealed ({len(set(new) - set(old))} new, {changed} changed, "
+                f"{len(set(old) - set(new))} gone; git diff shows them)")  # fmt: skip
 
 
 WRITTEN = (*KEPT, ENTRY)  # what add writes in an entry (and replaces when the run comes again); nothing else
@@ -278,6 +476,9 @@ def own_folder(dest: Path, label: str) -> Path:
     """A new folder beside ``dest``, ``NAME.XXXXXXXX.LABEL`` (made new, so never a user's folder of that name; the
     check names a leftover one), holding add's marker."""
     folder = Path(tempfile.mkdtemp(prefix=f"{dest.name}.", suffix=f".{label}", dir=dest.parent))
+    mask = os.umask(0o022)  # mkdtemp's 0700 would become the entry's: a folder as any other of the repository
+    os.umask(mask)
+    folder.chmod(0o777 & ~mask)
     (folder / OURS).write_text("made by figures ledger add; removed when it is done with it\n")
     return folder
 

@@ -139,6 +139,7 @@ def test_the_check_fails_when_one_metrics_row_changes(tmp_path, capsys):
     records.ensure(copy)
     for run in DYNAFED:
         shutil.copytree(run, copy / "runs" / run.name)
+    assert records.seal(copy)[0] == []  # the copies' manifest: the ledger's whole once it lists every entry
     report = tmp_path / "REPORT.md"
     report.write_text(f"# Measured results\n\nHand text.\n\n{BEGIN}\n{END}\n")  # a report: its marker lines
     assert main(["report", "--ledger", str(copy), "--report", str(report)]) == 0
