@@ -32,7 +32,7 @@ same precision (an n × n product, n = 8192):
   fleet of six eagerly the other ways, which the rates do not read: its convolutions as the conv part computes
   them, and on CUDA in FP32, TF32 and BF16 (:mod:`fl.precision`).
 - **dynafed**: one seed's synthesis at the paper's width (``benchmarks/synthesis_bench.py --paper``, its fast path),
-  then 3 seeds one after another and, in a process of their own, batched (``SHUFFLEFL_MATCHING=batched``: one
+  then 3 seeds one after another and, in a process of their own, batched (``method.matching = "batched"``: one
   vmapped computation), in the device's precision (``method.precision`` auto: TF32 on CUDA); then on CUDA one seed
   with the matching in FP32 and in BF16; rates at the single fast path's FLOPs per seed-iteration; memory: the bytes
   autograd saves for an iteration's backward (fast path) and on CUDA the allocated and reserved peaks (CUDA-graph
@@ -48,16 +48,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from unittest import mock
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -186,7 +185,9 @@ def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet", d
     for name, arm, graphs, steps, sizes_r, conv in arms:
         local, model = LocalConfig(1, batch, steps=steps, backend="batched"), models[conv]
 
-        def groups(runs: int, k: int = clients, arm=arm, local=local) -> list:  # runs of k clients each
+        def groups(runs: int, k: int = clients, arm=arm, local=local, replay: str = "off") -> list:
+            """``runs`` runs of ``k`` clients each, their steps replayed under ``replay`` (``train.graphs``)."""
+            local = dataclasses.replace(local, graphs=replay)
             contexts = [Context(server, {}, {}, flat.head_mask) for _ in range(k)]
             gens = [torch.Generator().manual_seed(i) for i in range(k)]
             return [Group(x, y, list(owned[:k]), gens, algorithm, contexts, 0.01, local,
@@ -196,17 +197,19 @@ def fleet(device: torch.device, sizes: dict, peaks: dict, part: str = "fleet", d
         # overcounts a grouped convolution's backward (quadratically in the groups a vmapped step makes: counted
         # over 4 clients it gives 1.9x a client's FLOPs a sample, over 2 runs of 4 3.1x), and a replayed graph
         # dispatches nothing it sees
-        with precision(name, device), graphs_set("off"):
+        with precision(name, device):
             single = counted(lambda arm=arm, local=local: train_groups(flat, groups(1, 1), "different"))
         for runs in sizes_r:
             row = {"part": part, "arm": arm, "precision": name, "graphs": graphs, "runs": runs, "clients": clients,
                    "steps": steps, "batch": batch} | ({"conv": conv} if conv != "grouped" else {})  # fmt: skip
             fresh_memory(device)
             try:
-                with precision(name, device), graphs_set(graphs), cudnn_benchmark(conv == "cudnn-benchmark"):
-                    work = lambda r=runs, model=model: train_groups(model, groups(r), "different")  # noqa: E731
+                with precision(name, device), cudnn_benchmark(conv == "cudnn-benchmark"):
+                    work = lambda r=runs, model=model, g=graphs: train_groups(  # noqa: E731
+                        model, groups(r, replay=g), "different"
+                    )
                     seconds = timed(work, device, sizes["repeats"])
-                    replayed = graph_kind(device, runs)  # None also after a failed capture: the steps ran eagerly
+                    replayed = graph_kind(device, runs, graphs)  # None also after a failed capture: ran eagerly
             except torch.cuda.OutOfMemoryError:
                 rows.append(row | {"outcome": "out of memory"} | memory(device))
                 fresh_memory(device)
@@ -244,13 +247,6 @@ def memory(device: torch.device) -> dict:
         return {}
     return {"cuda_peak_gib": torch.cuda.max_memory_allocated(device) / 2**30,
             "cuda_reserved_peak_gib": torch.cuda.max_memory_reserved(device) / 2**30}  # fmt: skip
-
-
-def graphs_set(value: str) -> contextlib.AbstractContextManager:
-    """``SHUFFLEFL_GRAPHS`` = value inside (fl/graphs.py), the caller's setting back after."""
-    from fl.graphs import GRAPHS_ENV
-
-    return mock.patch.dict(os.environ, {GRAPHS_ENV: value})
 
 
 def dynafed(device: torch.device, dry: bool) -> list[dict]:
@@ -345,7 +341,7 @@ def ddpm(device: torch.device, sizes: dict) -> list[dict]:
 
 
 def as_auto_runs(row: dict, cuda: bool) -> bool:
-    """Whether a row ran as ``SHUFFLEFL_GRAPHS=auto`` runs its work (fl/graphs.py: on CUDA one run's steps replayed,
+    """Whether a row ran as ``train.graphs = "auto"`` runs its work (fl/graphs.py: on CUDA one run's steps replayed,
     a fleet's eagerly; on the CPU eagerly); rows without graphs (a synthesis, a DDPM) do."""
     return "graphs" not in row or (row["graphs"] != "off") == (cuda and row["runs"] == 1)
 

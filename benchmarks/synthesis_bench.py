@@ -14,7 +14,7 @@ rounds of them, the paths interleaved; beside it the ratio of process CPU times,
 cores), the FLOPs of one iteration counted by ``torch.utils.flop_counter.FlopCounterMode`` (matrix
 products and convolutions, forward and backward, on the path's eager equivalent: a CUDA graph's replay hides its
 kernels from the counter but runs the same ones), their rate, the seconds N = 1000 would take, and each path's
-speed against the first. The paths are ``SHUFFLEFL_MATCHING`` values (fl.methods.dynafed.MatchingPath):
+speed against the first. The paths are ``method.matching`` values (fl.methods.dynafed.MatchingPath):
 "reference" is the path before the fast one, "auto" the fast one with every switch the device supports, "batched"
 the reference path vmapped over ``--seeds`` syntheses (what a fleet of seeds computes). With ``--seeds R`` an
 iteration is one outer iteration of each of R syntheses (the others one after another); ``seed_iterations_per_second``
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--repeats", type=positive_int, help="default 2")
     add("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
     add("--dtype", choices=("float32", "float64"), default="float32")
-    add("--paths", help="comma-separated SHUFFLEFL_MATCHING values (default: reference, auto, and unless --quick "
+    add("--paths", help="comma-separated method.matching values (default: reference, auto, and unless --quick "
         "each switch alone)")  # fmt: skip
     add(
         "--seeds",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -46,17 +45,99 @@ def set_rerun_sims(rerun: bool) -> None:
     RERUN["sims"] = rerun
 
 
-def simulate(module: str, args: list[str], run: Path) -> dict:
+class Summary(dict):
+    """A simulator's summary.json as read (:func:`simulate`), knowing its file (``path``)."""
+
+    path: Path
+
+
+# What the artefacts read of each simulator's summary: top-level field -> its kind ("per p": a list of numbers (or
+# nulls), one per p; "numbers": a list whose first entry is a number; "number", "number or null"; "table": a JSON
+# object; "rows": a list of objects with ROW_FIELDS), and the config's fields with their types.
+NUMBER = (int, float)
+SHAPES = {
+    "sims.quadratic": {
+        "p": "per p", "A_ratio": "per p", "theory_ratio": "per p", "rounds_to_eps": "per p",
+        "zeta_star_theory_ratio": "per p", "zeta2_star_ratio": "per p", "L_p": "per p", "zeta2_star": "numbers",
+        "sigma2_star": "numbers", "L_max": "number", "L_avg": "number", "eps_target": "number",
+        "kappa_p_le_0.6": "number or null", "verdict": "table", "config": "table",
+    },
+    "sims.mnist": {"rows": "rows", "claims": "table", "config": "table"},
+}  # fmt: skip
+CONFIG_FIELDS = {
+    "sims.quadratic": {"seeds": int, "n_clients": int, "n_per_client": int, "dim": int, "tau": int, "rounds": int,
+                       "etas": list, "local": str},
+    "sims.mnist": {"epochs": list, "rounds": int, "seeds": int, "dataset": str},
+}  # fmt: skip
+ROW_FIELDS = ("scheme", "epochs", "p", "final_loss", "final_accuracy", "zeta2_ratio", "one_minus_p_squared")
+SAID = {"per p": "a list of numbers, one per p", "numbers": "a list of numbers", "number": "a number",
+        "number or null": "a number or null", "table": "an object",
+        "rows": f"a list of rows (each with {', '.join(ROW_FIELDS)})"}  # fmt: skip
+
+
+def damaged_summary(path: Path, why: str) -> InputError:
+    return InputError(f"{path}: a damaged simulator summary ({why}); restore it, or remove it and simulate again")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, NUMBER) and not isinstance(value, bool)
+
+
+def _of_kind(value: object, kind: str, count: int | None) -> bool:
+    if kind == "per p":
+        return isinstance(value, list) and len(value) == count and all(v is None or _number(v) for v in value)
+    if kind == "numbers":
+        return isinstance(value, list) and bool(value) and _number(value[0])
+    if kind == "number":
+        return _number(value)
+    if kind == "number or null":  # a fit that found no number: NaN, written as null
+        return value is None or _number(value)
+    if kind == "table":
+        return isinstance(value, dict)
+    return isinstance(value, list) and all(isinstance(r, dict) and all(k in r for k in ROW_FIELDS) for r in value)
+
+
+def checked_summary(summary: object, path: Path, module: str) -> Summary:
+    """``summary`` (what ``path`` holds) as a :class:`Summary` when it has every field the artefacts read, of its
+    kind (:data:`SHAPES`, :data:`CONFIG_FIELDS`); else a one-line InputError naming the file and the field."""
+    if not isinstance(summary, dict):
+        raise damaged_summary(path, "not a JSON object")
+    p = summary.get("p")
+    count = len(p) if isinstance(p, list) else None
+    for name, kind in SHAPES[module].items():
+        if not _of_kind(summary.get(name), kind, count):
+            raise damaged_summary(path, f"{name!r} missing or not {SAID[kind]}")
+    for name, kind in CONFIG_FIELDS[module].items():
+        value = summary["config"].get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise damaged_summary(path, f"config.{name} missing or not a {kind.__name__}")
+    out = Summary(summary)
+    out.path = path
+    return out
+
+
+@contextlib.contextmanager
+def reading(summary: Summary):
+    """What an artefact computes from a simulator's summary: a field it holds in a shape :func:`checked_summary`
+    does not look into (a claim, a row's number) is a one-line InputError naming the file, never a traceback."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as error:
+        raise damaged_summary(summary.path, f"{type(error).__name__}: {error}") from None
+
+
+def simulate(module: str, args: list[str], run: Path) -> Summary:
     """The summary of the simulator run ``run`` (``ROOT/<sim>/<scale>/run``). Where the run store is a run ledger
     (``--runs results/ledger``) it is the ledger's ``sims/<sim>/<scale>/summary.json`` and nothing runs, unless
     ``--rerun-sims`` (:func:`set_rerun_sims`); else the simulator's ``main`` runs into ``run`` (its own output
-    quiet) unless it finished there before."""
+    quiet) unless it finished there before. A damaged summary (not JSON, a field missing or of another kind) is a
+    one-line InputError naming it (:func:`checked_summary`)."""
     sim, scale, runs = run.parent.parent.name, run.parent.name, store(run.parent.parent.parent)
     if read_only(runs) and not RERUN["sims"]:
         kept = runs / "sims" / sim / scale / "summary.json"
         if not kept.is_file():
             raise NotInStore(f"the simulator's summary is not in {runs} (sims/{sim}/{scale}); --rerun-sims runs it")
-        return read_object(kept, "simulator summary")
+        return checked_summary(read_object(kept, "simulator summary"), kept, module)
     summary = run / "summary.json"
     if not summary.exists():
         if module == "sims.quadratic":
@@ -67,10 +148,10 @@ def simulate(module: str, args: list[str], run: Path) -> dict:
             code = main([*args, "--out", str(run)])
         if code:
             raise InputError(f"{module} {' '.join(args)} failed (exit {code})")
-    return json.loads(summary.read_text())
+    return checked_summary(read_object(summary, "simulator summary"), summary, module)
 
 
-def quadratic_run(scale: str, folder: Path) -> tuple[dict, Path]:
+def quadratic_run(scale: str, folder: Path) -> tuple[Summary, Path]:
     """The sims.quadratic run of ``scale``, shared by fig2 and lemma1 (under fig2's folder)."""
     run = folder.parent.parent / "fig2" / scale / "run"
     return simulate("sims.quadratic", QUADRATIC[scale], run), run
@@ -101,38 +182,45 @@ def fig2_zeta_star(
 
 def build_fig2(scale: str, folder: Path) -> Built:
     summary, run = quadratic_run(scale, folder)
-    p, a_ratio = np.array(summary["p"]), np.array(summary["A_ratio"], dtype=float)
-    theory, rounds = np.array(summary["theory_ratio"]), summary["rounds_to_eps"]
-    ci = summary.get("A_ratio_ci95")
-    intervals = None if ci is None else np.array(ci, dtype=float)
-    rows = [
-        [float(q), float(a_ratio[j]), "-" if ci is None else f"[{ci[0][j]:.3g}, {ci[1][j]:.3g}]", float(theory[j]),
-         float((1 - q) ** 2), rounds[j]]
-        for j, q in enumerate(p)
-    ]  # fmt: skip
-    figures = [str((run / name).relative_to(folder)) for name in ("fig2.png", "fig2.pdf")]
-    return Built(
-        ["p", "A_p/A_0 (fitted)", "95% CI", "Corollary I ratio", "(1-p)²", "rounds to ε"],
-        rows,
-        fig2_claim(p, a_ratio, theory, intervals),
-        figures,
-        {
-            "seeds": summary["config"]["seeds"],
-            "config": {k: summary["config"][k] for k in ("n_clients", "n_per_client", "dim", "local", "tau", "rounds")}
-            | {"p_values": len(p), "step_sizes": len(summary["config"]["etas"]), "eps_target": summary["eps_target"]},
-            "log_rms": {
-                "theory": summary["verdict"].get("log_rms_theory_ratio"),
-                "one_minus_p_squared": summary["verdict"].get("log_rms_one_minus_p_squared"),
+    with reading(summary):
+        p, a_ratio = np.array(summary["p"]), np.array(summary["A_ratio"], dtype=float)
+        theory, rounds = np.array(summary["theory_ratio"]), summary["rounds_to_eps"]
+        ci = summary.get("A_ratio_ci95")
+        intervals = None if ci is None else np.array(ci, dtype=float)
+        rows = [
+            [float(q), float(a_ratio[j]), "-" if ci is None else f"[{ci[0][j]:.3g}, {ci[1][j]:.3g}]", float(theory[j]),
+             float((1 - q) ** 2), rounds[j]]
+            for j, q in enumerate(p)
+        ]  # fmt: skip
+        figures = [str((run / name).relative_to(folder)) for name in ("fig2.png", "fig2.pdf")]
+        return Built(
+            ["p", "A_p/A_0 (fitted)", "95% CI", "Corollary I ratio", "(1-p)²", "rounds to ε"],
+            rows,
+            fig2_claim(p, a_ratio, theory, intervals),
+            figures,
+            {
+                "seeds": summary["config"]["seeds"],
+                "config": {
+                    k: summary["config"][k] for k in ("n_clients", "n_per_client", "dim", "local", "tau", "rounds")
+                }
+                | {
+                    "p_values": len(p),
+                    "step_sizes": len(summary["config"]["etas"]),
+                    "eps_target": summary["eps_target"],
+                },
+                "log_rms": {
+                    "theory": summary["verdict"].get("log_rms_theory_ratio"),
+                    "one_minus_p_squared": summary["verdict"].get("log_rms_one_minus_p_squared"),
+                },
+                "kappa_p_le_0.6": summary["kappa_p_le_0.6"],
+                "parts": {
+                    "shape": fig2_shape(p, a_ratio, theory, intervals).to_dict(),
+                    "zeta-star": fig2_zeta_star(
+                        p, a_ratio, np.array(summary["zeta_star_theory_ratio"]), theory, intervals
+                    ).to_dict(),
+                },
             },
-            "kappa_p_le_0.6": summary["kappa_p_le_0.6"],
-            "parts": {
-                "shape": fig2_shape(p, a_ratio, theory, intervals).to_dict(),
-                "zeta-star": fig2_zeta_star(
-                    p, a_ratio, np.array(summary["zeta_star_theory_ratio"]), theory, intervals
-                ).to_dict(),
-            },
-        },
-    )
+        )
 
 
 def exceeding(p: np.ndarray, low: np.ndarray, ceiling: np.ndarray) -> list[float]:
@@ -195,43 +283,44 @@ def lemma1_claim(p: np.ndarray, zeta: tuple, l_p: tuple) -> Claim:
 
 def build_lemma1(scale: str, folder: Path) -> Built:
     summary, _ = quadratic_run(scale, folder)
-    p = np.array(summary["p"])
-    zeta_ratio, l_p = np.array(summary["zeta2_star_ratio"]), np.array(summary["L_p"])
-    zeta2, sigma2, n = summary["zeta2_star"][0], summary["sigma2_star"][0], summary["config"]["n_per_client"]
-    moved = np.array([n_exchanged(n, q) / n for q in p])  # the fraction a realised shuffle moves: round(p·n)/n
-    allowance = finite_sample_allowance(moved, sigma2, zeta2, n)  # in units of ζ² (at p = 0)
-    zeta_bound = (1 - moved) ** 2 + allowance
-    l_bound = (1 - moved) * summary["L_max"] + moved * summary["L_avg"]
-    scatter = lemma1_scatter(config_from(summary["config"]))
-    shuffles = int(scatter["shuffles"])
-    replay_error = max(np.max(np.abs(scatter["zeta_ratio"] - zeta_ratio)), np.max(np.abs(scatter["L_p"] - l_p)))
-    if not replay_error <= 1e-9 * max(1.0, float(np.max(l_p))):
-        raise InputError(
-            f"the fig2 summary's problems, replayed from its config, do not give its ζ*² ratio and L_p (off by "
-            f"{replay_error:.3g}): the scatter of a shuffle cannot be computed for them"
-        )
-    # a realised shuffle's expectation, less twice the Monte Carlo's standard error: above the bound only where the
-    # excess is more than the Monte Carlo's own noise
-    expected = {k: scatter[f"{k}_mean"] - 2 * scatter[f"{k}_sd"] / np.sqrt(shuffles) for k in ("zeta_ratio", "L_p")}
-    zeta = (zeta_ratio, zeta_bound, scatter["zeta_ratio_sd"], expected["zeta_ratio"])
-    smooth = (l_p, l_bound, scatter["L_p_sd"], expected["L_p"])
-    rows = [
-        [float(q), float(moved[j]), float(zeta_ratio[j]), float(scatter["zeta_ratio_sd"][j]),
-         float((1 - moved[j]) ** 2), float(zeta_bound[j]), float(scatter["zeta_ratio_mean"][j]), float(l_p[j]),
-         float(scatter["L_p_sd"][j]), float(l_bound[j]), float(scatter["L_p_mean"][j])]
-        for j, q in enumerate(p)
-    ]  # fmt: skip
-    claim = lemma1_claim(p, zeta, smooth)
-    keep = p > 0
-    judged = {
-        name: {
-            "verdict": at_or_below((v[0] - v[2])[keep], v[1][keep], 1e-6),
-            "values": int(keep.sum()),
-            "beyond": exceeding(p[keep], (v[0] - v[2])[keep], v[1][keep]),
-            "expected_above": exceeding(p[keep], v[3][keep], v[1][keep]),
+    with reading(summary):
+        p = np.array(summary["p"])
+        zeta_ratio, l_p = np.array(summary["zeta2_star_ratio"]), np.array(summary["L_p"])
+        zeta2, sigma2, n = summary["zeta2_star"][0], summary["sigma2_star"][0], summary["config"]["n_per_client"]
+        moved = np.array([n_exchanged(n, q) / n for q in p])  # the fraction a realised shuffle moves: round(p·n)/n
+        allowance = finite_sample_allowance(moved, sigma2, zeta2, n)  # in units of ζ² (at p = 0)
+        zeta_bound = (1 - moved) ** 2 + allowance
+        l_bound = (1 - moved) * summary["L_max"] + moved * summary["L_avg"]
+        scatter = lemma1_scatter(config_from(summary["config"]))
+        shuffles = int(scatter["shuffles"])
+        replay_error = max(np.max(np.abs(scatter["zeta_ratio"] - zeta_ratio)), np.max(np.abs(scatter["L_p"] - l_p)))
+        if not replay_error <= 1e-9 * max(1.0, float(np.max(l_p))):
+            raise InputError(
+                f"the fig2 summary's problems, replayed from its config, do not give its ζ*² ratio and L_p (off by "
+                f"{replay_error:.3g}): the scatter of a shuffle cannot be computed for them"
+            )
+        # a realised shuffle's expectation, less twice the Monte Carlo's standard error: above the bound only where the
+        # excess is more than the Monte Carlo's own noise
+        expected = {k: scatter[f"{k}_mean"] - 2 * scatter[f"{k}_sd"] / np.sqrt(shuffles) for k in ("zeta_ratio", "L_p")}
+        zeta = (zeta_ratio, zeta_bound, scatter["zeta_ratio_sd"], expected["zeta_ratio"])
+        smooth = (l_p, l_bound, scatter["L_p_sd"], expected["L_p"])
+        rows = [
+            [float(q), float(moved[j]), float(zeta_ratio[j]), float(scatter["zeta_ratio_sd"][j]),
+             float((1 - moved[j]) ** 2), float(zeta_bound[j]), float(scatter["zeta_ratio_mean"][j]), float(l_p[j]),
+             float(scatter["L_p_sd"][j]), float(l_bound[j]), float(scatter["L_p_mean"][j])]
+            for j, q in enumerate(p)
+        ]  # fmt: skip
+        claim = lemma1_claim(p, zeta, smooth)
+        keep = p > 0
+        judged = {
+            name: {
+                "verdict": at_or_below((v[0] - v[2])[keep], v[1][keep], 1e-6),
+                "values": int(keep.sum()),
+                "beyond": exceeding(p[keep], (v[0] - v[2])[keep], v[1][keep]),
+                "expected_above": exceeding(p[keep], v[3][keep], v[1][keep]),
+            }
+            for name, v in (("zeta", zeta), ("L_p", smooth))
         }
-        for name, v in (("zeta", zeta), ("L_p", smooth))
-    }
     figure = plot_lemma1(p, zeta, smooth, folder / "lemma1.png")
     return Built(
         ["p", "moved: round(p·n)/n", "ζ̂²_p/ζ² measured", "sd of one shuffle", "(1-p)² at the moved fraction",
@@ -284,27 +373,28 @@ def shown_speedup(row: dict, rows: list[dict], rounds: int) -> str | float:
 def build_figb2(scale: str, folder: Path) -> Built:
     run = folder / "run"
     summary = simulate("sims.mnist", MNIST[scale], run)
-    epochs = summary["config"]["epochs"]
-    rounds = summary["config"]["rounds"]
-    rows = [
-        [r["scheme"], r["epochs"], r["p"], r["final_loss"], r["final_accuracy"],
-         shown_speedup(r, summary["rows"], rounds), r["zeta2_ratio"], r["one_minus_p_squared"]]
-        for r in summary["rows"]
-    ]  # fmt: skip
-    figures = [f"run/{name}" for name in ("fig_b2.png", "fig_b2.pdf", "fig_b2_dissimilarity.png")]
-    return Built(
-        ["partition", "E", "p", "final test loss", "final accuracy", "speed-up", "ζ̂²_p/ζ²", "(1-p)²"],
-        rows,
-        figb2_claim(summary["claims"], epochs),
-        figures,
-        {
-            "seeds": summary["config"]["seeds"],
-            "dataset": summary["config"]["dataset"],
-            "config": summary["config"],
-            "split_zeta2_deviation": summary["claims"].get("split_zeta2_ratio_max_rel_dev_from_1mp2"),
-            "parts": {"iid": Claim(*figb2_iid_claim(summary["claims"], epochs, summary["rows"])).to_dict()},
-        },
-    )
+    with reading(summary):
+        epochs = summary["config"]["epochs"]
+        rounds = summary["config"]["rounds"]
+        rows = [
+            [r["scheme"], r["epochs"], r["p"], r["final_loss"], r["final_accuracy"],
+             shown_speedup(r, summary["rows"], rounds), r["zeta2_ratio"], r["one_minus_p_squared"]]
+            for r in summary["rows"]
+        ]  # fmt: skip
+        figures = [f"run/{name}" for name in ("fig_b2.png", "fig_b2.pdf", "fig_b2_dissimilarity.png")]
+        return Built(
+            ["partition", "E", "p", "final test loss", "final accuracy", "speed-up", "ζ̂²_p/ζ²", "(1-p)²"],
+            rows,
+            figb2_claim(summary["claims"], epochs),
+            figures,
+            {
+                "seeds": summary["config"]["seeds"],
+                "dataset": summary["config"]["dataset"],
+                "config": summary["config"],
+                "split_zeta2_deviation": summary["claims"].get("split_zeta2_ratio_max_rel_dev_from_1mp2"),
+                "parts": {"iid": Claim(*figb2_iid_claim(summary["claims"], epochs, summary["rows"])).to_dict()},
+            },
+        )
 
 
 SIMULATORS = (

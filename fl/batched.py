@@ -15,7 +15,7 @@ engine's step (:func:`fl.engine.local_train`), row by row:
   formulas with each client's own step count);
 - ``chunk`` bounds the clients per vmap call (memory: about chunk × B samples of activations at once);
 - on CUDA, a round's steps after the first are recorded once as a CUDA graph and replayed (:mod:`fl.graphs`,
-  ``SHUFFLEFL_GRAPHS``; not with dropout): the same kernels, launched in one call a step.
+  ``train.graphs``; not with dropout): the same kernels, launched in one call a step.
 
 A method's per-client objective is batched when it is a :class:`~fl.methods.base.BatchedTask` (HFMDs' mixed
 batches and prototypes): each row's batch is its real batch padded to B followed by its extra samples padded to b,
@@ -305,7 +305,8 @@ def _train_units(
         body(s)
         return take()
 
-    kind = None if has_dropout(model) else graph_kind(flat.params.device, len(groups))  # dropout: eagerly
+    setting = groups[0].local.graphs if groups else "auto"  # a fleet's groups share it (fl.fleet.shape_key)
+    kind = None if has_dropout(model) else graph_kind(flat.params.device, len(groups), setting)  # dropout: eagerly
     first = 1 if kind and n_steps > 2 else n_steps  # step 0 eagerly (gradient shares, features begun), then a graph
     for s in range(first):
         body(s)

@@ -53,7 +53,8 @@ class LocalConfig:
     pixels with black shifted in and flipped horizontally with probability 1/2: FedCOG's code,
     :func:`fl.augment.crop_flip`). optimizer_state: "reset" (a fresh optimiser every round) or "keep" (each client
     keeps its Adam moments and step count, or its SGD momentum buffer, from its last round to its next, as
-    DynaFed's code does; :func:`carried_rows`)."""
+    DynaFed's code does; :func:`carried_rows`). graphs: the batched steps replayed as a graph or not (``train.graphs``:
+    auto, on, off; :func:`fl.graphs.graph_kind`), speed only."""
 
     epochs: int = 1
     batch_size: int = 64
@@ -69,6 +70,7 @@ class LocalConfig:
     augment: str = "none"
     optimizer_state: str = "reset"
     budget: str = "epochs"
+    graphs: str = "auto"
 
 
 BUDGETS = ("epochs", "real-steps")

@@ -44,6 +44,7 @@ from fl.batched import BACKENDS
 from fl.clients import BUDGETS
 from fl.data.datasets import ALIASES, LAYOUTS, canonical_name, check_root
 from fl.data.partition import NATURAL, PARTITIONERS, partitioner_params
+from fl.graphs import graphs_setting
 from fl.methods import METHODS, Method
 from fl.plugins import entry_point, is_plugin, resolve, source_hash
 from theory.cli import SEED_MAX
@@ -194,7 +195,12 @@ class TrainConfig:
     drops the skew's proportions), written as ``client_accuracy`` (mean over clients, mean of the worst tenth,
     standard deviation) in the round rows.
     dtype: the floats the model, the data and every update compute in, "float32" (default) or "float64" (slower; a
-    fleet and the runs alone agree bit for bit in it on the CPU: ``fl.sweep --fleet``, fl/fleet.py)."""
+    fleet and the runs alone agree bit for bit in it on the CPU: ``fl.sweep --fleet``, fl/fleet.py).
+    graphs: whether the batched backend's local steps after a round's first are recorded once as a graph and
+    replayed (fl/graphs.py): "auto" (on CUDA, CUDA graphs for one run's clients; none for a fleet of several runs,
+    nor off CUDA), "on" (for fleets too, and a traced graph off CUDA), "off". The replayed kernels are the eager
+    steps' own: it changes how fast a run goes, never its numbers, so it is not part of a run's identity and a run
+    may resume with another value."""
 
     rounds: int = 20
     participation: float = 1.0
@@ -224,6 +230,7 @@ class TrainConfig:
     workers: int = 0
     client_eval_every: int = 0
     dtype: str = "float32"
+    graphs: str = "auto"
 
     def check(self) -> None:
         _require(self.rounds >= 1, "train.rounds", "must be >= 1")
@@ -260,15 +267,17 @@ class TrainConfig:
         _require(0 <= self.keep_round <= self.rounds, "train.keep_round", "must lie in [0, rounds]")
         _require(self.workers >= 0, "train.workers", "must be >= 0 (0: auto, 1: no worker processes)")
         _require(self.client_eval_every >= 0, "train.client_eval_every", "must be >= 0 (0: no per-client evaluation)")
+        graphs_setting(self.graphs)  # an InputError naming train.graphs (or the environment variable it replaced)
 
 
 DTYPES = ("float32", "float64")
-SPEED_ONLY = ("workers",)  # train keys that never change a run's numbers
+SPEED_ONLY = ("workers", "graphs")  # train keys that never change a run's numbers
 # keys added after runs were recorded, by section, left out of a run's identity at their default, so that the
 # identity (and the checkpoint's config key) of every earlier run stays what it was
 LATER_DEFAULTS = {
     "train": {"client_eval_every": 0, "dtype": "float32", "local_budget": "epochs"},
     "model": {"conv": "torch"},
+    "method": {"matching": "auto"},  # DynaFed's matching path (fl.methods.dynafed_fast.MatchingPath)
 }
 
 
@@ -562,9 +571,19 @@ def builtin(key: str, name: str) -> bool:
                     "data.partition": (*PARTITIONERS, NATURAL)}[key]  # fmt: skip
 
 
-def with_entry_points(tree: dict) -> dict:
+def note(text: str, notes: list[str] | None) -> None:
+    """A note on a config (a key ignored, a plug-in shadowed): appended to ``notes`` where the caller passes a list
+    (to show, keep or drop as it chooses), else printed on stderr, one line."""
+    if notes is None:
+        print(text, file=sys.stderr)
+    else:
+        notes.append(text)
+
+
+def with_entry_points(tree: dict, notes: list[str] | None = None) -> dict:
     """``tree`` with every plug-in key whose value is the short name an installed package registers
-    (:func:`fl.plugins.entry_point`) replaced by the ``package.module:Name`` it stands for; built-ins win."""
+    (:func:`fl.plugins.entry_point`) replaced by the ``package.module:Name`` it stands for; built-ins win (a plug-in
+    a built-in shadows: a :func:`note`, once per process)."""
     tree = dict(tree)
     for key in PLUGIN_KEYS:
         section, name = key.split(".")
@@ -578,20 +597,21 @@ def with_entry_points(tree: dict) -> dict:
             shadowed = entry_point(key, value)
             if shadowed is not None and (key, value) not in SHADOWED:  # said once per process
                 SHADOWED.add((key, value))
-                print(f"config {key}: {value!r} is a built-in; the installed plug-in {shadowed} registered under the "
-                      f"same name is not used (name it by its path to use it)", file=sys.stderr)  # fmt: skip
+                note(f"config {key}: {value!r} is a built-in; the installed plug-in {shadowed} registered under the "
+                     f"same name is not used (name it by its path to use it)", notes)  # fmt: skip
     return tree
 
 
 SHADOWED: set[tuple[str, str]] = set()  # (key, name) pairs already warned about
 
 
-def from_dict(tree: dict) -> RunConfig:
+def from_dict(tree: dict, notes: list[str] | None = None) -> RunConfig:
     """Build and check a RunConfig from a parsed TOML tree (an earlier version's ``[synthetic]`` is read as
-    ``[method]``; a plug-in's short name an installed package registers as an entry point, as its path)."""
+    ``[method]``; a plug-in's short name an installed package registers as an entry point, as its path). ``notes``:
+    where its notes go (:func:`note`; None: stderr)."""
     config = RunConfig()
     finite(tree)
-    for section, table in with_entry_points(migrate(tree)).items():
+    for section, table in with_entry_points(migrate(tree), notes).items():
         if section in ("algorithm", "method") and not isinstance(table, dict):
             raise InputError(f"config {section}: must be a table")
         if section == "algorithm":
@@ -633,8 +653,10 @@ def parse_override(text: str) -> tuple[list[str], object]:
     return path, value
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
-    """Read a TOML file (or start from the defaults), apply ``--set`` overrides, check everything."""
+def load_config(path: str | Path | None, overrides: list[str] = (), notes: list[str] | None = None) -> RunConfig:
+    """Read a TOML file (or start from the defaults), apply ``--set`` overrides, check everything. ``notes``: a
+    list that gets the notes on the config (keys of another method ignored, a plug-in a built-in shadows), for a
+    caller that expects them; None: they are printed on stderr (:func:`note`)."""
     tree: dict = {}
     if path is not None:
         try:
@@ -650,11 +672,11 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
     for text in overrides:
         (section, key), value = parse_override(text)
         tree.setdefault(section, {})[key] = value
-    tree = with_entry_points(migrate(tree))
+    tree = with_entry_points(migrate(tree), notes)
     dropped = resolve_method(tree.get("method", {}))[1] if isinstance(tree.get("method", {}), dict) else []
-    config = from_dict(tree)
+    config = from_dict(tree, notes)
     check_root(config.data.data_root)  # what a user asks for now must exist (a record from elsewhere need not)
     if dropped:
         name = config.method["name"]
-        print(f"note: method {name} has no key {', '.join(dropped)} (another method's); ignored", file=sys.stderr)
+        note(f"note: method {name} has no key {', '.join(dropped)} (another method's); ignored", notes)
     return config

@@ -225,13 +225,13 @@ class Together:
 
 def shape_key(flat: FlatModel, group: Group) -> tuple:
     """What must agree for groups to share one vmapped call: the model (its layers and parameter shapes), the
-    parameters' dtype and device, the batch size, the samples' shape and dtype, and the tasks' layout (extra
-    samples a row, features wanted: :func:`fl.batched.layout`)."""
+    parameters' dtype and device, the batch size, the graphs setting (``train.graphs``), the samples' shape and
+    dtype, and the tasks' layout (extra samples a row, features wanted: :func:`fl.batched.layout`)."""
     model = flat.model
     shapes = tuple((name, tuple(p.shape)) for name, p in model.named_parameters())
     x = group.x
     return (type(model), repr(model), shapes, flat.params.dtype, flat.params.device, group.local.batch_size,
-            tuple(x.shape[1:]), x.dtype, layout(group))  # fmt: skip
+            group.local.graphs, tuple(x.shape[1:]), x.dtype, layout(group))  # fmt: skip
 
 
 class SharedTensors:

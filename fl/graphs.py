@@ -16,10 +16,11 @@ the step's aten operations once (a read of a value on the host is refused while 
 the next step's index, so a Python number that changes from step to step shows up as different numbers in the
 tests, as a stale value would on CUDA. On the CPU it buys no speed; it is how the tests check the contract.
 
-The environment variable ``SHUFFLEFL_GRAPHS`` chooses: "auto" or unset (on CUDA, CUDA graphs for the clients of
-one run; none for a fleet's several runs, nor elsewhere), "on" (graphs for fleets too, and the traced graph off
-CUDA), "off". It does not change a run's numbers (tested bit for bit on the CPU in float64), so it is not part of a
-run's config.
+A run's config key ``train.graphs`` chooses, handed down to :func:`graph_kind` as ``setting``: "auto" (on CUDA,
+CUDA graphs for the clients of one run; none for a fleet's several runs, nor elsewhere), "on" (graphs for fleets
+too, and the traced graph off CUDA), "off". It does not change a run's numbers (tested bit for bit on the CPU in
+float64), so it is a speed-only key, not part of a run's identity (``fl.config.SPEED_ONLY``). The environment
+variable ``SHUFFLEFL_GRAPHS`` that chose it before is refused, when set, with a line naming the key.
 
 Why "auto" leaves fleets eager: on an H100 (gpu-bench, 2026-11-27; results/ledger/bench/2026-11-27-h100) rounds of
 10 steps of 20 clients of the HFMDs CNN ran 1.41x faster replayed for one FedAvg run (1.30x for an HFMDs arm), but
@@ -38,7 +39,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from theory.errors import InputError
 
-GRAPHS_ENV = "SHUFFLEFL_GRAPHS"
+GRAPHS_ENV = "SHUFFLEFL_GRAPHS"  # chose the setting before train.graphs did: refused when set
 GRAPH_SETTINGS = ("auto", "on", "off")
 
 State = tuple[torch.Tensor, ...]
@@ -52,19 +53,24 @@ class StepNotRecordable(RuntimeError):
 _failed_captures: list[str] = []  # this process's failed CUDA captures: after one, the steps run eagerly
 
 
-def graphs_setting() -> str:
-    """``SHUFFLEFL_GRAPHS`` ("auto" where unset); another value is an InputError (one line)."""
-    setting = os.environ.get(GRAPHS_ENV, "auto") or "auto"
+def graphs_setting(setting: str = "auto") -> str:
+    """``setting`` (a run's ``train.graphs``), checked: another value than auto, on, off is an InputError naming
+    the key (one line), and so is the environment variable ``SHUFFLEFL_GRAPHS`` when set (the config says it now)."""
+    if os.environ.get(GRAPHS_ENV):
+        raise InputError(
+            f"{GRAPHS_ENV}={os.environ[GRAPHS_ENV]!r}: the environment variable is no longer read; unset it and set "
+            f"train.graphs in the config (or --set train.graphs=...)"
+        )
     if setting not in GRAPH_SETTINGS:
-        raise InputError(f"{GRAPHS_ENV}={setting!r}: expected one of {', '.join(GRAPH_SETTINGS)}")
+        raise InputError(f"config train.graphs: {setting!r}: expected one of {', '.join(GRAPH_SETTINGS)}")
     return setting
 
 
-def graph_kind(device: torch.device | str, runs: int = 1) -> str | None:
-    """How steps of ``runs`` runs' clients on ``device`` are replayed under ``SHUFFLEFL_GRAPHS``: "cuda", "trace"
-    or None (eagerly; on CUDA under "auto" for a fleet of several runs, and once a capture failed in this process,
-    so that a run does not try again every round)."""
-    setting = graphs_setting()
+def graph_kind(device: torch.device | str, runs: int = 1, setting: str = "auto") -> str | None:
+    """How steps of ``runs`` runs' clients on ``device`` are replayed under ``setting`` (``train.graphs``):
+    "cuda", "trace" or None (eagerly; on CUDA under "auto" for a fleet of several runs, and once a capture failed in
+    this process, so that a run does not try again every round)."""
+    setting = graphs_setting(setting)
     if setting == "off" or (setting == "auto" and runs > 1):
         return None
     if torch.device(device).type == "cuda":

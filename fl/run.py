@@ -189,7 +189,7 @@ class Experiment:
         self.local = LocalConfig(
             train.local_epochs, train.batch_size, train.participation, train.weighting, train.local_steps,
             train.momentum, train.optimizer, train.weight_decay, train.backend, train.client_chunk, train.client_state,
-            train.augment, train.optimizer_state, train.local_budget,
+            train.augment, train.optimizer_state, train.local_budget, train.graphs,
         )  # fmt: skip
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
@@ -328,7 +328,7 @@ class Experiment:
 
 def where_it_ran(exp: Experiment) -> dict:
     """What provenance.json keeps of the machine and the data a run started on: the device (its name on CUDA),
-    torch, the core count and the one trainer thread, ``SHUFFLEFL_GRAPHS`` (:mod:`fl.graphs`: how the batched steps
+    torch, the core count and the one trainer thread, ``train.graphs`` (:mod:`fl.graphs`: how the batched steps
     are launched, no number changes) and the data actually read (dataset, folder, sizes)."""
     device = str(exp.device)
     if exp.device.type == "cuda":
@@ -338,7 +338,7 @@ def where_it_ran(exp: Experiment) -> dict:
         "torch": torch.__version__,
         "cpu_count": os.cpu_count(),
         "trainer_threads": 1 if exp.device.type == "cpu" else torch.get_num_threads(),
-        "graphs": graphs_setting(),
+        "graphs": graphs_setting(exp.config.train.graphs),
         "data": exp.data_used,
     }
 

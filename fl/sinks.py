@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from theory.errors import InputError
-from theory.output import write_text_atomically
+from theory.output import refuse_link, write_text_atomically
 
 EXTRA = "the TensorBoard sink needs the tensorboard package: pip install 'shufflefl[tensorboard]'"
 OWNER = ".shufflefl-curves"  # in a curves folder: the run whose curves it holds (its run folder)
@@ -40,6 +40,17 @@ def curves_folder(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("give a folder for the event files (an empty name is the working directory)")
     return Path(text)
+
+
+def curves_path(root: Path, *parts: str) -> Path:
+    """``root/parts...``: the curves folder a tool makes in the folder its user named (``fl.sweep --tensorboard
+    DIR``: ``DIR/<run>/seed<s>``). The folders ``parts`` names are the package's: a symbolic link at any of them (to
+    a folder or dangling) is refused in one line, so no curves are written through one (issue 69, B2). ``root``
+    itself may be a link its user made (to a bigger disk)."""
+    path = Path(root)
+    for part in parts:
+        path = refuse_link(path / part, "a curves folder")
+    return path
 
 
 def require_tensorboard() -> None:
@@ -148,6 +159,52 @@ def claim(folder: Path, owner: str, unmarked_ok: bool) -> None:
                          "of its own")  # fmt: skip
     if held is None and not unmarked_ok and has_events(folder):
         raise InputError(f"--tensorboard {folder}: holds event files of another run; give {owner} a folder of its own")
+
+
+def holds_curves_of(kind: str, target: Path, owner: str) -> bool:
+    """Whether ``target`` holds curves of the run ``owner`` (its run folder, resolved): a TensorBoard folder whose
+    :data:`OWNER` mark names it, an MLflow store (``kind`` "mlflow") holding a run tagged with it (:data:`RUN_TAG`,
+    read from the store's files: nothing of MLflow is imported). Never through a link at the mark or the tag."""
+
+    def says(path: Path) -> bool:
+        try:
+            return path.is_file() and not path.is_symlink() and path.read_text().strip() == owner
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    if kind == "tensorboard":
+        return says(target / OWNER)
+    return any(says(tag) for tag in target.glob(f"*/*/tags/{RUN_TAG}"))
+
+
+def resumed_curves(out: Path, log: object, tensorboard: Path | None = None, mlflow: Path | None = None) -> None:
+    """Before a resume of the run in ``out`` opens its sinks: where its config.json's ``[log]`` (``log``, as read,
+    before the command line's flags) sends curves, each target must hold this run's curves already
+    (:func:`holds_curves_of`: the run wrote them there before), unless the command line names that target itself
+    (``--tensorboard``, ``--mlflow``: its user's choice) or the run wrote no round yet (a first start: its config
+    says where). Else one line naming the key: an edited config.json never sends a resume's curves into a folder
+    of its choosing, where they would be written into a user's files (issue 69, B3). ``[log]`` is no part of a
+    run's identity, so this is the one check of it."""
+    if not isinstance(log, dict):
+        return  # the config's own check refuses a [log] that is not a table
+    rows = out / "metrics.jsonl"
+    try:
+        started = rows.stat().st_size > 0 or (out / "checkpoint.pt").exists()
+    except OSError:
+        started = (out / "checkpoint.pt").exists()
+    if not started:
+        return
+    owner = str(out.resolve())
+    for kind, given in (("tensorboard", tensorboard), ("mlflow", mlflow)):
+        target = log.get(kind)
+        if not target or not isinstance(target, str) or given is not None:
+            continue
+        if not holds_curves_of(kind, Path(target), owner):
+            raise InputError(
+                f"{out / 'config.json'}: log.{kind} = {target} holds no curves of this run (config.json edited "
+                f"since it started?); a resume writes curves only where the run wrote them: give --{kind} {target} "
+                "to write them there, or restore config.json"
+            )
 
 
 def replay(rows: list[dict], folder: Path, owner: str | None = None) -> None:

@@ -51,7 +51,7 @@ from fl.atomic import locked
 from fl.config import RunConfig, from_dict, load_config, parse_override
 from fl.fleet import run_fleet
 from fl.run import RUN_LOCK, execute, read_metrics
-from fl.sinks import MLflow, curves_folder, replay, require_mlflow, require_tensorboard
+from fl.sinks import MLflow, curves_folder, curves_path, replay, require_mlflow, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
 from theory.output import read_object, refuse_link, to_json, write_csv, write_text_atomically
@@ -412,7 +412,7 @@ def prepared(s: Sweep, runs: list[tuple[str, list[str]]], configs: dict) -> dict
     sweep_folder(s.out, s.overwrite)
     if s.tensorboard is not None:
         require_tensorboard()
-        curves = {(name, seed): s.tensorboard / run_dir_name(name) / f"seed{seed}" for name, _ in runs
+        curves = {(name, seed): curves_path(s.tensorboard, run_dir_name(name), f"seed{seed}") for name, _ in runs
                   for seed in s.seeds}  # fmt: skip
         configs = {k: replace(c, log=replace(c.log, tensorboard=str(curves[k]))) for k, c in configs.items()
                    if k in curves}  # fmt: skip
@@ -460,8 +460,8 @@ def collect(s: Sweep, runs: list[tuple[str, list[str]]], configs: dict, values: 
                 print(f"[{index + 1}/{len(runs)}] {name} seed {seed} -> {folder}", flush=True)
                 summaries.append(run_one(configs[name, seed], folder, s.quiet, s.overwrite))
             if s.tensorboard is not None:  # a reused finished run: its rows, once
-                replay(read_metrics(folder / "metrics.jsonl"), s.tensorboard / run_dir_name(name) / f"seed{seed}",
-                       str(folder.resolve()))  # fmt: skip
+                replay(read_metrics(folder / "metrics.jsonl"), curves_path(s.tensorboard, run_dir_name(name),
+                       f"seed{seed}"), str(folder.resolve()))  # fmt: skip
             if s.mlflow is not None:  # the same: the rounds the store does not hold yet
                 with MLflow(s.mlflow, read_metrics(folder / "metrics.jsonl"), str(folder.resolve()), str(folder)):
                     pass

@@ -13,6 +13,7 @@ import json
 import lzma
 import math
 import os
+import secrets
 import tarfile
 import zipfile
 import zlib
@@ -57,14 +58,28 @@ def fsync_path(path: Path, folder: bool = False) -> None:
         os.close(handle)
 
 
+def temporary_beside(path: Path, suffix: str = ".tmp") -> Path:
+    """A new empty file beside ``path``, named ``path.name`` + ``.`` + 16 random hex digits + ``suffix`` (np.savez
+    needs its ".npz"), created exclusively (O_EXCL | O_NOFOLLOW): never a file or a link that was there already,
+    so never a user's file; its mode is what the umask gives a new file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = path.with_name(f"{path.name}.{secrets.token_hex(8)}{suffix}")
+        try:
+            os.close(os.open(tmp, flags, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+
+
 def replace_durably(path: Path, write: Callable[[Path], object], suffix: str = ".tmp") -> None:
-    """``write(tmp)`` with ``tmp`` beside ``path`` (its name + ``suffix``), fsync it, ``os.replace(tmp, path)``
-    and fsync the folder: after a crash or a lost machine ``path`` is the old file or the new one, whole, never
-    half of one. A leftover ``tmp`` (a link included) is removed first and never followed; a writer that fails
-    leaves ``path`` as it was and no ``tmp``."""
+    """``write(tmp)`` with ``tmp`` a new file beside ``path`` (:func:`temporary_beside`: its name, a random part,
+    ``suffix``), fsync it, ``os.replace(tmp, path)`` and fsync the folder: after a crash or a lost machine ``path``
+    is the old file or the new one, whole, never half of one (a crash may leave the temporary, named so that no
+    user's file is taken for one). A writer that fails leaves ``path`` as it was and no ``tmp``; no file this did
+    not create is ever removed."""
     path = Path(path)
-    tmp = path.with_name(path.name + suffix)
-    tmp.unlink(missing_ok=True)
+    tmp = temporary_beside(path, suffix)
     try:
         write(tmp)
         fsync_path(tmp)

@@ -27,547 +27,77 @@ fine-tunes the global model on D_syn (Algorithm 2 line 12) with ``finetune_steps
 take the authors' code's: 20 epochs of Adam at 1e-4 with batches of 256, i.e. 20 full-batch steps on 150 images
 (a fresh Adam each round).
 
-How the unroll and its backward are computed (:class:`MatchingPath`, environment variable ``SHUFFLEFL_MATCHING``)
-does not change the numbers beyond rounding: the reference path (:func:`unroll`: ``torch.func.grad`` through
-``functional_call``) and the fast path (:class:`FastUnroll`: the model's layers as functions, an instance norm
-with hand-written first and second derivatives, ``torch.autograd.grad``; on CUDA also TF32, channels-last and one
-CUDA graph per inner step) give the same D_syn to 1e-10 in float64 (tests/fl/methods/test_dynafed_fast.py). The
-batched path (``SHUFFLEFL_MATCHING=batched``: :func:`unroll_many`, the reference unroll vmapped over runs) lets a
+How the unroll and its backward are computed (:class:`MatchingPath`, the key ``matching``) does not change the
+numbers beyond rounding: the reference path (:func:`unroll`: ``torch.func.grad`` through ``functional_call``) and
+the fast path (:class:`FastUnroll`: the model's layers as functions, an instance norm with hand-written first and
+second derivatives, ``torch.autograd.grad``; on CUDA also TF32, channels-last and one CUDA graph per inner step)
+give the same D_syn to 1e-10 in float64 (tests/fl/methods/test_dynafed_fast.py). The batched path
+(``matching = "batched"``: :func:`unroll_many`, the reference unroll vmapped over runs) lets a
 fleet compute the syntheses of several runs as one (:func:`synthesize_together`), each run's D_syn that of its
 synthesis alone to float64 rounding (tests/fl/test_fleet.py).
 
 The synthesis log (seconds, matching loss every ``log_every`` iterations, the learned α, the matching path) lands in
 the metrics row of round L; the run folder gets ``dynafed_dsyn.png`` (D_syn with each image's most likely soft label
 and its probability). The estimators' δ² compares ∇f of the real clients with ∇ of the soft-label loss on D_syn.
+
+The code: this module holds the method (its hooks) and the synthesis that runs it (:class:`Synthesis`, alone or
+several runs' together); the matching loss and the reference unroll are :mod:`fl.methods.dynafed_matching`, the
+fast path and its switches :mod:`fl.methods.dynafed_fast`, the saved progress :mod:`fl.methods.dynafed_progress`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
-import hashlib
-import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call
 
 from fl.augment import DSA_STRATEGY, dsa, strategy_groups
 from fl.batched import FLEET
-from fl.estimators import soft_cross_entropy
 from fl.methods.base import WORK_FOLDER, Method, Picture, ServerRound, require
-from fl.precision import PRECISIONS, arithmetic, cuda_tf32
-from fl.torchfiles import load_safely
+from fl.methods.dynafed_fast import (
+    CUDA_SWITCHES,
+    MATCHING_ENV,
+    SWITCHES,
+    FastUnroll,
+    MatchingPath,
+    average_pool,
+    functional_layers,
+    instance_norm,
+    relative_error,
+)
+from fl.methods.dynafed_matching import (
+    Matching,
+    distance,
+    label_loss,
+    match_loss,
+    match_target,
+    unroll,
+    unroll_many,
+)
+from fl.methods.dynafed_progress import Progress, progress_key
+from fl.precision import PRECISIONS, arithmetic
 from theory.errors import InputError
-from theory.output import replace_durably
+
+__all__ = [  # what other code imports from here, wherever it is defined
+    "CUDA_SWITCHES", "MATCHING_ENV", "SWITCHES", "DynaFed", "FastUnroll", "Matching", "MatchingPath", "Progress",
+    "Synthesis", "average_pool", "distance", "functional_layers", "instance_norm", "iterate_together", "label_loss",
+    "match_loss", "match_target", "progress_key", "relative_error", "return_memory", "synthesize_together", "unroll",
+    "unroll_many",
+]  # fmt: skip
 
 DISTANCES = ("cosine", "euclidean")
 OPTIMISERS = ("sgd", "adam")
 AUGMENTS = ("dsa", "none")
 TARGET_DRAWS = ("paper", "code")
-
-
-def distance(w: torch.Tensor, start: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
-    """d(w̃, w*) of eq. 3: cosine distance of the updates from ``start``, or the normalised squared distance."""
-    if kind == "cosine":
-        return 1 - F.cosine_similarity(w - start, target - start, dim=0)
-    return (w - target).pow(2).sum() / (start - target).pow(2).sum().clamp_min(torch.finfo(w.dtype).tiny)
-
-
-def label_loss(logits: torch.Tensor, probabilities: torch.Tensor, class_mean: bool) -> torch.Tensor:
-    """CE(w; X, softmax(y)) with soft labels; ``class_mean``: also averaged over the C classes (÷ C), as the
-    authors' code's ``kd_loss`` (a mean over batch and classes) computes it."""
-    loss = soft_cross_entropy(logits, probabilities)
-    return loss / logits.shape[1] if class_mean else loss
-
-
-def unroll(
-    model, named, w, inputs, label_logits, steps: int, lr: torch.Tensor, augment: Callable | None = None,
-    class_mean: bool = False,
-) -> torch.Tensor:  # fmt: skip
-    """A(X, y, w, s'): ``steps`` full-batch SGD steps on CE(w; X, softmax(y)), differentiable in X, y and α; with
-    ``augment`` each step sees its own augmentation of X (DSA, differentiable in X)."""
-
-    def loss(vector, batch):
-        logits = functional_call(model, named(vector), (batch,))
-        return label_loss(logits, F.softmax(label_logits, 1), class_mean)
-
-    step = grad(loss)
-    for _ in range(steps):
-        w = w - lr * step(w, inputs if augment is None else augment(inputs))
-    return w
-
-
-def match_target(trajectory: torch.Tensor, t: int, middle) -> torch.Tensor:
-    """w* of a segment from w^t: the mean of w^{t+m} for m in ``middle`` ("paper": w^{t+s} and 2 between;
-    "code": 2 to s draws with replacement from t+1..t+s)."""
-    return torch.stack([trajectory[t + m] for m in middle]).mean(0)
-
-
-def match_loss(
-    model, named, trajectory, inputs, label_logits, lr, t: int, middle, steps: int, kind: str,
-    augment: Callable | None = None, class_mean: bool = False, fast: FastUnroll | None = None,
-) -> torch.Tensor:  # fmt: skip
-    """The matching loss of one segment: start w^t, target the mean of w^{t+m} for m in ``middle``; the unroll by
-    ``fast`` (:meth:`FastUnroll.unroll`) or, without it, by the reference :func:`unroll`."""
-    start = trajectory[t]
-    target = match_target(trajectory, t, middle)
-    if fast is None:
-        end = unroll(model, named, start, inputs, label_logits, steps, lr, augment, class_mean)
-    else:
-        end = fast.unroll(start, inputs, label_logits, steps, lr, augment, class_mean)
-    return distance(end, start, target, kind)
-
-
-# -- The fast matching path --------------------------------------------------------------------------------------
-#
-# Profiled on the CPU (ConvNet-3 of width 32, 150 images, s' = 20, float32), the reference path spends ~37% of an
-# outer iteration in the instance norm's first and second derivatives, which autograd composes from ~85 elementwise
-# operations per norm and inner step, ~15% in torch's CPU average pool (4x slower on NCHW than two sums of
-# neighbours), and issues ~17,900 operations per outer iteration. On a GPU each is a kernel launch, and the H200's
-# 3-4 TFLOP/s (issue 38) point to launches and memory traffic, not arithmetic, as the limit: with the instance norm
-# of :func:`instance_norm` (derivatives written out, ~8 passes over the activations each) the fast path issues
-# ~10,000 and writes ~30% fewer bytes, and on CUDA one graph per inner step replays them without Python. On the
-# CPU, where the convolutions dominate, the whole gains 6-10% (benchmarks/synthesis_bench.py at width 32).
-
-MATCHING_ENV = "SHUFFLEFL_MATCHING"
-SWITCHES = ("instance_norm", "tf32", "channels_last", "graphs")
-CUDA_SWITCHES = SWITCHES[1:]
-
-
-@dataclass(frozen=True)
-class MatchingPath:
-    """How the matching unroll A(X, y, w^t, s') and its backward run. ``fast`` False: the reference path
-    (:func:`unroll`). ``fast``: :class:`FastUnroll` (on the CPU with the pool of :func:`average_pool`), and
-
-    - instance_norm: the instance norm of :func:`instance_norm` (derivatives written out: ~40% fewer operations in
-      an outer iteration, ~30% fewer bytes written) instead of ``F.group_norm`` (on the CPU, at width 32, as fast
-      or up to 5% faster);
-    - tf32 (CUDA, float32): convolutions and matrix products in TF32 (torch's default already runs cuDNN's
-      convolutions in TF32, the reference path's included; this adds the head's matrix product and pins it);
-    - channels_last (CUDA): images and convolution weights in NHWC (cuDNN's tensor-core kernels need no
-      transposes);
-    - graphs (CUDA): each inner step, forward and backward, captured once as a CUDA graph (the unroll has fixed
-      shapes; DSA's draws stay outside, in the eager code between the steps) and replayed; checked once against
-      the eager steps, and dropped (with a note in the synthesis log) when capture fails or the two disagree.
-
-    ``batched``: the reference unroll vmapped over runs (:func:`unroll_many`), so that in a fleet the syntheses of
-    several runs (seeds) are one computation (:func:`synthesize_together`; alone, one run in it).
-
-    ``SHUFFLEFL_MATCHING`` picks it: "auto" (or unset: the fast path with every switch that :meth:`on` keeps for
-    the device), "reference", "batched", or "fast" followed by the switches wanted, joined by "+" ("fast",
-    "fast+instance_norm+graphs"); a CUDA switch does nothing off CUDA."""
-
-    fast: bool = True
-    instance_norm: bool = True
-    tf32: bool = True
-    channels_last: bool = True
-    graphs: bool = True
-    batched: bool = False
-
-    @classmethod
-    def parse(cls, text: str) -> MatchingPath:
-        """The path a ``SHUFFLEFL_MATCHING`` value names (see the class docstring)."""
-        text = text.strip()
-        if text in ("", "auto"):
-            return cls()
-        if text in ("reference", "batched"):
-            return cls(False, False, False, False, False, text == "batched")
-        head, *switches = text.split("+")
-        unknown = [s for s in switches if s not in SWITCHES]
-        if head != "fast" or unknown or len(set(switches)) != len(switches):
-            raise InputError(
-                f"{MATCHING_ENV}={text!r}: must be auto, reference, batched, or fast followed by +switches from "
-                f"{', '.join(SWITCHES)} (e.g. fast+instance_norm+graphs)"
-            )
-        return cls(True, *(s in switches for s in SWITCHES))
-
-    @classmethod
-    def from_environment(cls) -> MatchingPath:
-        return cls.parse(os.environ.get(MATCHING_ENV, "auto"))
-
-    def on(self, device: torch.device | str, dtype: torch.dtype, precision: str = "auto") -> MatchingPath:
-        """The switches that apply on ``device`` in ``dtype`` with the method's ``precision``: no CUDA switch off
-        CUDA (a CPU run's numbers do not depend on what a GPU would have used), TF32 only in float32 and only where
-        the precision is the device's own ("auto"; otherwise :func:`fl.precision.arithmetic` decides it), no CUDA
-        graph under BF16 autocast (its casts are not captured)."""
-        if not self.fast:
-            return MatchingPath.parse("batched" if self.batched else "reference")
-        cuda = torch.device(device).type == "cuda"
-        tf32 = cuda and self.tf32 and dtype == torch.float32 and precision == "auto"
-        graphs = cuda and self.graphs and precision != "bf16"
-        return MatchingPath(True, self.instance_norm, tf32, cuda and self.channels_last, graphs)
-
-    def describe(self) -> str:
-        if not self.fast:
-            return "batched" if self.batched else "reference"
-        return "+".join(["fast", *(s for s in SWITCHES if getattr(self, s))])
-
-
-def _mean_hw(a: torch.Tensor) -> torch.Tensor:
-    return a.mean((2, 3), keepdim=True)
-
-
-def _dot_hw(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """mean over H, W of a·b, per (n, c)."""
-    return (a * b).mean((2, 3), keepdim=True)
-
-
-class _InstanceNormGrad(torch.autograd.Function):
-    """The first derivative of the instance norm as a function of (g, x, γ), with its own derivative written out.
-
-    Per image and channel, over its M = H·W values: x̂ = (x − mean x)·r, r = (var x + eps)^(-1/2), y = γ x̂ + β.
-    With a = mean(g), b = mean(g x̂) and P v = v − mean(v) − x̂ mean(v x̂) (symmetric; x̂'s Jacobian is r P):
-
-        dx = γ r P g,  dγ = Σ M b,  dβ = Σ M a.
-
-    For cotangents (u, p, q) of (dx, dγ, dβ), with c = mean(u P g) and e = mean(u x̂):
-
-        ∂/∂g = q + p x̂ + γ r P u
-        ∂/∂x = p r P g − γ r² (c x̂ + e P g + b P u)
-        ∂/∂γ = Σ r M c
-
-    (∂/∂x takes the total derivative through r and x̂; tested against autograd's own second derivative of
-    ``F.group_norm`` and by ``gradgradcheck``). x̂ and r arrive as saved values; x only links the graph."""
-
-    @staticmethod
-    def forward(ctx, g, x, weight, x_hat, rstd):
-        m = x.shape[2] * x.shape[3]
-        a, b = _mean_hw(g), _dot_hw(g, x_hat)
-        pg = torch.addcmul(g - a, x_hat, b, value=-1)
-        ctx.save_for_backward(weight, x_hat, rstd, pg, b)
-        return pg * (weight.view(1, -1, 1, 1) * rstd), b.sum(0).flatten() * m, a.sum(0).flatten() * m
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, u, p, q):
-        weight, x_hat, rstd, pg, b = ctx.saved_tensors
-        m = x_hat.shape[2] * x_hat.shape[3]
-        u_mean, e, c = _mean_hw(u), _dot_hw(u, x_hat), _dot_hw(u, pg)
-        gr = weight.view(1, -1, 1, 1) * rstd
-        p, q = p.view(1, -1, 1, 1), q.view(1, -1, 1, 1)
-        grad_g = torch.addcmul(torch.addcmul(q - gr * u_mean, u, gr), x_hat, p - gr * e)
-        gr2 = gr * rstd  # ∂/∂x = (p r − γr² e) Pg + γr² (b e − c) x̂ − γr² b u + γr² b mean(u)
-        grad_x = torch.addcmul(gr2 * b * u_mean, pg, p * rstd - gr2 * e)
-        grad_x = torch.addcmul(torch.addcmul(grad_x, x_hat, gr2 * (b * e - c)), u, -gr2 * b)
-        return grad_g, grad_x, (rstd * c).sum(0).flatten() * m, None, None
-
-
-class _InstanceNorm(torch.autograd.Function):
-    """``F.group_norm`` with one group per channel (ConvNet-3's instance norm), twice differentiable through
-    :class:`_InstanceNormGrad`."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps):
-        centred = x - _mean_hw(x)
-        rstd = torch.rsqrt(_dot_hw(centred, centred) + eps)
-        x_hat = centred * rstd
-        ctx.save_for_backward(x, weight, x_hat, rstd)
-        return torch.addcmul(bias.view(1, -1, 1, 1), x_hat, weight.view(1, -1, 1, 1))
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight, x_hat, rstd = ctx.saved_tensors
-        return (*_InstanceNormGrad.apply(grad, x, weight, x_hat, rstd), None)
-
-
-def instance_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    """F.group_norm(x, C, weight, bias, eps) with cheaper first and second derivatives (:class:`_InstanceNormGrad`)."""
-    return _InstanceNorm.apply(x, weight, bias, eps)
-
-
-def _pool_pairs(x: torch.Tensor) -> torch.Tensor:
-    """2×2 mean of the even part of x (n, c, h, w), as two sums of neighbours."""
-    h, w = x.shape[2:]
-    rows = x[:, :, : h - h % 2].unflatten(2, (h // 2, 2))
-    rows = rows[:, :, :, 0] + rows[:, :, :, 1]
-    cols = rows[:, :, :, : w - w % 2].unflatten(3, (w // 2, 2))
-    return (cols[..., 0] + cols[..., 1]) * 0.25
-
-
-def _unpool_pairs(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """The adjoint of :func:`_pool_pairs`: g/4 on each 2×2 block, zeros on a dropped odd row or column."""
-    n, c, h, w = g.shape
-    quarter = (g * 0.25).unsqueeze(-1).expand(n, c, h, w, 2).reshape(n, c, h, 2 * w)
-    out = quarter.unsqueeze(3).expand(n, c, h, 2, 2 * w).reshape(n, c, 2 * h, 2 * w)
-    return F.pad(out, (0, shape[3] - 2 * w, 0, shape[2] - 2 * h)) if tuple(shape[2:]) != (2 * h, 2 * w) else out
-
-
-class _AveragePool(torch.autograd.Function):
-    """``F.avg_pool2d(x, 2)`` on the CPU, where torch's kernel on NCHW tensors takes ~4× the time of two sums of
-    neighbours (and its backward ~2× that of the broadcast below); linear, so every derivative is one of the two."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.shape = x.shape
-        return _pool_pairs(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _AverageUnpool.apply(grad, ctx.shape)
-
-
-class _AverageUnpool(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, grad, shape):
-        return _unpool_pairs(grad, shape)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _AveragePool.apply(grad), None
-
-
-def average_pool(x: torch.Tensor, module: nn.AvgPool2d) -> torch.Tensor:
-    """``module(x)``; a 2×2 pool of stride 2 on a CPU tensor by :class:`_AveragePool`."""
-    m = module
-    plain = m.kernel_size in (2, (2, 2)) and m.stride in (2, (2, 2)) and m.padding in (0, (0, 0))
-    if plain and not m.ceil_mode and m.divisor_override is None and x.device.type == "cpu" and x.dim() == 4:
-        return _AveragePool.apply(x)
-    return F.avg_pool2d(x, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, m.divisor_override)
-
-
-def _layer(module: nn.Module, norm: bool) -> Callable | None:
-    """``module``'s forward as f(h, params) on its parameters (a dict: weight, bias), or None where unknown;
-    ``norm``: a GroupNorm of one group per channel by :func:`instance_norm`."""
-    m = module
-    if isinstance(m, nn.Conv2d) and m.padding_mode == "zeros" and isinstance(m.padding, tuple):
-        return lambda h, p: F.conv2d(h, p["weight"], p.get("bias"), m.stride, m.padding, m.dilation, m.groups)
-    if isinstance(m, nn.GroupNorm) and m.affine:
-        if norm and m.num_groups == m.num_channels:
-            return lambda h, p: instance_norm(h, p["weight"], p["bias"], m.eps)
-        return lambda h, p: F.group_norm(h, m.num_groups, p["weight"], p["bias"], m.eps)
-    if isinstance(m, nn.Linear):
-        return lambda h, p: F.linear(h, p["weight"], p.get("bias"))
-    simple = {
-        nn.ReLU: lambda h, p: F.relu(h),
-        nn.Tanh: lambda h, p: torch.tanh(h),
-        nn.Flatten: lambda h, p: h.flatten(m.start_dim, m.end_dim),
-        nn.AvgPool2d: lambda h, p: average_pool(h, m),
-        nn.MaxPool2d: lambda h, p: F.max_pool2d(h, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode),
-    }
-    return simple.get(type(m))
-
-
-def functional_layers(
-    model: nn.Module, names: list[str], norm: bool = True
-) -> list[tuple[str, Callable, list[str], bool]] | None:
-    """The model as a list of (prefix, f(h, params), its parameters' names, is a convolution) when it is
-    ``head(body(h))`` with ``body`` an ``nn.Sequential`` of known layers and ``head`` one (or a Sequential of them)
-    and these layers own exactly the parameters ``names``; else None (the fast path then calls the module through
-    ``functional_call``). Whether ``forward`` really is head(body(h)) is checked on numbers at the first unroll."""
-    body, head = getattr(model, "body", None), getattr(model, "head", None)
-    if not isinstance(body, nn.Sequential) or not isinstance(head, nn.Module):
-        return None
-    parts = [(f"body.{k}", m) for k, m in body.named_children()]
-    heads = [(f"head.{k}", m) for k, m in head.named_children()] if isinstance(head, nn.Sequential) else []
-    heads = heads or [("head", head)]
-    layers = [
-        (p, _layer(m, norm), [n for n, _ in m.named_parameters()], isinstance(m, nn.Conv2d)) for p, m in parts + heads
-    ]
-    owned = [f"{prefix}.{n}" for prefix, _, own, _ in layers for n in own]
-    if any(f is None for _, f, _, _ in layers) or sorted(owned) != sorted(names):
-        return None
-    return layers
-
-
-class FastUnroll:
-    """A(X, y, w^t, s') of :func:`unroll` with the same numbers, faster (:class:`MatchingPath`): the model as
-    functions of views of w (``w.split``: one node in the graph, not one slice per parameter), the instance norm of
-    :func:`instance_norm`, softmax(y) once per unroll, ``torch.autograd.grad(create_graph=True)`` instead of
-    ``torch.func.grad``; on CUDA the switches of ``path``. ``notes``: what was switched off on the way, and why."""
-
-    # Relative differences that still count as "the same": float64 differs by rounding alone; in float32 (TF32 on
-    # CUDA) other kernels differ by ~1e-3 in a forward pass, and the unroll amplifies rounding (measured on the CPU:
-    # float32 is 2e-3 from float64 in the gradient in X). A wrong layer or graph is off by O(1).
-    LAYER_TOLERANCE: ClassVar[dict] = {torch.float64: 1e-9, torch.float32: 2e-2}
-    GRAPH_TOLERANCE: ClassVar[dict] = {torch.float64: 1e-9, torch.float32: 5e-2}
-
-    def __init__(self, model: nn.Module, layout: list[tuple[str, torch.Size]], path: MatchingPath) -> None:
-        self.model, self.path, self.notes = model, path, []
-        self.names = [name for name, _ in layout]
-        self.shapes = [shape for _, shape in layout]
-        self.sizes = [shape.numel() for shape in self.shapes]
-        self.layers = functional_layers(model, self.names, path.instance_norm)
-        self.checked_layers = False
-        self.graphs: list[Callable] | None = None
-        self.graph_key: tuple | None = None
-
-    def describe(self) -> str:
-        text = self.path.describe() + ("" if self.layers is not None else " (functional_call)")
-        return text + "".join(f"; {note}" for note in self.notes)
-
-    def named(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {n: part.view(shape) for n, part, shape in zip(self.names, w.split(self.sizes), self.shapes)}
-
-    def forward(self, w: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
-        named = self.named(w)
-        if self.layers is None:
-            return functional_call(self.model, named, (batch,))
-        cl = self.path.channels_last and batch.dim() == 4
-        h = batch.contiguous(memory_format=torch.channels_last) if cl else batch
-        for prefix, layer, own, conv in self.layers:
-            params = {n: named[f"{prefix}.{n}"] for n in own}
-            if conv and cl:
-                params["weight"] = params["weight"].contiguous(memory_format=torch.channels_last)
-            h = layer(h, params)
-        return h
-
-    def step(self, w, batch, probabilities, lr, class_mean: bool) -> torch.Tensor:
-        """One inner step w − α ∇_w CE(w; batch, probabilities), differentiable in all four."""
-        if not w.requires_grad:  # w^t itself: the first step differentiates at a leaf
-            w = w.detach().requires_grad_(True)
-        loss = label_loss(self.forward(w, batch), probabilities, class_mean)
-        (gradient,) = torch.autograd.grad(loss, w, create_graph=True)
-        return w - lr * gradient
-
-    def check_layers(self, w: torch.Tensor, batch: torch.Tensor) -> None:
-        """Once: the layers reproduce the module's forward (else fall back to ``functional_call``)."""
-        self.checked_layers = True
-        if self.layers is None:
-            return
-        with torch.no_grad():
-            mine = self.forward(w, batch)
-            theirs = functional_call(self.model, self.named(w), (batch,))
-        error = relative_error(mine, theirs)
-        if not error <= self.LAYER_TOLERANCE.get(w.dtype, 2e-2):
-            self.layers = None
-            self.notes.append(f"layers differ from the module's forward ({error:.1e}): functional_call")
-
-    def unroll(self, start, inputs, label_logits, steps: int, lr, augment: Callable | None = None,
-               class_mean: bool = False) -> torch.Tensor:  # fmt: skip
-        """A(X, y, w^t, s') from ``start`` (see :func:`unroll`)."""
-        with cuda_tf32(True) if self.path.tf32 else contextlib.nullcontext():
-            if not self.checked_layers:
-                self.check_layers(start, inputs)
-            if self.path.graphs:
-                self.prepare_graphs(start, inputs, label_logits, steps, lr, class_mean)
-            probabilities = F.softmax(label_logits, 1)
-            w = start
-            for k in range(steps):
-                batch = inputs if augment is None else augment(inputs)
-                if self.graphs is not None:
-                    w = self.graphs[k](w, batch, probabilities, lr)
-                else:
-                    w = self.step(w, batch, probabilities, lr, class_mean)
-            return w
-
-    def prepare_graphs(self, start, inputs, label_logits, steps: int, lr, class_mean: bool) -> None:
-        """Capture one CUDA graph per inner step (``torch.cuda.make_graphed_callables``: forwards in order,
-        backwards in reverse, one memory pool), once per shape and gradient pattern; check them against the eager
-        steps on copies of the inputs (no augmentation, so no random draw is taken from the synthesis); on failure
-        or disagreement switch graphs off for good, with a note."""
-        key = (steps, class_mean, inputs.shape, inputs.dtype, label_logits.requires_grad, lr.requires_grad)
-        if self.graph_key == key:
-            return
-        self.graph_key, self.graphs = key, None
-        try:
-            graphs = self.capture(start, inputs, label_logits, steps, lr, class_mean)
-            error = self.compare_graphs(graphs, start, inputs, label_logits, steps, lr, class_mean)
-        except Exception as failure:  # any capture failure: the eager steps are always right
-            self.path = dataclasses.replace(self.path, graphs=False)
-            self.notes.append(f"graphs off: capture failed ({type(failure).__name__}: {str(failure)[:120]})")
-            return
-        if not error <= self.GRAPH_TOLERANCE.get(inputs.dtype, 5e-2):
-            self.path = dataclasses.replace(self.path, graphs=False)
-            self.notes.append(f"graphs off: they differ from the eager steps by {error:.1e}")
-            return
-        self.graphs = graphs
-
-    def capture(self, start, inputs, label_logits, steps: int, lr, class_mean: bool) -> list[Callable]:
-        def sample(tensor: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-            return tensor.detach().clone().requires_grad_(requires_grad)
-
-        probabilities = F.softmax(label_logits.detach(), 1)
-        callables, samples = [], []
-        for k in range(steps):
-            callables.append(lambda w, b, p, a: self.step(w, b, p, a, class_mean))
-            samples.append((
-                sample(start, k > 0), sample(inputs, inputs.requires_grad),
-                sample(probabilities, label_logits.requires_grad), sample(lr, lr.requires_grad),
-            ))  # fmt: skip
-        torch.cuda.synchronize()
-        graphs = torch.cuda.make_graphed_callables(tuple(callables), tuple(samples), allow_unused_input=True)
-        return list(graphs)
-
-    def compare_graphs(self, graphs, start, inputs, label_logits, steps: int, lr, class_mean: bool) -> float:
-        """The largest relative difference, graphed against eager, of w_end and of the gradients of Σ w_end in
-        X, y and α, on copies of the inputs."""
-        results = []
-        for use in (graphs, None):
-            x, y, a = (t.detach().clone().requires_grad_(t.requires_grad) for t in (inputs, label_logits, lr))
-            probabilities = F.softmax(y, 1)
-            w = start
-            for k in range(steps):
-                w = use[k](w, x, probabilities, a) if use else self.step(w, x, probabilities, a, class_mean)
-            wanted = [v for v in (x, y, a) if v.requires_grad]
-            results.append([w.detach().clone(), *torch.autograd.grad(w.sum(), wanted)])
-        return max(relative_error(g, e) for g, e in zip(*results))
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    """||a − b|| / ||b|| (∞ when not finite; ||a − b|| where b = 0)."""
-    difference = float((a.detach() - b.detach()).norm())
-    scale = float(b.detach().norm())
-    error = difference / scale if scale > 0 else difference
-    return error if math.isfinite(error) else math.inf
-
-
-class Progress:
-    """The synthesis in progress, kept in ``folder/dynafed_synthesis.pt`` (the run folder, :data:`WORK_FOLDER`)
-    every ``save_every`` iterations: D_syn, the label logits, α, both Adam states, the segment draws' and DSA's
-    generator states, the losses and the seconds so far. An interrupted run recomputes the round and continues the
-    synthesis from there, bit for bit as without the interruption; the file only counts for the same trajectory,
-    settings and seed (its ``key``). No folder (tests, Flower): nothing is kept."""
-
-    FILE = "dynafed_synthesis.pt"
-
-    def __init__(self, folder: Path | None, method: DynaFed, trajectory: torch.Tensor, seed: int) -> None:
-        self.path = None if folder is None else folder / self.FILE
-        digest = hashlib.sha256(trajectory.detach().cpu().double().numpy().tobytes())
-        shaping = repr((dataclasses.replace(method, save_every=1), seed))  # what shapes the numbers
-        if method.precision == "auto":  # as before the setting existed: a synthesis saved then still resumes
-            shaping = shaping.replace(", precision='auto'", "")
-        digest.update(shaping.encode())
-        self.key = digest.hexdigest()
-
-    def restore(self, inputs, label_logits, lr, optimiser, lr_optimiser, draws, generator) -> tuple[int, list, float]:
-        """Load a matching saved synthesis into the given tensors, optimisers and generators; (the next iteration,
-        the losses, the seconds so far): (0, [], 0.0) when there is none."""
-        if self.path is None or not self.path.exists():
-            return 0, [], 0.0
-        saved = load_safely(self.path, "saved DynaFed synthesis", "delete it to synthesise anew", inputs.device)
-        if not isinstance(saved, dict) or saved.get("key") != self.key:
-            return 0, [], 0.0
-        with torch.no_grad():
-            for tensor, name in ((inputs, "inputs"), (label_logits, "label_logits"), (lr, "lr")):
-                tensor.copy_(saved[name])
-        optimiser.load_state_dict(saved["optimiser"])
-        if lr_optimiser is not None:
-            lr_optimiser.load_state_dict(saved["lr_optimiser"])
-        draws.bit_generator.state = saved["draws"]
-        generator.set_state(saved["generator"])
-        return saved["iteration"], saved["losses"], saved["seconds"]
-
-    def save(self, iteration, inputs, label_logits, lr, optimiser, lr_optimiser, draws, generator, losses, seconds):
-        if self.path is None:
-            return
-        payload = {
-            "key": self.key, "iteration": iteration, "inputs": inputs.detach().cpu(),
-            "label_logits": label_logits.detach().cpu(), "lr": lr.detach().cpu(), "optimiser": optimiser.state_dict(),
-            "lr_optimiser": None if lr_optimiser is None else lr_optimiser.state_dict(),
-            "draws": draws.bit_generator.state, "generator": generator.get_state(), "losses": losses,
-            "seconds": seconds,
-        }  # fmt: skip
-        replace_durably(self.path, lambda tmp: torch.save(payload, tmp))
 
 
 class Synthesis:
@@ -591,12 +121,12 @@ class Synthesis:
         self.draws, self.generator = np.random.default_rng(s.seed), s.generator
         self.augment = method.augmenter(s.generator, shape)
         flat.model.eval()
-        self.path = (path or MatchingPath.from_environment()).on(device, dtype, method.precision)
+        self.path = (path or MatchingPath.parse(method.matching)).on(device, dtype, method.precision)
         self.device = device
         self.fast = FastUnroll(flat.model, flat.layout, self.path) if self.path.fast else None
         self.learned = [v for v in (self.inputs, self.label_logits, self.lr) if v.requires_grad]
         self.progress = Progress(WORK_FOLDER.get(), method, trajectory, s.seed)
-        self.first, self.losses, earlier = self.progress.restore(*self._state()[:-2], self.draws, s.generator)
+        self.first, self.losses, earlier = self.progress.restore(self._state())
         self.start = time.perf_counter() - earlier
 
     def _state(self) -> tuple:
@@ -620,10 +150,11 @@ class Synthesis:
         t, middle = method.draw_segment(self.draws, len(self.trajectory))  # w^t, t+s in the trajectory (0-based)
         self.zero_grad()
         with self.arithmetic():
-            loss = match_loss(
-                self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr, t, middle,
-                method.inner_steps, method.distance, self.augment, method.class_mean, self.fast,
+            matching = Matching(
+                self.flat.model, self.flat.named, self.trajectory, self.inputs, self.label_logits, self.lr,
+                method.inner_steps, method.distance, self.augment, method.class_mean,
             )  # fmt: skip
+            loss = match_loss(matching, t, middle, self.fast)
             loss.backward(inputs=self.learned)  # only these: the fast path's first inner step differentiates at a leaf
         self.advance(n_iter, loss)
         return loss.detach()
@@ -650,7 +181,7 @@ class Synthesis:
         if n_iter % method.log_every == 0 or n_iter == method.iterations - 1:
             self.losses.append([n_iter, float(loss.detach())])
         if (n_iter + 1) % method.save_every == 0 or n_iter + 1 == method.iterations:
-            self.progress.save(n_iter + 1, *self._state(), self.losses, time.perf_counter() - self.start)
+            self.progress.save(n_iter + 1, self._state(), self.losses, time.perf_counter() - self.start)
 
     def release(self) -> None:
         """Drop what only the synthesis needed: the fast path's CUDA graphs (each holds a private memory pool, ~10
@@ -685,24 +216,6 @@ def return_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def unroll_many(
-    model, named, w, inputs, label_logits, steps: int, lr: torch.Tensor, augments: list[Callable | None],
-    class_mean: bool = False,
-) -> torch.Tensor:  # fmt: skip
-    """:func:`unroll` for R syntheses at once: w (R, P), inputs (R, n, ...), label logits (R, n, C), α (R,); one
-    ``vmap(grad(loss))`` over the R rows each inner step (their convolutions grouped), each row's augmentation
-    drawn from its own generator as its :func:`unroll` alone would."""
-
-    def loss(vector, batch, logits):
-        return label_loss(functional_call(model, named(vector), (batch,)), F.softmax(logits, 1), class_mean)
-
-    step = vmap(grad(loss))
-    for _ in range(steps):
-        batch = torch.stack([x if a is None else a(x) for a, x in zip(augments, inputs.unbind())])
-        w = w - lr[:, None] * step(w, batch, label_logits)
-    return w
 
 
 def synthesize_together(jobs: list[Synthesis]) -> list[None]:
@@ -756,7 +269,12 @@ class DynaFed(Method):
     segment's target is drawn: "paper" (w^{t+s} averaged with ``target_average`` checkpoints between) or "code"
     (2..s checkpoints of w^{t+1..t+s}, with replacement, as the authors' code draws them). initial_checkpoint: the
     trajectory starts with the initial model w^0 (the authors' code) instead of w^1. class_mean: the matching's
-    soft-label loss also averaged over the C classes, as the authors' code's ``kd_loss``."""
+    soft-label loss also averaged over the C classes, as the authors' code's ``kd_loss``. matching: how the
+    matching's unroll and its backward are computed (:class:`MatchingPath`): "auto" (the fast path with the switches
+    the device takes), "reference", "batched" (the reference unroll vmapped over runs: in a fleet the syntheses of
+    the runs that reach theirs together are one computation), or "fast" followed by switches joined by "+" (from
+    instance_norm, tf32, channels_last, graphs; e.g. "fast+instance_norm+graphs"); the same numbers to rounding, but
+    not bit for bit, so a value other than "auto" is part of the run's identity."""
 
     name: ClassVar[str] = "dynafed"
     trajectory_rounds: int = 20
@@ -781,6 +299,7 @@ class DynaFed(Method):
     initial_checkpoint: bool = False
     class_mean: bool = False
     precision: str = "auto"
+    matching: str = "auto"
 
     def check(self) -> DynaFed:
         require(self.segment >= 1, "segment", "must be >= 1")
@@ -810,6 +329,12 @@ class DynaFed(Method):
         require(self.target_draw in TARGET_DRAWS, "target_draw", f"must be one of {', '.join(TARGET_DRAWS)}")
         require(self.target_draw == "paper" or self.segment >= 2, "segment", "must be >= 2 with target_draw 'code'")
         require(self.precision in ("auto", *PRECISIONS), "precision", f"must be auto or one of {', '.join(PRECISIONS)}")
+        MatchingPath.parse(self.matching)  # an InputError naming method.matching
+        require(
+            MATCHING_ENV not in os.environ, "matching",
+            f"the environment variable {MATCHING_ENV} is no longer read; unset it and set method.matching = "
+            f"{os.environ.get(MATCHING_ENV, '')!r} in the config (or --set method.matching=...)",
+        )  # fmt: skip
         return self
 
     def first_stateful_round(self) -> int:
@@ -870,7 +395,7 @@ class DynaFed(Method):
 
     def synthesize(self, s: ServerRound) -> None:
         """Algorithm 1 on the recorded trajectory; keeps D_syn and α, drops the trajectory. On the batched matching
-        path (``SHUFFLEFL_MATCHING=batched``) in a fleet (:mod:`fl.fleet`), the syntheses of the runs that reach
+        path (``matching = "batched"``) in a fleet (:mod:`fl.fleet`), the syntheses of the runs that reach
         theirs together with equal settings are computed as one (:func:`synthesize_together`)."""
         job = Synthesis(self, s)
         fleet = FLEET.get()

@@ -41,7 +41,7 @@ from fl.atomic import locked
 from fl.synthesis.generators.dp import ACCOUNTANTS, DPConfig, compute_epsilon
 from fl.torchfiles import first_reason, load_safely
 from theory.errors import InputError
-from theory.output import npz_headers, replace_durably
+from theory.output import npz_headers, refuse_link, replace_durably
 
 GENERATORS = ("ddpm", "gan", "vae")
 
@@ -232,8 +232,11 @@ def client_key(dataset_name: str, index: np.ndarray, config: FedssynConfig, seed
 
 
 def client_folder(cache_root: Path, key: dict) -> Path:
-    """``cache_root/client{i}-{hash of key}``."""
-    return cache_root / f"client{key['client']}-{cache_key(key)}"
+    """``cache_root/client{i}-{hash of key}``; a symbolic link there (to a folder or dangling) is refused in one line,
+    so no generator's checkpoint or sample is ever written through it. ``cache_root`` itself (``method.cache_dir``,
+    a run store's ``_synthetic``) may be a link its user made (to a bigger disk): the folders in it are the
+    package's (issue 69, B1)."""
+    return refuse_link(cache_root / f"client{key['client']}-{cache_key(key)}", "a generator's cache folder")
 
 
 def client_seed(seed: int, i: int) -> int:

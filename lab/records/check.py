@@ -50,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import math
 import re
@@ -327,11 +326,10 @@ def run_config(entry: Path, flag: Flag) -> tuple[RunConfig, dict[str, str]] | No
         flag(entry, f"stray folder: its config.json is {problems[0]}")
         return None
     try:
-        # notes on keys a method ignores: not the ledger's business
-        with contextlib.redirect_stderr(io.StringIO()), importing_nothing(NO_CODE):
+        with importing_nothing(NO_CODE):
             tree = migrate(json.loads(json.dumps(tree)))
             named = plugins_named(tree)
-            config = from_dict(builtins_only(tree, named))
+            config = from_dict(builtins_only(tree, named), notes=[])  # its notes: not the ledger's business
     except (InputError, TypeError, ValueError, AttributeError, KeyError) as error:
         flag(entry, f"stray folder: its config.json is not a valid run config ({error})")
         return None
@@ -405,7 +403,7 @@ def run_entry(entry: Path, keyed: bool, flag: Flag, name: str | None = None, ign
             flag(child, f"stray file (a run entry keeps only {', '.join(KEPT)} and {ENTRY})")
     plugin_records(entry, named, flag)
     if keyed and not named:  # a plug-in's key hashes its code: ledger.json's sha256 of config.json stands for it
-        with contextlib.redirect_stderr(io.StringIO()), importing_nothing(NO_CODE):
+        with importing_nothing(NO_CODE):
             key = run_key(config)
         if key != name:
             flag(entry / "config.json", f"hashes to {key}, not to its folder's name (edited, or a stray folder)")

@@ -3,9 +3,7 @@ that names a run of the artefacts in a store or the ledger."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 
 from fl.config import RunConfig, from_dict
@@ -28,8 +26,7 @@ def run_key(config: RunConfig) -> str:
     tree = config.identity()
     tree["method"].pop("cache_dir", None)
     names = {"algorithm": {"name": config.algorithm["name"]}, "method": {"name": config.method["name"]}}
-    with contextlib.redirect_stderr(io.StringIO()):
-        defaults = from_dict(names).identity()
+    defaults = from_dict(names, notes=[]).identity()  # its notes (a shadowed plug-in) are not the key's business
     changed = {
         section: {k: v for k, v in table.items() if k == "name" or defaults.get(section, {}).get(k, object()) != v}
         for section, table in tree.items()

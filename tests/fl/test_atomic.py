@@ -23,7 +23,7 @@ def test_replace_durably_leaves_the_old_file_when_the_writer_fails(tmp_path):
         replace_durably(path, fail)
     assert path.read_text() == "old"
     replace_durably(path, lambda tmp: tmp.write_text("new"))
-    assert path.read_text() == "new" and not (tmp_path / "result.json.tmp").exists()
+    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path):

@@ -1,6 +1,7 @@
 """Every file a run writes reaches the disk before it counts (issue 44, class 10): fl.atomic.replace_durably (and
 theory.output.write_text_atomically under it) fsyncs the new file before the rename and the folder after it, a
-leftover temporary file (a link included) is removed, never followed, and a failed writer leaves neither; an fl.run
+temporary is a new file of a random name (a user's NAME.tmp, a link included, is neither removed nor followed: issue
+69, L3), and a failed writer leaves neither; an fl.run
 run writes config.json, provenance.json, summary.json, checkpoint.pt and the rewritten metrics through that path,
 and fsyncs metrics.jsonl before each checkpoint that continues it; a sweep's table.csv and sweep.json and
 fl.remeasure's appended lines are fsynced too."""
@@ -8,6 +9,7 @@ fl.remeasure's appended lines are fsynced too."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -31,20 +33,47 @@ def synced(monkeypatch) -> list[str]:
     return calls
 
 
+def temporary_of(path: Path, suffix: str = ".tmp") -> re.Pattern:
+    """The names replace_durably gives ``path``'s temporaries (theory.output.temporary_beside)."""
+    return re.compile(re.escape(str(path)) + r"\.[0-9a-f]{16}" + re.escape(suffix))
+
+
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names a file descriptor through /proc")
 def test_the_file_and_its_folder_are_synced(tmp_path, synced):
     replace_durably(tmp_path / "a.json", lambda tmp: tmp.write_text("{}"))
-    assert synced == [str(tmp_path / "a.json.tmp"), str(tmp_path)]
-    assert (tmp_path / "a.json").read_text() == "{}" and not (tmp_path / "a.json.tmp").exists()
+    assert len(synced) == 2 and temporary_of(tmp_path / "a.json").fullmatch(synced[0]) and synced[1] == str(tmp_path)
+    assert (tmp_path / "a.json").read_text() == "{}" and [p.name for p in tmp_path.iterdir()] == ["a.json"]
 
 
-def test_a_leftover_temporary_link_is_removed_never_followed(tmp_path):
+def test_a_users_file_or_link_named_like_a_temporary_is_neither_removed_nor_followed(tmp_path):
+    """Issue 69, L3: the temporary was NAME.tmp, and a file of that name was removed first (a user's own)."""
     victim = tmp_path / "victim.txt"
     victim.write_text("mine")
     (tmp_path / "summary.json.tmp").symlink_to(victim)
+    (tmp_path / "notes.txt.tmp").write_text("my notes")
     write_text_atomically(tmp_path / "summary.json", "{}")
+    write_text_atomically(tmp_path / "notes.txt", "new")
     assert victim.read_text() == "mine" and (tmp_path / "summary.json").read_text() == "{}"
-    assert not (tmp_path / "summary.json").is_symlink()
+    assert not (tmp_path / "summary.json").is_symlink() and (tmp_path / "summary.json.tmp").is_symlink()
+    assert (tmp_path / "notes.txt.tmp").read_text() == "my notes" and (tmp_path / "notes.txt").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt", "notes.txt.tmp", "summary.json", "summary.json.tmp", "victim.txt"
+    ]  # fmt: skip
+
+
+def test_the_temporary_keeps_the_suffix_and_the_umask_mode(tmp_path):
+    """np.savez needs its ".npz"; the new file's mode is a new file's (not mkstemp's 0600)."""
+    seen = []
+
+    def write(tmp):
+        seen.append(tmp)
+        tmp.write_bytes(b"x")
+
+    replace_durably(tmp_path / "set.npz", write, ".tmp.npz")
+    assert temporary_of(tmp_path / "set.npz", ".tmp.npz").fullmatch(str(seen[0]))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "set.npz").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_a_failed_writer_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -65,9 +94,10 @@ def test_a_run_writes_its_records_through_the_synced_path(cifar_root, tmp_path, 
     assert main(base_args(cifar_root, out, "--workers", "1")) == 0
     files = {Path(p).name for p in synced}
     for name in ("config.json", "provenance.json", "summary.json", "checkpoint.pt", "metrics.jsonl"):
-        assert f"{name}.tmp" in files, f"{name} not written whole and synced: {sorted(files)}"
+        assert any(temporary_of(out / name).fullmatch(p) for p in synced), f"{name} not written whole: {files}"
     assert "metrics.jsonl" in files and str(out) in synced  # the log before each checkpoint; the folder's entries
-    assert synced.index(str(out / "metrics.jsonl")) < synced.index(str(out / "checkpoint.pt.tmp"))
+    checkpoint = next(k for k, p in enumerate(synced) if temporary_of(out / "checkpoint.pt").fullmatch(p))
+    assert synced.index(str(out / "metrics.jsonl")) < checkpoint
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names a file descriptor through /proc")
@@ -75,7 +105,7 @@ def test_a_table_is_written_whole_and_synced(tmp_path, synced):
     """fl.sweep's table.csv (theory.output.write_csv) goes through the same path; sweep.json through
     write_text_atomically."""
     write_csv(tmp_path / "table.csv", ["a", "b"], [[1, 2]])
-    assert synced == [str(tmp_path / "table.csv.tmp"), str(tmp_path)]
+    assert len(synced) == 2 and temporary_of(tmp_path / "table.csv").fullmatch(synced[0]) and synced[1] == str(tmp_path)
     assert (tmp_path / "table.csv").read_text().splitlines() == ["a,b", "1,2"]
 
 

@@ -14,7 +14,7 @@ import fl.batched as batched_module
 import fl.fleet as fleet_module
 from fl.config import load_config
 from fl.fleet import Rendezvous, run_fleet
-from fl.graphs import GRAPHS_ENV
+from fl.graphs import graph_kind
 from fl.run import execute
 from fl.sweep import main as sweep_main
 from fl.sweep import prepare_run
@@ -67,9 +67,20 @@ def untimed(tree):
     return [untimed(v) for v in tree] if isinstance(tree, list) else tree
 
 
+def use_graphs(monkeypatch, setting: str) -> None:
+    """The batched steps of the calls that follow replayed under the ``train.graphs`` value ``setting``, whatever
+    setting the caller hands :func:`fl.graphs.graph_kind` (so the same configs run graphed in the fleet and eager
+    alone)."""
+
+    def kind(device, runs=1, _="auto"):
+        return graph_kind(device, runs, setting)
+
+    monkeypatch.setattr(batched_module, "graph_kind", kind)
+
+
 def graphs_on(monkeypatch, on: bool) -> list:
-    """SHUFFLEFL_GRAPHS on or off; the list of recorded replays (their kinds) that the calls append to."""
-    monkeypatch.setenv(GRAPHS_ENV, "on" if on else "off")
+    """train.graphs on or off; the list of recorded replays (their kinds) that the calls append to."""
+    use_graphs(monkeypatch, "on" if on else "off")
     replays, real = [], batched_module.replay
 
     def counting(advance, state, start, stop, kind):
@@ -108,7 +119,7 @@ def test_a_fleet_of_two_seeds_and_two_algorithms_equals_the_runs_alone(cifar_roo
     monkeypatch.setattr(fleet_module, "SharedTensors", Recorded)
     replays = graphs_on(monkeypatch, graphed)
     fleet([(c, tmp_path / f"fleet_{s}_{a}") for (s, a), c in configs.items()])
-    monkeypatch.setenv(GRAPHS_ENV, "off")
+    use_graphs(monkeypatch, "off")
     assert (len(replays) == 4) if graphed else not replays  # one recording a round, the four runs' clients in it
     (shared,) = made
     assert len(shared._kept) == 4 and shared.saved > 0  # x, y, test x, test y: once for the four runs
@@ -157,7 +168,7 @@ def test_a_fleet_with_a_method_equals_its_runs_alone(cifar_root, tmp_path, metho
     backend = ["--set", "train.backend='batched'"] if method.endswith("batched") else []
     configs = [from_args([*make(cifar_root, tmp_path, "fedavg"), *backend], seed) for seed in (0, 1)]
     fleet([(c, tmp_path / f"fleet{k}") for k, c in enumerate(configs)])
-    monkeypatch.setenv(GRAPHS_ENV, "off")
+    use_graphs(monkeypatch, "off")
     for k, config in enumerate(configs):
         assert_same(tmp_path / f"fleet{k}", alone(config, tmp_path / f"alone{k}"))
     assert bool(replays) == graphed
@@ -247,12 +258,12 @@ def synthesis_args(root, tmp_path, seed, *extra):
 
 @pytest.mark.slow
 def test_three_seeds_syntheses_batched_equal_three_single_ones(cifar_root, tmp_path, monkeypatch):
-    """SHUFFLEFL_MATCHING=batched in a fleet: the three seeds' syntheses are one vmapped computation; every row,
+    """method.matching = "batched" in a fleet: the three seeds' syntheses are one vmapped computation; every row,
     D_syn and α equal the runs alone on the reference path to float64 rounding."""
-    configs = [synthesis_args(cifar_root, tmp_path, seed) for seed in (0, 1, 2)]
-    monkeypatch.setenv("SHUFFLEFL_MATCHING", "reference")
-    singles = [alone(config, tmp_path / f"alone{k}") for k, config in enumerate(configs)]
-    monkeypatch.setenv("SHUFFLEFL_MATCHING", "batched")
+    path = {m: ("--set", f"method.matching='{m}'") for m in ("reference", "batched")}
+    singles = [alone(synthesis_args(cifar_root, tmp_path, seed, *path["reference"]), tmp_path / f"alone{k}")
+               for k, seed in enumerate((0, 1, 2))]  # fmt: skip
+    configs = [synthesis_args(cifar_root, tmp_path, seed, *path["batched"]) for seed in (0, 1, 2)]
     fleet([(config, tmp_path / f"fleet{k}") for k, config in enumerate(configs)])
     for k, single in enumerate(singles):
         rows = {name: numbers(out)[0] for name, out in (("fleet", tmp_path / f"fleet{k}"), ("alone", single))}
@@ -271,8 +282,7 @@ def test_a_batched_synthesis_stopped_at_an_iteration_resumes_bit_for_bit(cifar_r
     and ends bit for bit as the fleet that was not stopped."""
     import fl.methods.dynafed as dynafed
 
-    monkeypatch.setenv("SHUFFLEFL_MATCHING", "batched")
-    configs = [synthesis_args(cifar_root, tmp_path, seed) for seed in (0, 1)]
+    configs = [synthesis_args(cifar_root, tmp_path, seed, "--set", "method.matching='batched'") for seed in (0, 1)]
     straight = [tmp_path / f"straight{k}" for k in range(2)]
     fleet(list(zip(configs, straight)))
     real, calls = dynafed.unroll_many, []

@@ -80,9 +80,11 @@ def test_cuda_graphs_change_no_number(name, monkeypatch):
     """The batched rounds with their steps recorded as a CUDA graph and replayed (fl/graphs.py) equal the eager
     rounds bit for bit on CUDA: the replayed kernels are the eager ones. A capture that failed would warn (and
     run eagerly): here it is an error."""
-    monkeypatch.setenv("SHUFFLEFL_GRAPHS", "off")
+    from tests.fl.test_fleet import use_graphs  # train.graphs for the calls that follow
+
+    use_graphs(monkeypatch, "off")
     eager = rounds("cuda", name, "batched")
-    monkeypatch.setenv("SHUFFLEFL_GRAPHS", "on")
+    use_graphs(monkeypatch, "on")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         graphed = rounds("cuda", name, "batched")
@@ -204,18 +206,20 @@ def test_dynafed_resumed_before_round_l_on_cuda(cifar_root, tmp_path, monkeypatc
         assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
 
 
-def test_dynafed_fast_matching_on_cuda_gives_the_cpu_reference_d_syn(monkeypatch):
+def test_dynafed_fast_matching_on_cuda_gives_the_cpu_reference_d_syn():
     """float64, five outer iterations (Adam on X, y and α, DSA, the segment draws): the fast path on CUDA with
     channels-last and CUDA graphs (which really ran: no note that they were dropped) against the reference path on
     the CPU."""
-    from fl.methods.dynafed import MATCHING_ENV, DynaFed
+    import dataclasses
+
+    from fl.methods.dynafed import DynaFed
     from tests.fl.methods.test_dynafed_fast import convnet, server_round
 
     method = DynaFed(trajectory_rounds=6, segment=3, inner_steps=3, per_class=2, iterations=5, log_every=1,
                      inner_lr_lr=1e-3)  # fmt: skip
     out = {}
     for device, path in (("cpu", "reference"), ("cuda", "auto")):
-        monkeypatch.setenv(MATCHING_ENV, path)
+        method = dataclasses.replace(method, matching=path)
         s = server_round(convnet(device=device))
         method.synthesize(s)
         out[device] = s
@@ -225,16 +229,15 @@ def test_dynafed_fast_matching_on_cuda_gives_the_cpu_reference_d_syn(monkeypatch
                                    rtol=1e-9, atol=1e-9)  # fmt: skip
 
 
-def test_a_finished_synthesis_on_cuda_hands_its_graph_pools_back(monkeypatch):
+def test_a_finished_synthesis_on_cuda_hands_its_graph_pools_back():
     """Three syntheses one after another in one process (what a fleet's runs do at their synthesis round) on the
     graphed fast path: the memory CUDA reserves does not grow from one synthesis to the next
     (the H100 bench saw 43.4 GiB reserved for three fast syntheses alive together against 21.7 for one), and less
     than at the peak of a synthesis (its graph pools are given back)."""
-    from fl.methods.dynafed import MATCHING_ENV, DynaFed
+    from fl.methods.dynafed import DynaFed
     from tests.fl.methods.test_dynafed_fast import convnet, server_round
 
-    monkeypatch.setenv(MATCHING_ENV, "auto")
-    method = DynaFed(trajectory_rounds=6, segment=3, inner_steps=3, per_class=2, iterations=2)
+    method = DynaFed(trajectory_rounds=6, segment=3, inner_steps=3, per_class=2, iterations=2, matching="auto")
     flat = convnet(width=16, device="cuda")
     after = []
     for seed in range(3):
@@ -266,7 +269,7 @@ def test_dynafed_fast_matching_on_cuda_in_float32_with_tf32():
     and kept."""
     import torch.nn.functional as F
 
-    from fl.methods.dynafed import DynaFed, FastUnroll, MatchingPath, match_loss, relative_error
+    from fl.methods.dynafed import DynaFed, FastUnroll, Matching, MatchingPath, match_loss, relative_error
     from fl.models import build_model
 
     shape, generator = (1, 28, 28), torch.Generator().manual_seed(0)
@@ -290,8 +293,9 @@ def test_dynafed_fast_matching_on_cuda_in_float32_with_tf32():
         lr = torch.tensor(0.04, device=device, dtype=dtype, requires_grad=True)
         fast = None if device == "cpu" else FastUnroll(model.model, model.layout, MatchingPath().on(device, dtype))
         draws = DynaFed().augmenter(torch.Generator().manual_seed(1), shape)
-        loss = match_loss(model.model, model.named, trajectory.to(device=device, dtype=dtype), inputs, logits, lr, 1,
-                          [5, 2, 3], 20, "euclidean", draws, False, fast)  # fmt: skip
+        matching = Matching(model.model, model.named, trajectory.to(device=device, dtype=dtype), inputs, logits, lr,
+                            20, "euclidean", draws, False)  # fmt: skip
+        loss = match_loss(matching, 1, [5, 2, 3], fast)
         results[device] = [v.detach().cpu().double() for v in (loss, *torch.autograd.grad(loss, (inputs, logits, lr)))]
     assert fast.describe() == "fast+instance_norm+tf32+channels_last+graphs"
     (loss, grad_x, _, _), (loss_ref, grad_x_ref, _, _) = results["cuda"], results["cpu"]

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from fl.flat import FlatModel
 from fl.methods.dynafed import (
-    MATCHING_ENV,
     DynaFed,
     MatchingPath,
     Progress,
@@ -107,15 +106,15 @@ def float32_round():
     return s
 
 
-def test_dynafed_synthesises_in_each_precision(monkeypatch):
+def test_dynafed_synthesises_in_each_precision():
     """float32 D_syn: "fp32" on the CPU is "auto" bit for bit; TF32 and bf16 move it by their rounding, TF32 (10
     mantissa bits) less than bf16 (7), both less than the synthesis moved it; the log names the precision; a bad
     precision is refused by check."""
-    monkeypatch.setenv(MATCHING_ENV, "auto")
     out = {}
     for precision, iterations in (("start", 0), ("auto", 4), *((p, 4) for p in PRECISIONS)):
         method = DynaFed(trajectory_rounds=6, segment=3, inner_steps=3, per_class=2, iterations=iterations,
-                         log_every=1, precision="auto" if precision == "start" else precision)  # fmt: skip
+                         log_every=1, precision="auto" if precision == "start" else precision,
+                         matching="auto")  # fmt: skip
         s = float32_round()
         method.synthesize(s)
         out[precision] = (s.state["server"]["x_syn"], s.log["synthesis"]["path"])
@@ -154,7 +153,7 @@ def test_a_saved_synthesis_counts_for_its_own_precision_only():
     assert len(set(keys.values())) == 4
     method = dataclasses.replace(DynaFed(), save_every=1)  # its repr as written before the field existed:
     fields = ", ".join(f"{f.name}={getattr(method, f.name)!r}" for f in dataclasses.fields(method)
-                       if f.name != "precision")  # fmt: skip
+                       if f.name not in ("precision", "matching"))  # fmt: skip
     earlier = f"(DynaFed({fields}), 0)"
     assert "precision" not in earlier and earlier.endswith("class_mean=False), 0)")
     digest = hashlib.sha256(trajectory.double().numpy().tobytes())

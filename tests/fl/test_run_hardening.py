@@ -142,7 +142,7 @@ def test_a_named_data_root_that_does_not_exist_is_an_error(cifar_root, tmp_path,
 def test_provenance_records_the_data_and_the_device(finished, cifar_root):
     entry = json.loads((finished / "provenance.json").read_text())
     assert entry["device"] == "cpu" and entry["trainer_threads"] == 1 and entry["cpu_count"] == os.cpu_count()
-    assert entry["graphs"] == (os.environ.get("SHUFFLEFL_GRAPHS") or "auto")
+    assert entry["graphs"] == "auto"  # train.graphs
     assert entry["data"]["dataset"] == "cifar10" and entry["data"]["folder"].startswith(str(cifar_root))
     assert entry["data"]["train"] > 0 and entry["data"]["test"] > 0
 
@@ -210,7 +210,10 @@ def test_a_crafted_or_foreign_checkpoint_is_one_line_without_torchs_advice(stopp
 
 
 def test_a_bad_graphs_setting_is_refused_in_one_line_before_any_round(cifar_root, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("SHUFFLEFL_GRAPHS", "yes")
+    assert main(base_args(cifar_root, tmp_path / "r", "--set", "train.graphs='yes'")) == 2
+    one_line_error(capsys, "config train.graphs: 'yes': expected one of auto, on, off")
+    assert not (tmp_path / "r" / "metrics.jsonl").exists()
+    monkeypatch.setenv("SHUFFLEFL_GRAPHS", "on")  # the variable that chose it before: refused, naming the key
     assert main(base_args(cifar_root, tmp_path / "r")) == 2
-    one_line_error(capsys, "SHUFFLEFL_GRAPHS='yes': expected one of auto, on, off")
+    one_line_error(capsys, "set train.graphs in the config")
     assert not (tmp_path / "r" / "metrics.jsonl").exists()

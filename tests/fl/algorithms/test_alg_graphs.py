@@ -1,5 +1,5 @@
 """Replayed steps (fl/graphs.py): a batched round's local steps recorded once and replayed change no number. On the
-CPU the recording is a traced FX graph (SHUFFLEFL_GRAPHS=on), which holds the CUDA graph's contract: a step that
+CPU the recording is a traced FX graph (train.graphs = "on"), which holds the CUDA graph's contract: a step that
 reads a value on the host or makes a tensor from host data is refused, and a value baked into the recording would
 show as a different number here. Every algorithm with SGD, momentum and weight decay, Adam with τ steps; merged
 groups; HFMDs' mixed batches and prototypes in a fleet: bit for bit in float64."""
@@ -24,13 +24,13 @@ def test_the_setting_picks_the_kind_and_refuses_a_bad_value_in_one_line(monkeypa
     monkeypatch.delenv(GRAPHS_ENV, raising=False)
     assert graph_kind("cpu") is None and graph_kind("cuda") == "cuda"
     assert graph_kind("cuda", runs=4) is None  # "auto": a fleet's steps eagerly (measured: no faster replayed)
-    monkeypatch.setenv(GRAPHS_ENV, "on")
-    assert graph_kind("cpu") == "trace" and graph_kind("cuda") == "cuda"
-    assert graph_kind("cpu", runs=4) == "trace" and graph_kind("cuda", runs=4) == "cuda"
-    monkeypatch.setenv(GRAPHS_ENV, "off")
-    assert graph_kind("cpu") is None and graph_kind("cuda") is None
-    monkeypatch.setenv(GRAPHS_ENV, "yes")
-    with pytest.raises(InputError, match="SHUFFLEFL_GRAPHS='yes': expected one of auto, on, off"):
+    assert graph_kind("cpu", 1, "on") == "trace" and graph_kind("cuda", 1, "on") == "cuda"
+    assert graph_kind("cpu", 4, "on") == "trace" and graph_kind("cuda", 4, "on") == "cuda"
+    assert graph_kind("cpu", 1, "off") is None and graph_kind("cuda", 1, "off") is None
+    with pytest.raises(InputError, match=r"^config train\.graphs: 'yes': expected one of auto, on, off$"):
+        graph_kind("cpu", 1, "yes")
+    monkeypatch.setenv(GRAPHS_ENV, "on")  # the variable that chose it before: refused, naming the key
+    with pytest.raises(InputError, match=r"^SHUFFLEFL_GRAPHS='on': .* set train\.graphs in the config"):
         graph_kind("cpu")
 
 
@@ -75,8 +75,7 @@ def test_an_unknown_kind_is_a_programming_error():
 
 
 def _graphed_and_eager(tiny, monkeypatch, algorithm, local):
-    monkeypatch.setenv(GRAPHS_ENV, "off")
-    eager = run(tiny, algorithm, local)
+    eager = run(tiny, algorithm, dataclasses.replace(local, graphs="off"))
     recorded = []
     real = batched_module.replay
 
@@ -85,8 +84,7 @@ def _graphed_and_eager(tiny, monkeypatch, algorithm, local):
         return real(advance, state, start, stop, kind)
 
     monkeypatch.setattr(batched_module, "replay", counting)
-    monkeypatch.setenv(GRAPHS_ENV, "on")
-    graphed = run(tiny, algorithm, local)
+    graphed = run(tiny, algorithm, dataclasses.replace(local, graphs="on"))
     assert recorded and all(start == 1 and stop > 2 and kind == "trace" for start, stop, kind in recorded)
     return eager, graphed
 
@@ -127,11 +125,10 @@ def test_a_failed_cuda_capture_warns_runs_the_round_eagerly_and_is_not_tried_aga
 
     algorithm = build_algorithm({"name": "fedavg"})
     local = LocalConfig(epochs=2, batch_size=3, participation=0.75, backend="batched", momentum=0.9)
-    monkeypatch.setenv(GRAPHS_ENV, "off")
-    eager_state, _ = run(tiny, algorithm, local)
-    monkeypatch.setenv(GRAPHS_ENV, "auto")
+    eager_state, _ = run(tiny, algorithm, dataclasses.replace(local, graphs="off"))
     monkeypatch.setattr(graphs_module, "_failed_captures", [])
-    monkeypatch.setattr(batched_module, "graph_kind", lambda device, runs: graphs_module.graph_kind("cuda", runs))
+    monkeypatch.setattr(batched_module, "graph_kind",
+                        lambda device, runs, setting: graphs_module.graph_kind("cuda", runs, setting))  # fmt: skip
     tries = []
 
     def failing(advance, state, start, stop, kind):

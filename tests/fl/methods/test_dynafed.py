@@ -15,7 +15,7 @@ from fl.algorithms import FedAvg
 from fl.clients import LocalConfig
 from fl.engine import init_state, run_round
 from fl.flat import FlatModel
-from fl.methods.dynafed import DynaFed, distance, match_loss
+from fl.methods.dynafed import DynaFed, Matching, distance, match_loss
 from fl.run import main
 from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 
@@ -70,7 +70,7 @@ def test_matching_gradient_against_finite_differences():
     for kind in ("cosine", "euclidean"):
 
         def loss(x, y, a, kind=kind):
-            return match_loss(flat.model, flat.named, trajectory, x, y, a, 0, [3, 1, 2], 4, kind)
+            return match_loss(Matching(flat.model, flat.named, trajectory, x, y, a, 4, kind), 0, [3, 1, 2])
 
         value = loss(inputs, logits, lr)
         gx, gy, ga = torch.autograd.grad(value, (inputs, logits, lr))
@@ -107,7 +107,7 @@ def test_the_true_trajectory_is_matched_by_its_own_data():
     trajectory = torch.stack(trajectory)
     lr = torch.tensor(0.2, dtype=torch.float64)
     for kind in ("cosine", "euclidean"):
-        assert float(match_loss(flat.model, flat.named, trajectory, x, logits, lr, 1, [4], 4, kind)) < 1e-12
+        assert float(match_loss(Matching(flat.model, flat.named, trajectory, x, logits, lr, 4, kind), 1, [4])) < 1e-12
 
 
 class Recording(DynaFed):

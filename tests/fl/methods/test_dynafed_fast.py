@@ -6,6 +6,8 @@ The CUDA side (TF32, channels-last, CUDA graphs) is tested in tests/fl/test_gpu.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,9 +17,9 @@ from fl.clients import ClientSet
 from fl.flat import FlatModel
 from fl.methods.base import ServerRound
 from fl.methods.dynafed import (
-    MATCHING_ENV,
     DynaFed,
     FastUnroll,
+    Matching,
     MatchingPath,
     average_pool,
     instance_norm,
@@ -117,8 +119,9 @@ def test_the_fast_unroll_gives_the_reference_loss_and_gradients(model, path, lay
         method = DynaFed(augment=augment)
         draws = method.augmenter(torch.Generator().manual_seed(2), SHAPE)
         for t, middle in ((0, [3, 1, 2]), (1, [4])):  # twice: the second call reuses what the first set up
-            loss = match_loss(flat.model, flat.named, trajectory, inputs, logits, lr, t, middle, 4, "euclidean",
-                              draws, class_mean, unroll)  # fmt: skip
+            matching = Matching(flat.model, flat.named, trajectory, inputs, logits, lr, 4, "euclidean", draws,
+                                class_mean)  # fmt: skip
+            loss = match_loss(matching, t, middle, unroll)
             results.append([loss, *torch.autograd.grad(loss, (inputs, logits, lr))])
     assert (fast.layers is not None) == layers
     assert fast.describe() == path if layers else fast.describe().startswith(f"{path} (functional_call); layers differ")
@@ -142,14 +145,14 @@ def server_round(flat: FlatModel, seed: int = 4) -> ServerRound:
 
 
 @pytest.mark.parametrize("target_draw, class_mean", [("paper", False), ("code", True)])
-def test_a_synthesis_on_the_fast_path_gives_the_reference_d_syn(monkeypatch, target_draw, class_mean):
+def test_a_synthesis_on_the_fast_path_gives_the_reference_d_syn(target_draw, class_mean):
     """Five outer iterations (Adam on X, y and α; DSA in every inner step; the segment draws) on each path (the
     batched one: vmapped over one run): the same D_syn, soft labels and α to 1e-10, and the same logged losses."""
     method = DynaFed(trajectory_rounds=6, segment=3, inner_steps=3, per_class=2, iterations=5, log_every=1,
                      target_draw=target_draw, class_mean=class_mean, inner_lr_lr=1e-3)  # fmt: skip
     out = {}
     for name in ("reference", "auto", "fast", "batched"):
-        monkeypatch.setenv(MATCHING_ENV, name)
+        method = dataclasses.replace(method, matching=name)
         s = server_round(convnet())
         method.synthesize(s)
         out[name] = s
@@ -173,8 +176,10 @@ def test_the_matching_path_switches():
     assert MatchingPath.parse("fast") == MatchingPath(True, False, False, False, False)
     assert MatchingPath.parse("fast+graphs+tf32") == MatchingPath(True, False, True, False, True)
     for bad in ("slow", "fast+tf33", "fast+tf32+tf32", "reference+graphs"):
-        with pytest.raises(InputError, match=MATCHING_ENV):
+        with pytest.raises(InputError, match=r"^config method\.matching: "):
             MatchingPath.parse(bad)
+        with pytest.raises(InputError, match=r"^config method\.matching: "):
+            DynaFed(matching=bad).check()
     auto = MatchingPath()
     assert auto.on("cpu", torch.float32).describe() == "fast+instance_norm"  # no CUDA switch on the CPU
     assert auto.on("cuda", torch.float64).describe() == "fast+instance_norm+channels_last+graphs"  # no TF32
@@ -186,10 +191,9 @@ def test_the_matching_path_switches():
     assert batched.describe() == "batched"
 
 
-def test_a_bad_matching_path_stops_the_synthesis_with_one_line(monkeypatch):
-    monkeypatch.setenv(MATCHING_ENV, "turbo")
-    with pytest.raises(InputError, match=f"^{MATCHING_ENV}='turbo': must be"):
-        DynaFed(trajectory_rounds=6, segment=3, iterations=1).synthesize(server_round(convnet()))
+def test_a_bad_matching_path_stops_the_synthesis_with_one_line():
+    with pytest.raises(InputError, match=r"^config method\.matching: 'turbo' must be"):
+        DynaFed(trajectory_rounds=6, segment=3, iterations=1, matching="turbo").synthesize(server_round(convnet()))
 
 
 @pytest.mark.parametrize("capture", ["works", "fails", "wrong"])
@@ -219,8 +223,8 @@ def test_the_graph_switch_is_checked_and_dropped_when_capture_fails_or_disagrees
     results = []
     for unroll in (None, fast, fast):  # the second fast call replays what the first captured
         draws = DynaFed().augmenter(torch.Generator().manual_seed(2), SHAPE)
-        loss = match_loss(flat.model, flat.named, trajectory, inputs, logits, lr, 0, [3, 1, 2], 3, "euclidean",
-                          draws, False, unroll)  # fmt: skip
+        matching = Matching(flat.model, flat.named, trajectory, inputs, logits, lr, 3, "euclidean", draws, False)
+        loss = match_loss(matching, 0, [3, 1, 2], unroll)
         results.append([loss, *torch.autograd.grad(loss, (inputs, logits))])
     for mine in results[1:]:
         for a, b in zip(mine, results[0], strict=True):
@@ -248,7 +252,6 @@ def test_a_finished_synthesis_gives_its_graphs_and_memory_back(monkeypatch):
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda callables, samples, **kw: tuple(callables))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(MatchingPath, "on", lambda self, device, dtype, precision="auto": self)  # graphs on the CPU
-    monkeypatch.setenv(MATCHING_ENV, "fast+graphs")
     alive = []
 
     class Recorded(dynafed.Synthesis):
@@ -260,7 +263,8 @@ def test_a_finished_synthesis_gives_its_graphs_and_memory_back(monkeypatch):
     gc.disable()  # what the collector would do some time later must not pass for what synthesize did
     try:
         s = server_round(convnet())
-        DynaFed(trajectory_rounds=6, segment=3, inner_steps=2, per_class=2, iterations=2).synthesize(s)
+        DynaFed(trajectory_rounds=6, segment=3, inner_steps=2, per_class=2, iterations=2,
+                matching="fast+graphs").synthesize(s)  # fmt: skip
         assert s.log["synthesis"]["path"] == "fast+graphs"  # the graphed steps were used
         assert len(alive) == 2 and all(ref() is None for ref in alive)
     finally:
