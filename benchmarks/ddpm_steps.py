@@ -138,8 +138,8 @@ def measure(args) -> dict:
         raise InputError(f"--client {i}: the config has clients 0-{len(sizes) - 1}")
     start = time.perf_counter()
     try:
-        x, y, info = synthesize_client(data.name, data.x_train, data.y_train, split.original[i], i, data.n_classes,
-                                       build_method(config.method).protocol(), args.seed, args.cache)  # fmt: skip
+        x, y, info = synthesize_client(data, split.original[i], i, build_method(config.method).protocol(), args.seed,
+                                       args.cache)  # fmt: skip
     except OSError as error:
         raise InputError(f"--cache {args.cache}: {error.filename or ''}: {error.strerror or error}") from None
     except (ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as error:

@@ -67,16 +67,15 @@ class Fedssyn(FedssynConfig, Method):
         (:func:`~fl.synthesis.fedssyn.synthesize` without sampling), before each client samples its set."""
         if self.train_together:
             data = setup.dataset
-            synthesize(data.name, data.x_train, data.y_train, split.original, data.n_classes, self.protocol(),
-                       setup.seed, Path(self.cache_dir), device=setup.device, sample=False)  # fmt: skip
+            synthesize(data, split.original, self.protocol(), setup.seed, Path(self.cache_dir), device=setup.device,
+                       sample=False)  # fmt: skip
 
     def prepare_client(self, setup: Setup, split: Split, i: int) -> dict:
         """Client i trains its generator on ρ·n_i of its D_i and samples the ñ images it sends once."""
         data = setup.dataset
         x, y, info = synthesize_client(
-            data.name, data.x_train, data.y_train, split.original[i], i, data.n_classes, self.protocol(), setup.seed,
-            Path(self.cache_dir), device=setup.device,
-        )  # fmt: skip
+            data, split.original[i], i, self.protocol(), setup.seed, Path(self.cache_dir), device=setup.device
+        )
         return {"x": x, "y": y, "info": info}
 
     def missing(self, setup: Setup, split: Split) -> list[int]:

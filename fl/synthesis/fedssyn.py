@@ -32,6 +32,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -44,6 +45,16 @@ from theory.errors import InputError
 from theory.output import npz_headers, refuse_link, replace_durably
 
 GENERATORS = ("ddpm", "gan", "vae")
+
+
+class RealData(Protocol):
+    """The real data a client's generator learns from (:class:`fl.data.Dataset` is one): ``name`` (part of every
+    cache key), the training images and labels, and the number of classes."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    n_classes: int
 
 
 @dataclass(frozen=True)
@@ -404,8 +415,8 @@ def client_cache(dataset_name: str, index: np.ndarray, config: FedssynConfig, se
 
 
 def _train_together(
-    dataset_name: str, x_train, y_train, originals, n_classes: int, config: FedssynConfig, seed: int,
-    cache_root: Path, log: Callable[[str], None], device: str,
+    data: RealData, originals, config: FedssynConfig, seed: int, cache_root: Path, log: Callable[[str], None],
+    device: str,
 ) -> None:  # fmt: skip
     """Every client's DDPM that is neither trained nor started, in one computation
     (:func:`fl.synthesis.generators.ddpm_together.fit_together`; ``method.train_together``), each folder left as
@@ -416,10 +427,10 @@ def _train_together(
     with contextlib.ExitStack() as stack:
         jobs = []
         for i, index in enumerate(originals):
-            folder = stack.enter_context(client_cache(dataset_name, index, config, seed, i, cache_root))
+            folder = stack.enter_context(client_cache(data.name, index, config, seed, i, cache_root))
             if not (folder / "generator.json").exists() and not (folder / "progress.json").exists():
-                x, y = x_train[index], y_train[index]
-                jobs.append(_Training(x, y, n_classes, config, client_seed(seed, i), folder, log, device))
+                x, y = data.x_train[index], data.y_train[index]
+                jobs.append(_Training(x, y, data.n_classes, config, client_seed(seed, i), folder, log, device))
         if not jobs:
             return
         log(f"  {len(jobs)} generators trained together")
@@ -606,19 +617,16 @@ def _write_json(path: Path, payload: dict) -> None:
 
 
 def synthesize_client(
-    dataset_name: str,
-    x_train: np.ndarray,
-    y_train: np.ndarray,
+    data: RealData,
     index: np.ndarray,
     i: int,
-    n_classes: int,
     config: FedssynConfig,
     seed: int,
     cache_root: Path,
     log: Callable[[str], None] = print,
     device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Client i's synthetic set (cached), from its own D_i alone (``index``: its indices into ``x_train``), and
+    """Client i's synthetic set (cached), from its own D_i alone (``index``: its indices into ``data.x_train``), and
     its training and sampling info: what client i computes and sends once.
 
     Client i's generator lives in ``cache_root/client{i}-{key}`` with key = hash of the dataset, D_i, the
@@ -628,20 +636,18 @@ def synthesize_client(
     sets and the training info without the weights: found by the same key, it trains nothing."""
     config = config.check()
     seed_i = client_seed(seed, i)
-    with client_cache(dataset_name, index, config, seed, i, cache_root) as folder:
-        trained = train_generator(x_train[index], y_train[index], n_classes, config, seed_i, folder, log, device)
+    with client_cache(data.name, index, config, seed, i, cache_root) as folder:
+        x_i, y_i = data.x_train[index], data.y_train[index]
+        trained = train_generator(x_i, y_i, data.n_classes, config, seed_i, folder, log, device)
         x, y, sampled = sample_generator(
-            folder, x_train.shape[1:], n_classes, config, trained["class_counts_subset"], seed_i, log, device
+            folder, data.x_train.shape[1:], data.n_classes, config, trained["class_counts_subset"], seed_i, log, device
         )
     return x, y, {**trained, **sampled, "cached": trained["cached"] and sampled["cached"]}
 
 
 def synthesize(
-    dataset_name: str,
-    x_train: np.ndarray,
-    y_train: np.ndarray,
+    data: RealData,
     originals: list[np.ndarray],
-    n_classes: int,
     config: FedssynConfig,
     seed: int,
     cache_root: Path,
@@ -650,18 +656,16 @@ def synthesize(
     sample: bool = True,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[dict]]:
     """Every client's synthetic set (:func:`synthesize_client`; ``originals[i]`` are client i's D_i indices into
-    ``x_train``): the sets and per client the training and sampling info. With ``config.train_together`` the
+    ``data.x_train``): the sets and per client the training and sampling info. With ``config.train_together`` the
     clients' DDPMs first train in one computation (:func:`_train_together`). ``sample`` False: only that training
     (no sets: ([], []))."""
     sets, infos = [], []
     if config.check().train_together:
-        _train_together(dataset_name, x_train, y_train, originals, n_classes, config, seed, cache_root, log, device)
+        _train_together(data, originals, config, seed, cache_root, log, device)
     if not sample:
         return sets, infos
     for i, index in enumerate(tqdm(originals, desc="generators", unit="client", leave=False, disable=None)):
-        x, y, info = synthesize_client(
-            dataset_name, x_train, y_train, index, i, n_classes, config, seed, cache_root, log, device
-        )
+        x, y, info = synthesize_client(data, index, i, config, seed, cache_root, log, device)
         sets.append((x, y))
         infos.append(info)
     return sets, infos

@@ -33,14 +33,14 @@ def cached_set(data, tmp_path: Path, n_tilde: int = 6) -> tuple[list, FedssynCon
     """One client's generator (the stand-in) trained and sampled into ``tmp_path``: (its D_i, config, set file)."""
     _, _, original = split_clients(data, "iid", 1, np.random.default_rng(0), val_fraction=0.0)
     config = FedssynConfig(n_tilde=n_tilde, epochs=1)
-    synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     (folder,) = tmp_path.iterdir()
     (npz,) = folder.glob("synthetic-*.npz")
     return original, config, npz
 
 
 def synthesize_again(data, original, config, tmp_path):
-    return synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    return synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
 
 
 @pytest.mark.parametrize(

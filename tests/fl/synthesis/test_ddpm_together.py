@@ -100,10 +100,9 @@ def test_fedssyn_trains_its_clients_ddpms_together_with_their_own_keys(tmp_path)
             "lr": 2e-3, "batch_size": 4}  # fmt: skip
     settings = {"generator": "ddpm", "rho": 0.5, "n_tilde": 4, "epochs": 2, "sample_steps": 2, "generator_config": tiny}
     quiet = {"log": lambda line: None}
-    sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4,
-                             FedssynConfig(**settings, train_together=True), 0, tmp_path, **quiet)  # fmt: skip
-    _, alone = synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(**settings), 0, tmp_path,
-                          **quiet)  # fmt: skip
+    together = FedssynConfig(**settings, train_together=True)
+    sets, infos = synthesize(data, original, together, 0, tmp_path, **quiet)
+    _, alone = synthesize(data, original, FedssynConfig(**settings), 0, tmp_path, **quiet)
     assert [i["trained_together"] for i in infos] == [3, 3, 3] and all("trained_together" not in i for i in alone)
     assert [len(y) for _, y in sets] == [4, 4, 4]
     folders = sorted(p for p in tmp_path.iterdir() if (p / "generator.json").exists())

@@ -461,7 +461,7 @@ def test_synthesize_under_dp_passes_privacy_and_records_epsilon(fake_generator, 
     data = tiny_dataset(n_per_class=20)
     original = [np.arange(0, 30), np.arange(30, 80)]
     config = FedssynConfig(n_tilde=4, epochs=3, rho=0.5, dp=True, dp_noise_multiplier=1.1, dp_delta=1e-4)
-    _, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    _, infos = synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     assert fake_generator.privacy_seen == [DPConfig(1.1, 1.0, 1e-4)] * 2
     for info, subset in zip(infos, (15, 25)):
         assert info["subset"] == subset and info["dp_delta"] == 1e-4
@@ -469,7 +469,7 @@ def test_synthesize_under_dp_passes_privacy_and_records_epsilon(fake_generator, 
         np.testing.assert_allclose(info["epsilon"], expected, rtol=1e-12)
         assert all("epsilon" not in record for record in info["losses"])
     # Without dp the generator gets no privacy and nothing reports ε.
-    _, plain = synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=4, epochs=3), 0,
+    _, plain = synthesize(data, original, FedssynConfig(n_tilde=4, epochs=3), 0,
                           tmp_path, log=lambda s: None)  # fmt: skip
     assert fake_generator.privacy_seen[2:] == [None, None] and all("epsilon" not in info for info in plain)
 
@@ -482,7 +482,7 @@ def test_cached_generator_reports_epsilon_for_the_current_accountant(fake_genera
     reported = {}
     for accountant in ("rdp", "prv"):
         config = FedssynConfig(n_tilde=4, epochs=2, dp=True, dp_accountant=accountant)
-        _, (info,) = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, print)
+        _, (info,) = synthesize(data, original, config, 0, tmp_path, print)
         assert info["dp_accountant"] == accountant
         reported[accountant] = info["epsilon"]
     assert fake_generator.fits == 1 and info["cached"]
@@ -497,7 +497,7 @@ def test_cached_generator_reports_epsilon_for_the_current_delta(fake_generator, 
     original = [np.arange(80)]
     for delta in (1e-5, 1e-2):
         config = FedssynConfig(n_tilde=4, epochs=2, dp=True, dp_delta=delta)
-        _, (info,) = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, print)
+        _, (info,) = synthesize(data, original, config, 0, tmp_path, print)
     assert info["dp_delta"] == 1e-2
     assert info["epsilon"][-1] == pytest.approx(epsilon_spent(DPConfig(delta=1e-2), info["subset"], 4, 2))
 

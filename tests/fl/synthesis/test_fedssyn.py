@@ -4,6 +4,7 @@ and one-line errors through python -m fl.run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -30,7 +31,7 @@ def test_protocol_counts_shuffle_and_p(fake_generator, tmp_path, tiny_dataset):
     rng = np.random.default_rng(0)
     train, val, original = split_clients(data, "split-by-class", 4, rng, val_fraction=0.0)
     config = FedssynConfig(generator="ddpm", rho=0.5, n_tilde=12, epochs=3)
-    sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    sets, infos = synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     for (x, y), info, index in zip(sets, infos, original):
         assert x.shape == (12, 1, 8, 8) and x.dtype == np.uint8 and len(y) == 12
         assert info["subset"] == round(0.5 * len(index))
@@ -75,7 +76,7 @@ def test_neighbouring_datasets_release_the_same_labels_under_dp(fake_generator, 
     config = FedssynConfig(n_tilde=50, epochs=1, rho=1.0, dp=dp)
     released = []
     for name, y in (("a", data.y_train), ("b", neighbour)):
-        (sent,), (info,) = synthesize("tiny", data.x_train, y, original, 4, config, 0, tmp_path / name, print)
+        (sent,), (info,) = synthesize(dataclasses.replace(data, y_train=y), original, config, 0, tmp_path / name, print)
         released.append((sent[1], info["class_counts_synthetic"]))
     (labels_a, counts_a), (labels_b, counts_b) = released
     if dp:
@@ -105,9 +106,7 @@ def test_own_mode_keeps_each_clients_set(fake_generator, tmp_path, tiny_dataset)
     data = tiny_dataset()
     rng = np.random.default_rng(0)
     train, val, original = split_clients(data, "split-by-class", 4, rng, val_fraction=0.0)
-    sets, _ = synthesize(
-        "tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=5), 0, tmp_path, log=print
-    )
+    sets, _ = synthesize(data, original, FedssynConfig(n_tilde=5), 0, tmp_path, log=print)
     clients = assemble(data, train, val, original, rng, synthetic=sets, synthetic_mode="own")
     for i, received in enumerate(clients.received):
         assert set(clients.y[received].tolist()) == {int(data.y_train[original[i][0]])}
@@ -117,7 +116,7 @@ def test_cache_and_epoch_checkpoints(fake_generator, tmp_path, tiny_dataset):
     data = tiny_dataset()
     _, _, original = split_clients(data, "iid", 2, np.random.default_rng(0), val_fraction=0.0)
     config = FedssynConfig(n_tilde=6, epochs=2)
-    first, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    first, _ = synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     assert fake_generator.fits == 2
     folders = sorted(tmp_path.iterdir())
     assert len(folders) == 2
@@ -126,20 +125,15 @@ def test_cache_and_epoch_checkpoints(fake_generator, tmp_path, tiny_dataset):
         assert {"generator_epoch1.pt", "generator_epoch2.pt", "generator.json"} <= names
         assert sum(n.startswith("synthetic-") and n.endswith(".npz") for n in names) == 1
         torch.load(folder / "generator_epoch2.pt", weights_only=True)
-    again, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    again, infos = synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     assert fake_generator.fits == 2 and all(info["cached"] for info in infos)
     for (x1, y1), (x2, y2) in zip(first, again):
         assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
     # A different ñ or sample epoch is sampled from the saved checkpoints, not retrained.
-    more, _ = synthesize(
-        "tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=7, epochs=2), 0, tmp_path, print
-    )
+    more, _ = synthesize(data, original, FedssynConfig(n_tilde=7, epochs=2), 0, tmp_path, print)
     early, _ = synthesize(
-        "tiny",
-        data.x_train,
-        data.y_train,
+        data,
         original,
-        4,
         FedssynConfig(n_tilde=6, epochs=2, sample_epoch=1),
         0,
         tmp_path,
@@ -150,7 +144,7 @@ def test_cache_and_epoch_checkpoints(fake_generator, tmp_path, tiny_dataset):
         sum(n.name.startswith("synthetic-") and n.name.endswith(".npz") for n in f.iterdir()) == 3 for f in folders
     )
     # More training epochs, or another ρ, is another generator.
-    synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=6, epochs=3), 0, tmp_path, print)
+    synthesize(data, original, FedssynConfig(n_tilde=6, epochs=3), 0, tmp_path, print)
     assert fake_generator.fits == 4
 
 
@@ -169,11 +163,11 @@ def test_interrupted_generator_training_resumes_from_last_epoch(fake_generator, 
 
     monkeypatch.setattr(fake_generator, "fit", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+        synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     monkeypatch.setattr(fake_generator, "fit", real_fit)
     (folder,) = tmp_path.iterdir()
     assert (folder / "generator_epoch1.pt").exists() and not (folder / "generator.json").exists()
-    sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    sets, infos = synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     assert fake_generator.epochs_asked == [3, 2]  # the second call trains only the two remaining epochs
     assert len(sets[0][1]) == 4 and len(infos[0]["losses"]) == 3
 
@@ -288,10 +282,10 @@ def test_fedssyn_methods_give_the_runs_of_before_the_move(fake_generator, tmp_pa
     train, val, original = split_clients(data, "shards", 5, rng, 0.0, 0.1, {"classes_per_client": 2})
     synthetic = None
     if method != "central-real":
+        assert data.n_classes == 10
         synthetic, _ = fedssyn.synthesize(
-            data.name, data.x_train, data.y_train, original, 10, exp.method.protocol(), seed, tmp_path / "cache",
-            log=lambda s: None,
-        )  # fmt: skip
+            data, original, exp.method.protocol(), seed, tmp_path / "cache", log=lambda s: None
+        )
     if method.startswith("central"):
         everything = np.concatenate(original)
         real = np.zeros(0, np.int64) if method == "central-synthetic" else everything
@@ -320,14 +314,14 @@ def test_min_steps_trains_each_client_at_least_that_many_steps_and_samples_its_l
         data, "dirichlet", 2, np.random.default_rng(0), val_fraction=0.0, partition_params={"alpha": 0.3}
     )
     config = FedssynConfig(n_tilde=6, epochs=2, min_steps=12)
-    sets, infos = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, log=lambda s: None)
+    sets, infos = synthesize(data, original, config, 0, tmp_path, log=lambda s: None)
     subsets = [max(1, round(0.75 * len(index))) for index in original]
     expected = [max(2, -(-12 // -(-s // 4))) for s in subsets]
     assert fake_generator.epochs_asked == expected and [info["epochs"] for info in infos] == expected
     assert [len(s[1]) for s in sets] == [6, 6]
     kept = {folder: sorted(f.name for f in folder.glob("generator_epoch*.pt")) for folder in tmp_path.glob("client*")}
     assert sorted(kept.values()) == sorted([f"generator_epoch{e}.pt"] for e in expected)  # the last epoch's alone
-    synthesize("tiny", data.x_train, data.y_train, original, 4, FedssynConfig(n_tilde=6, epochs=2), 0, tmp_path, print)
+    synthesize(data, original, FedssynConfig(n_tilde=6, epochs=2), 0, tmp_path, print)
     assert fake_generator.fits == 4  # min_steps is part of the generator's key
     plain = [sorted(f.name for f in folder.glob("generator_epoch*.pt")) for folder in tmp_path.glob("client*")
              if folder not in kept]  # fmt: skip
@@ -356,7 +350,7 @@ def test_a_stopped_ddpm_training_resumes_bit_for_bit(tmp_path, monkeypatch, tiny
     config = FedssynConfig(generator="ddpm", rho=0.5, n_tilde=6, epochs=4, sample_steps=2, generator_config=tiny,
                            min_steps=min_steps)  # fmt: skip
     quiet = {"log": lambda line: None, "device": device}
-    whole, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "whole", **quiet)
+    whole, _ = synthesize(data, original, config, 0, tmp_path / "whole", **quiet)
     real_fit = DDPM.fit
 
     def stopped(self, x, y, epochs, generator, on_epoch=None, privacy=None):
@@ -369,16 +363,16 @@ def test_a_stopped_ddpm_training_resumes_bit_for_bit(tmp_path, monkeypatch, tiny
 
     monkeypatch.setattr(DDPM, "fit", stopped)
     with pytest.raises(KeyboardInterrupt):
-        synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "cut", **quiet)
+        synthesize(data, original, config, 0, tmp_path / "cut", **quiet)
     monkeypatch.setattr(DDPM, "fit", real_fit)
     (folder,) = (tmp_path / "cut").iterdir()
     assert (folder / "resume.pt").exists() and json.loads((folder / "progress.json").read_text())["epochs"] == 2
     shutil.copytree(tmp_path / "cut", tmp_path / "torn")
     (tmp_path / "torn" / folder.name / "resume.pt").write_bytes(b"not a torch file")
     with pytest.raises(InputError, match=r"resume\.pt.*delete .*resume\.pt to resume from the last epoch"):
-        synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "torn", **quiet)
+        synthesize(data, original, config, 0, tmp_path / "torn", **quiet)
     lines = []
-    resumed, _ = synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path / "cut",
+    resumed, _ = synthesize(data, original, config, 0, tmp_path / "cut",
                             lines.append, device=device)  # fmt: skip
     assert any("resuming after epoch 2 (its optimiser and draws as saved)" in line for line in lines)
     np.testing.assert_array_equal(resumed[0][0], whole[0][0])

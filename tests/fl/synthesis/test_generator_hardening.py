@@ -28,7 +28,7 @@ def trained(data, tmp_path):
     """One client's stand-in generator trained and sampled into ``tmp_path``: (its D_i, config, folder)."""
     _, _, original = split_clients(data, "iid", 1, np.random.default_rng(0), val_fraction=0.0)
     config = FedssynConfig(n_tilde=6, epochs=1)
-    synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, **QUIET)
+    synthesize(data, original, config, 0, tmp_path, **QUIET)
     (folder,) = tmp_path.iterdir()
     return original, config, folder
 
@@ -44,7 +44,7 @@ def test_a_checkpoint_with_non_finite_weights_is_refused_naming_the_file(fake_ge
     for made in folder.glob("synthetic-*"):  # the set is drawn again from the checkpoint
         made.unlink()
     with pytest.raises(InputError) as error:
-        synthesize("tiny", data.x_train, data.y_train, original, 4, config, 0, tmp_path, **QUIET)
+        synthesize(data, original, config, 0, tmp_path, **QUIET)
     text = str(error.value)
     assert "\n" not in text and text.startswith(f"{weights}: its weights hold values that are not finite")
     assert "in means" in text and "to train the generator again" in text
