@@ -18,7 +18,9 @@ from figures.flruns import NotInStore, plt, read_only, save, store
 from figures.verdict import at_or_below, censored_mark, combine
 from sims.mnist.experiment import figb2_claim as simulated_figb2_claim
 from sims.mnist.experiment import figb2_iid_claim
+from sims.quadratic.experiment import run_panel_a
 from sims.quadratic.fit import corollary_claims
+from sims.quadratic.noise import panel_a_claim
 from sims.quadratic.scatter import config_from, lemma1_scatter
 from theory.errors import InputError
 from theory.output import read_object
@@ -180,6 +182,13 @@ def fig2_zeta_star(
     return Claim(verdict, text + ".")
 
 
+def fig2_noise(summary_config: dict) -> Claim:
+    """Fig. 2(a)'s claim (:mod:`sims.quadratic.noise`) on panel (a) replayed from the summary's config: the ledger's
+    summaries keep no panel (a) numbers, and the simulator is deterministic in its config (seconds)."""
+    panel = run_panel_a(config_from(summary_config))
+    return Claim(*panel_a_claim(panel["sigma2"], panel["p"], panel["by_seed"]))
+
+
 def build_fig2(scale: str, folder: Path) -> Built:
     summary, run = quadratic_run(scale, folder)
     with reading(summary):
@@ -214,6 +223,7 @@ def build_fig2(scale: str, folder: Path) -> Built:
                 },
                 "kappa_p_le_0.6": summary["kappa_p_le_0.6"],
                 "parts": {
+                    "noise": fig2_noise(summary["config"]).to_dict(),
                     "shape": fig2_shape(p, a_ratio, theory, intervals).to_dict(),
                     "zeta-star": fig2_zeta_star(
                         p, a_ratio, np.array(summary["zeta_star_theory_ratio"]), theory, intervals

@@ -90,6 +90,13 @@ ROWS = (
     ClaimRow("Lemma 1 on realised shuffles (least squares, full-batch local steps)", "bounds", ("lemma1", "cpu")),
     ClaimRow("Lemma 1 on realised shuffles, the authors' SGD", "bounds", ("lemma1", "paper")),
     ClaimRow(
+        "Fig. 2(a): shuffling's gain in reached error, lower at higher σ² (least squares, full-batch local steps)",
+        "Fig. 2(a)",
+        ("fig2", "cpu"),
+        part="noise",
+    ),
+    ClaimRow("Fig. 2(a), the authors' single-sample SGD", "Fig. 2(a)", ("fig2", "paper"), part="noise"),
+    ClaimRow(
         "Corollary I: A_p/A_0 ≤ (1-p)√(1-p+p·L_avg/L_max), the rounds' bound (Fig. 2c)", "Fig. 2", ("fig2", "cpu")
     ),
     ClaimRow("Corollary I's bound, the authors' single-sample SGD", "Fig. 2", ("fig2", "paper")),

@@ -289,9 +289,10 @@ def shuffled_problems(config: Config, p_values, sigma2: float, stage: str) -> Pr
 
 
 def run_panel_a(config: Config, progress: Callable[[int], None] | None = None) -> dict:
-    """Fig. 2(a): error per round for each σ² level and p at one fixed step size; ``progress(k)`` counts rounds
-    (``rounds_a`` per level)."""
-    curves = []
+    """Fig. 2(a): error per round for each σ² level and p at one fixed step size, the mean over seeds
+    (``errors``: levels × P × rounds + 1) and each seed's (``by_seed``: levels × seeds × P × rounds + 1);
+    ``progress(k)`` counts rounds (``rounds_a`` per level)."""
+    curves, by_seed = [], []
     eta = np.array([config.eta_a])
     for level, sigma2 in enumerate(config.sigma2_levels):
         problem = shuffled_problems(config, config.p_a, sigma2, stage=f"a{level}")
@@ -315,7 +316,9 @@ def run_panel_a(config: Config, progress: Callable[[int], None] | None = None) -
                 "choose a smaller one"
             )
         curves.append(errors.mean(axis=0))
-    return {"sigma2": list(config.sigma2_levels), "p": list(config.p_a), "errors": np.stack(curves)}
+        by_seed.append(errors)
+    return {"sigma2": list(config.sigma2_levels), "p": list(config.p_a), "errors": np.stack(curves),
+            "by_seed": np.stack(by_seed)}  # fmt: skip
 
 
 def run_panels_bcd(config: Config, progress: Callable[[int], None] | None = None) -> dict:
