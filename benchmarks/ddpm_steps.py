@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
 def measure(args) -> dict:
     from fl import quality
     from fl.config import build_method, load_config
-    from fl.run import federation
+    from fl.experiment import federation
     from fl.synthesis.fedssyn import synthesize_client
 
     torch.set_num_threads(args.threads)

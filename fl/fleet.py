@@ -46,8 +46,9 @@ from tqdm import tqdm
 
 from fl.batched import FLEET, Group, has_dropout, layout, train_groups
 from fl.config import RunConfig
+from fl.experiment import Experiment
 from fl.flat import FlatModel
-from fl.run import Experiment, Interrupted, execute
+from fl.loop import Interrupted, execute
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
 
@@ -411,7 +412,7 @@ def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, 
     folder, its config: None for a resume), a started one continued (unless ``--overwrite``), the others started
     (the folder made; the config written under the folder's lock by :func:`fl.run.locked_config`). An empty entry
     (fl.run's default config) and the flags fl.run refuses together are one line naming the entry."""
-    from fl.run import build_parser, start_or_resume
+    from fl.launch import build_parser, start_or_resume
 
     parser = build_parser()
 
@@ -440,7 +441,7 @@ def flags_as_fl_run(args: argparse.Namespace, where: str) -> None:
     """What ``fl.run`` refuses of an entry's flags, refused before the entry is looked at further (a finished run
     included): ``--resume`` with an ``--out`` elsewhere or ``--overwrite``, ``--init-from`` with ``--resume``; one
     line naming the entry."""
-    from fl.run import resume_in_place
+    from fl.launch import resume_in_place
 
     try:
         if args.init_from and args.resume:
@@ -455,7 +456,7 @@ def entry_folder(argv: list[str]) -> Path | None:
     """The run folder a fleet entry writes (``--resume``, else ``--out``, else fl.run's default
     ``results/runs/<config name>``), read from its arguments alone; None where they do not parse (:func:`prepare`
     says why)."""
-    from fl.run import build_parser
+    from fl.launch import build_parser
 
     def refuse(message: str):
         raise InputError(message)
@@ -490,7 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     process as a fleet; a finished run is left as it is, a started one continues, the others start (``--overwrite``
     in an entry: its run starts again). Two entries of one run folder are refused before anything starts."""
     from fl.atomic import locked
-    from fl.run import RUN_LOCK, locked_config
+    from fl.launch import locked_config
+    from fl.runfolder import RUN_LOCK
 
     parser = ArgumentParser(prog="python -m fl.fleet", description="Many fl.run runs in one process (a fleet).")
     parser.add_argument("spec", type=Path, help="JSON list of fl.run argument lists")

@@ -61,8 +61,8 @@ def test_readme_links_into_the_docs_resolve_and_readme_stays_short():
 
 
 def test_every_module_a_guide_names_has_a_reference_page():
-    """A dotted name of ours in a guide (``fl.data.partition``, ``fl.run.trainer_threads``): the longest prefix that
-    is a module has a ``::: module`` page (a namespace package: one of its modules has)."""
+    """A dotted name of ours in a guide (``fl.data.partition``, ``fl.experiment.trainer_threads``): the longest prefix
+    that is a module has a ``::: module`` page (a namespace package: one of its modules has)."""
     import importlib.util
 
     def is_module(name: str) -> bool:

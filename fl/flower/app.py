@@ -74,8 +74,8 @@ from fl.engine import (
     select_clients,
     server_seed,
 )
+from fl.experiment import Experiment, resolve_device
 from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split, numbers_sent_up
-from fl.run import Experiment, resolve_device
 from theory.errors import InputError
 
 
@@ -490,7 +490,8 @@ class ServerRun:
 
         @app.main()
         def main(grid: Grid, context: Context) -> None:
-            from fl.run import execute, trainer_threads
+            from fl.experiment import trainer_threads
+            from fl.loop import execute
 
             self.started.set()
             try:

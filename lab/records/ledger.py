@@ -33,8 +33,8 @@ import tempfile
 from pathlib import Path
 
 from fl.config import from_dict, migrate
+from fl.metrics import read_metrics
 from fl.plugins import importing_nothing
-from fl.run import read_metrics
 from lab.records.check import (
     ENTRY,
     KEPT,

@@ -1,7 +1,7 @@
 """``python -m fl.run --overwrite`` removes every file fl.run or fl.remeasure wrote in the run folder (checkpoints,
 post-hoc estimates, the per-client table and picture, a temporary a crash left, a link planted at one of those
 names), so none is read as the new run's, and nothing else (a user's notes and folders stay); and the list of names
-it removes (fl.run.RUN_FILES) holds what the run, its methods and fl.remeasure write. (Never while another process
+it removes (fl.runfolder.RUN_FILES) holds what the run, its methods and fl.remeasure write. (Never while another process
 runs in the folder: tests/fl/test_run.py::test_a_run_folder_in_use_is_refused_in_one_line.)"""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from pathlib import Path
 
 from fl import remeasure
 from fl.methods.dynafed import Progress
-from fl.run import CLIENTS_CSV, RUN_FILE, RUN_LOCK, main
+from fl.metrics import CLIENTS_CSV
+from fl.run import main
+from fl.runfolder import RUN_FILE, RUN_LOCK
 from tests.fl.test_run import base_args
 from theory.cli import OWNER
 
