@@ -110,20 +110,15 @@ def train(
     quiet: bool = True,
 ) -> TrainResult:
     """Run one FL experiment as ``python -m fl.run --config CONFIG --set KEY=VALUE ... --out OUT`` does, and give
-    back its rows, summary and final model (:class:`TrainResult`).
+    back its rows, summary and final model (:class:`TrainResult`). ``config``: a TOML file, a dict of its tables or
+    a :class:`fl.config.RunConfig`; ``overrides``: ``{"section.key": value}``, as ``--set section.key=value``;
+    ``out``: the run folder to write and keep (``python -m fl.run --resume OUT`` continues it), None for a
+    temporary one removed when the run is done; ``overwrite``: replace the run ``out`` holds (as ``--overwrite``;
+    refused otherwise); ``quiet``: no progress bar and no line per round (as ``--quiet``).
 
-    Parameters
-    ----------
-    config: a TOML file, a dict of its tables, or a :class:`fl.config.RunConfig`.
-    overrides: ``{"section.key": value}``, as ``--set section.key=value``.
-    out: the run folder to write (kept; resumable with ``python -m fl.run --resume OUT``); None: a temporary one,
-        removed when the run is done.
-    overwrite: replace the run ``out`` holds (as ``--overwrite``); a folder with a run is refused otherwise.
-    quiet: no progress bar and no line per round (as ``--quiet``).
-
-    Example: ``fl.train({"data": {"dataset": "examples.toy_data:toy", "partition": "natural", "clients": 4}},
-    overrides={"train.rounds": 2}).final_accuracy``.
-    """
+    With ``train.workers`` other than 1 the clients train in worker processes, which a script (not a notebook)
+    starts only under ``if __name__ == "__main__":`` (Python's multiprocessing). Ctrl-C stops the run with its
+    checkpoint saved (:class:`fl.loop.Interrupted`), which only a kept ``out`` can resume."""
     resolved = resolve(config, overrides)
     with contextlib.ExitStack() as stack:
         scratch = None if out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fl-")))
