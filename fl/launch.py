@@ -19,6 +19,7 @@ from theory.output import read_object, refuse_link, write_text_atomically
 
 
 def build_parser() -> ArgumentParser:
+    """``python -m fl.run``'s flags; each entry of a fleet (:mod:`fl.fleet`) is parsed with them too."""
     parser = ArgumentParser(prog="python -m fl.run", description="Run one FL experiment from a TOML config.")
     add = parser.add_argument
     add("--config", type=Path, help="TOML config (see configs/); defaults apply to anything it leaves out")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 
 def read_metrics(path: Path, before_round: int | None = None) -> list[dict]:
+    """The metrics rows ``path`` holds (none where it does not exist), those before ``before_round`` where given."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -76,6 +77,9 @@ def rounds_to_target(rows: list[dict], target: float) -> int | None:
 
 
 def summarise(config: RunConfig, rows: list[dict], state: EngineState, exp: Experiment, seconds: float) -> dict:
+    """What ``summary.json`` holds of a run that ended in ``state`` (its ``rows``, ``seconds`` of training): rounds
+    done, final and best test accuracy, rounds and communication to the target, the step size, the means of the
+    estimates, the worst client, the method's report, the CUDA peak."""
     target = config.train.target_accuracy
     reached = rounds_to_target(rows, target)
     estimates = [r["estimates"] for r in rows if "estimates" in r]
