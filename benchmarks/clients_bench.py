@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 from fl.algorithms import FedAvg  # noqa: E402
 from fl.clients import ClientSet, LocalConfig  # noqa: E402
 from fl.engine import init_state, run_round  # noqa: E402
+from fl.experiment import resolve_device  # noqa: E402
 from fl.flat import FlatModel  # noqa: E402
 from fl.models import build_model  # noqa: E402
-from fl.run import device_argument  # noqa: E402
 from theory.cli import (  # noqa: E402
     ArgumentParser,
     non_negative_int,
@@ -50,6 +50,7 @@ from theory.cli import (  # noqa: E402
     positive_float,
     positive_int,
 )
+from theory.errors import InputError  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
 
 SHAPES = {"fedcog-cnn": (1, 28, 28), "convnet3": (1, 28, 28), "vgg11": (3, 32, 32)}
@@ -145,7 +146,10 @@ def device_names(text: str) -> list[torch.device]:
     """argparse type of --devices: auto (cpu, plus cuda when present), or devices separated by commas."""
     if text == "auto":
         return [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
-    return [device_argument(name.strip()) for name in text.split(",")]
+    try:
+        return [resolve_device(name.strip(), "--devices") for name in text.split(",")]
+    except InputError as error:  # argparse says an ArgumentTypeError's message
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--devices: ")) from None
 
 
 def main(argv=None) -> int:

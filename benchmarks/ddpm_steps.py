@@ -42,7 +42,7 @@ def client_of(text: str) -> str | int:
 
 
 def measured(x: np.ndarray, y: np.ndarray, threshold: float, classifier) -> dict:
-    from fl import quality
+    import fl.quality as quality
 
     images = quality.as_floats(x)
     return {
@@ -121,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(args) -> dict:
-    from fl import quality
+    import fl.quality as quality
     from fl.config import build_method, load_config
-    from fl.run import federation
+    from fl.experiment import federation
     from fl.synthesis.fedssyn import synthesize_client
 
     torch.set_num_threads(args.threads)

@@ -38,13 +38,13 @@ from torch.utils.flop_counter import FlopCounterMode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fl.experiment import resolve_device  # noqa: E402
 from fl.flat import FlatModel  # noqa: E402
 from fl.methods.base import ServerRound  # noqa: E402
 from fl.methods.dynafed import SWITCHES, DynaFed, MatchingPath, iterate_together  # noqa: E402
 from fl.methods.dynafed import Synthesis as DynaFedSynthesis  # noqa: E402
 from fl.models import build_model  # noqa: E402
 from fl.precision import PRECISIONS  # noqa: E402
-from fl.run import device_argument  # noqa: E402
 from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
@@ -202,9 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:  # one thread unless told: at this size more only wait on each other (and on a busy machine)
         args.threads = args.threads or 1
     try:
-        device = device_argument(args.device)
-    except argparse.ArgumentTypeError as error:  # (checked here, not as its type: the JSON keeps what was given)
-        parser.error(f"argument --device: {error}")
+        device = resolve_device(args.device, "argument --device")
+    except InputError as error:  # (checked here, not as its type: the JSON keeps what was given)
+        parser.error(str(error))
     paths = args.paths.split(",") if args.paths else None
     try:
         for name in paths or []:

@@ -35,7 +35,8 @@ from figures.artefacts import DRAW, used
 from figures.verdict import HELD, censored_mark, direction
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
-from fl.run import missing_prepared, read_metrics
+from fl.experiment import missing_prepared
+from fl.metrics import read_metrics
 from fl.sweep import mean_sd, run_one
 from fl.sweep import run_processes as sweep_processes
 from lab.records.keys import LEDGER_MARK, RUNS, SYNTHETIC, run_key
@@ -191,8 +192,8 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
 def absent_data(protocol: Protocol, arm: Arm, root: Path) -> str | None:
     """Why an arm whose data come from elsewhere (a GPU lease's DDPM sets, unpacked into the store's ``_synthetic``
     with ``python -m fl.synthesis unpack``) cannot be had here, or None: each of its runs is finished in the store,
-    or finds every client's synthetic set in the cache (:func:`fl.run.missing_prepared`) and so trains no generator
-    on this machine. A run ledger only reads: there an unfinished run is absent."""
+    or finds every client's synthetic set in the cache (:func:`fl.experiment.missing_prepared`) and so trains no
+    generator on this machine. A run ledger only reads: there an unfinished run is absent."""
     root = store(root)
     runs = {seed: (c, run_folder(c, root)) for seed in protocol.seeds for c in [config_of(protocol, arm, seed, root)]}
     unfinished = {seed: run for seed, run in runs.items() if progress(*run)["state"] != "done"}

@@ -1,4 +1,8 @@
-"""shufflefl.fl: the torch federated-learning engine, algorithms, data layer and synthetic-data methods."""
+"""shufflefl.fl: the torch federated-learning engine, algorithms, data layer and synthetic-data methods.
+
+``fl.train`` (:func:`fl.api.train`) runs one experiment from Python; it is imported on first use, so ``import fl``
+stays cheap (no torch).
+"""
 
 import os as _os
 import sys as _sys
@@ -26,3 +30,15 @@ def _off_the_path_in_a_data_folder() -> None:
 
 
 _off_the_path_in_a_data_folder()
+
+__all__ = ["train"]
+
+
+def __getattr__(name: str):
+    """``fl.train``, imported when first asked for (the package's own modules import each other by their full names,
+    ``import fl.provenance as provenance``, never names from this file)."""
+    if name == "train":
+        from fl.api import train
+
+        return train
+    raise AttributeError(f"module 'fl' has no attribute {name!r}")

@@ -669,6 +669,13 @@ def load_config(path: str | Path | None, overrides: list[str] = (), notes: list[
             raise InputError(f"config file {path}: not a text (TOML) file") from None
         except tomllib.TOMLDecodeError as error:
             raise InputError(f"config file {path}: invalid TOML ({error})") from None
+    return config_from_tree(tree, overrides, notes)
+
+
+def config_from_tree(tree: dict, overrides: list[str] = (), notes: list[str] | None = None) -> RunConfig:
+    """A config from its tree (a TOML file's tables, or a dict of them), ``--set`` overrides applied, everything
+    checked: what :func:`load_config` does once the file is read (:func:`fl.train` takes a dict); ``notes`` as
+    there."""
     for text in overrides:
         (section, key), value = parse_override(text)
         tree.setdefault(section, {})[key] = value

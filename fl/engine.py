@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fl import batched
+import fl.batched as batched
 from fl.algorithms import Algorithm, Context, State
 from fl.augment import crop_flip
 from fl.clients import STEP_KEY, ClientSet, LocalConfig, batches, carried_rows, client_budget

@@ -1,6 +1,6 @@
 """A fleet: many runs in one process, their clients' local training computed together (``fl.sweep --fleet``).
 
-Each run is an ordinary ``fl.run`` (:func:`fl.run.execute`) in a thread of its own: it builds its data, model,
+Each run is an ordinary ``fl.run`` (:func:`fl.loop.execute`) in a thread of its own: it builds its data, model,
 algorithm and method, writes its folder (config, metrics, checkpoints, provenance, summary), resumes and stops as
 ``fl.run`` does. Where its round trains its participants, it hands the work to the fleet's :class:`Rendezvous`
 and waits; once every live run has arrived, the fleet computes all of it, each job on one core, as many side by
@@ -46,8 +46,9 @@ from tqdm import tqdm
 
 from fl.batched import FLEET, Group, has_dropout, layout, train_groups
 from fl.config import RunConfig
+from fl.experiment import Experiment
 from fl.flat import FlatModel
-from fl.run import Experiment, Interrupted, execute
+from fl.loop import Interrupted, execute
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
 
@@ -298,22 +299,36 @@ def run_fleet(
 
     threads = [threading.Thread(target=one, args=(k, *run), daemon=True) for k, run in enumerate(runs)]
     threads_before = torch.get_num_threads()
-    torch.set_num_threads(1)  # as every fl.run on the CPU (fl.run.trainer_threads): numbers never depend on cores
+    torch.set_num_threads(
+        1
+    )  # as every fl.run on the CPU (fl.experiment.trainer_threads): numbers never depend on cores
     interrupted = False
     try:
         try:
             for thread in threads:
                 thread.start()
             wait_for(ended)
+            with patient_signals():
+                joined(threads)
         except KeyboardInterrupt:  # Ctrl-C / SIGTERM in this thread: every run saves its checkpoint
             interrupted = True
             with patient_signals():  # a second or third signal waits for the checkpoints too
                 rendezvous.stop()
                 wait_for([event for event, thread in zip(ended, threads) if thread.ident is not None])
+                joined(threads)
     finally:
         torch.set_num_threads(threads_before)
         bar.close()
     return outcome(runs, results, interrupted)
+
+
+def joined(threads: Sequence[threading.Thread]) -> None:
+    """Every started run thread past its last statement, its torch objects freed, before this process may exit: a
+    thread still freeing tensors while the interpreter shuts down aborts the process (exit 134; pytorch issue
+    38228). Every run has ended when this is called, so the joins return at once."""
+    for thread in threads:
+        if thread.ident is not None:
+            thread.join()
 
 
 def wait_for(ended: Sequence[threading.Event]) -> None:
@@ -384,7 +399,7 @@ def outcome(runs: Sequence[tuple[RunConfig, Path, bool]], results: list, interru
 
 
 def _is_stop(error: BaseException) -> bool:
-    """A run's own ending on the fleet's stop: KeyboardInterrupt, or fl.run's :class:`~fl.run.Interrupted`."""
+    """A run's own ending on the fleet's stop: KeyboardInterrupt, or fl.loop's :class:`~fl.loop.Interrupted`."""
     return isinstance(error, KeyboardInterrupt | Interrupted)
 
 
@@ -409,9 +424,9 @@ def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, 
     """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run
     (unless ``--overwrite``: then it starts again, as ``fl.run --overwrite`` would); else (its fl.run arguments, its
     folder, its config: None for a resume), a started one continued (unless ``--overwrite``), the others started
-    (the folder made; the config written under the folder's lock by :func:`fl.run.locked_config`). An empty entry
+    (the folder made; the config written under the folder's lock by :func:`fl.launch.locked_config`). An empty entry
     (fl.run's default config) and the flags fl.run refuses together are one line naming the entry."""
-    from fl.run import build_parser, start_or_resume
+    from fl.launch import build_parser, start_or_resume
 
     parser = build_parser()
 
@@ -440,7 +455,7 @@ def flags_as_fl_run(args: argparse.Namespace, where: str) -> None:
     """What ``fl.run`` refuses of an entry's flags, refused before the entry is looked at further (a finished run
     included): ``--resume`` with an ``--out`` elsewhere or ``--overwrite``, ``--init-from`` with ``--resume``; one
     line naming the entry."""
-    from fl.run import resume_in_place
+    from fl.launch import resume_in_place
 
     try:
         if args.init_from and args.resume:
@@ -455,7 +470,7 @@ def entry_folder(argv: list[str]) -> Path | None:
     """The run folder a fleet entry writes (``--resume``, else ``--out``, else fl.run's default
     ``results/runs/<config name>``), read from its arguments alone; None where they do not parse (:func:`prepare`
     says why)."""
-    from fl.run import build_parser
+    from fl.launch import build_parser
 
     def refuse(message: str):
         raise InputError(message)
@@ -490,7 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     process as a fleet; a finished run is left as it is, a started one continues, the others start (``--overwrite``
     in an entry: its run starts again). Two entries of one run folder are refused before anything starts."""
     from fl.atomic import locked
-    from fl.run import RUN_LOCK, locked_config
+    from fl.launch import locked_config
+    from fl.runfolder import RUN_LOCK
 
     parser = ArgumentParser(prog="python -m fl.fleet", description="Many fl.run runs in one process (a fleet).")
     parser.add_argument("spec", type=Path, help="JSON list of fl.run argument lists")

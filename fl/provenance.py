@@ -139,7 +139,8 @@ def synthetic_hash(sets: list[tuple[np.ndarray, np.ndarray]]) -> str | None:
 
 
 def record(out: Path, synthetic: str | None, where: dict | None = None) -> None:
-    """A new run's ``provenance.json``; ``where``: the device and the data it ran on (:func:`fl.run.where_it_ran`)."""
+    """A new run's ``provenance.json``; ``where``: the device and the data it ran on
+    (:func:`fl.experiment.where_it_ran`)."""
     entry = {"code_version": code_version(), "git": git_commit(), "synthetic_sha256": synthetic, "changes": []}
     entry |= where or {}
     if (out / "config.json").is_file():  # the config as written, so that an edit after the run shows (figures ledger)
@@ -172,8 +173,8 @@ def check_resume(
     it started with, or when the code differs and the change is not accepted; a note (one line) for a folder that
     predates ``provenance.json`` or an accepted change, which is recorded. The same source hashed by another
     Python is the same code (its git commit's source, hashed here, is this checkout's: :func:`commit_code_version`).
-    ``where`` (:func:`fl.run.where_it_ran`): a resume on another device records it, with torch and the core count,
-    for the rounds from ``at_round`` on."""
+    ``where`` (:func:`fl.experiment.where_it_ran`): a resume on another device records it, with torch and the core
+    count, for the rounds from ``at_round`` on."""
     path = out / "provenance.json"
     if not path.exists():
         if not accept_code_change:  # deleted, or an older run: the code of its rounds is unknown

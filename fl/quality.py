@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fl import provenance
+import fl.provenance as provenance
 from fl.data import DataError, load
 from fl.data.formats import npz_arrays
 from fl.models import build_model

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from fl.config import from_dict
 from fl.estimators import delta2
-from fl.run import Experiment
+from fl.experiment import Experiment
 from fl.torchfiles import load_safely
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError

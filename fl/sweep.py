@@ -46,11 +46,13 @@ from pathlib import Path
 
 import numpy as np
 
-from fl import provenance
+import fl.provenance as provenance
 from fl.atomic import locked
 from fl.config import RunConfig, from_dict, load_config, parse_override
 from fl.fleet import run_fleet
-from fl.run import RUN_LOCK, execute, read_metrics
+from fl.loop import execute
+from fl.metrics import read_metrics
+from fl.runfolder import RUN_LOCK
 from fl.sinks import MLflow, curves_folder, curves_path, replay, require_mlflow, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
@@ -280,7 +282,7 @@ def run_as_fleet(runs: Sequence[tuple[RunConfig, Path]], quiet: bool, overwrite:
 
 def accuracy_curve(out: Path) -> list[tuple[int, float]]:
     """(round, test accuracy) of every row of a run's metrics.jsonl that has one, but a diverged round's (its model
-    is NaN: :func:`fl.run.finite_accuracies`); a row that is not a JSON object is a one-line InputError."""
+    is NaN: :func:`fl.metrics.finite_accuracies`); a row that is not a JSON object is a one-line InputError."""
     path = out / "metrics.jsonl"
     curve = []
     for number, line in enumerate(path.read_text().splitlines(), 1):

@@ -1,8 +1,8 @@
 """Train every client's generator of one Fedssyn run and sample its synthetic set, several clients at once: what
 ``python -m fl.run`` does before its first round, in ``--workers`` processes instead of one client after the other
 (on a GPU, small DDPMs leave the chip mostly idle one at a time). The run's own preparation (``fl.run``'s
-:class:`~fl.run.Experiment`: its data, split and cache keys), so a later ``fl.run`` of the same config finds every
-generator cached. No FL round runs.
+:class:`~fl.experiment.Experiment`: its data, split and cache keys), so a later ``fl.run`` of the same config finds
+every generator cached. No FL round runs.
 
     python scripts/ddpm_sets.py --config configs/fedssyn_fmnist_ddpm.toml --set train.seed=1 [--workers 4]
 
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fl.config import load_config  # noqa: E402
+from fl.experiment import Experiment  # noqa: E402
 from fl.methods.base import Setup, Split  # noqa: E402
-from fl.run import Experiment  # noqa: E402
 from theory.cli import ArgumentParser, guarded  # noqa: E402
 
 _WORKER: dict = {}

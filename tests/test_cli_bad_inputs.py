@@ -398,7 +398,7 @@ def snapshot(tmp: Path) -> dict[str, bytes | None]:
 def changes(before: dict[str, bytes | None], after: dict[str, bytes | None]) -> dict[str, tuple]:
     """What differs, leaving out the lock file fl.run takes in a folder that already was an fl.run run folder
     (a lock file stays where it is: removing one that another process waits on would break the lock)."""
-    from fl.run import RUN_LOCK
+    from fl.runfolder import RUN_LOCK
 
     def own_lock(name: str) -> bool:
         path = Path(name)

@@ -60,9 +60,23 @@ def test_readme_links_into_the_docs_resolve_and_readme_stays_short():
     assert len(text.splitlines()) <= 80
 
 
+def test_the_readme_python_block_runs_and_prints_a_final_accuracy(tmp_path):
+    """README's "From Python" block, run as a reader runs it from a checkout (examples/ beside it): fl.train's run
+    of the toy data set, its final accuracy printed."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) == 1 and "fl.train(" in blocks[0]
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", blocks[0]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert re.fullmatch(r"final test accuracy 0\.\d{3} after 2 rounds\n", done.stdout)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["examples"]  # no run folder unless asked
+
+
 def test_every_module_a_guide_names_has_a_reference_page():
-    """A dotted name of ours in a guide (``fl.data.partition``, ``fl.run.trainer_threads``): the longest prefix that
-    is a module has a ``::: module`` page (a namespace package: one of its modules has)."""
+    """A dotted name of ours in a guide (``fl.data.partition``, ``fl.experiment.trainer_threads``): the longest prefix
+    that is a module has a ``::: module`` page (a namespace package: one of its modules has)."""
     import importlib.util
 
     def is_module(name: str) -> bool:

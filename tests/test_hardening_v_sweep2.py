@@ -81,11 +81,11 @@ def test_a_generator_cache_root_its_user_linked_is_used(tmp_path):
 
 def fedssyn_run(tmp_path: Path, monkeypatch, cache: Path) -> list[str]:
     """tests/test_links.py's tiny Fedssyn run (a stand-in generator), its generators cached in ``cache``."""
-    import fl.run as run_module
+    import fl.experiment as experiment_module
 
     monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides, device="cpu": MeanImage(shape, n))
     data = make_tiny_dataset(n_per_class=20, n_classes=10)
-    monkeypatch.setattr(run_module, "load", lambda name, root=None: data)
+    monkeypatch.setattr(experiment_module, "load", lambda name, root=None: data)
     return [
         "--set", "data.partition='split-by-class'", "--set", "data.clients=10", "--set", "model.name='mlp'",
         "--set", "train.rounds=2", "--set", "train.device='cpu'", "--set", "train.workers=1",

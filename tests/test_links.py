@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import fl.synthesis.fedssyn as fedssyn
-from fl.run import RUN_LOCK
 from fl.run import main as run_main
+from fl.runfolder import RUN_LOCK
 from fl.sweep import main as sweep_main
 from lab.campaign import schedule
 from lab.campaign.__main__ import main as campaign_main
@@ -118,11 +118,11 @@ def test_a_run_folder_that_is_a_link_is_refused_in_one_line(cifar_root, finished
 
 
 def test_a_fedssyn_runs_samples_figure_and_files_replace_planted_links(tmp_path, monkeypatch):
-    import fl.run as run_module
+    import fl.experiment as experiment_module
 
     monkeypatch.setattr(fedssyn, "build_generator", lambda name, shape, n, overrides, device="cpu": MeanImage(shape, n))
     data = make_tiny_dataset(n_per_class=20, n_classes=10)
-    monkeypatch.setattr(run_module, "load", lambda name, root=None: data)
+    monkeypatch.setattr(experiment_module, "load", lambda name, root=None: data)
     out = tmp_path / "run"
     argv = [
         "--set", "data.partition='split-by-class'", "--set", "data.clients=10", "--set", "model.name='mlp'",

@@ -4,7 +4,7 @@
     python -m fl.flower --resume results/runs/quick_flower
 
 The run folder is ``fl.run``'s (config.json, metrics.jsonl, checkpoint.pt, summary.json), so ``python -m fl.run
---compare`` and the figures read it alike, and it is locked as ``fl.run`` locks it (:data:`fl.run.RUN_LOCK`): one
+--compare`` and the figures read it alike, and it is locked as ``fl.run`` locks it (:data:`fl.runfolder.RUN_LOCK`): one
 writer at a time, whichever of the two entry points. Ctrl-C (or SIGTERM) stops the server at its next exchange with
 the clients, saves the checkpoint of the last whole round, shuts Ray down and exits; the run lives in a session of
 its own under a small supervisor (:func:`supervise`), so a SIGTERM to the whole process group (``timeout``, SLURM)
@@ -29,7 +29,8 @@ from pathlib import Path
 
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
-from fl.run import RUN_LOCK, new_run_folder, read_run_config, resume_in_place
+from fl.launch import resume_in_place
+from fl.runfolder import RUN_LOCK, new_run_folder, read_run_config
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
 from theory.output import read_object, write_text_atomically
@@ -70,7 +71,7 @@ def simulate(
 ) -> dict:
     """Run ``config`` into ``out`` in Flower's simulation engine; returns the summary. The caller holds the run
     folder's lock. Ctrl-C: the server stops at its next exchange with the clients and saves its checkpoint (the
-    InputError of :func:`fl.run.execute` that says so is raised here); Ray is shut down whatever happens.
+    InputError of :func:`fl.loop.execute` that says so is raised here); Ray is shut down whatever happens.
 
     The engine runs in a thread of its own (:class:`Engine`), never in the thread that receives the signal: a
     KeyboardInterrupt in Flower's engine made it shut Ray down while its worker threads were still calling Ray, and

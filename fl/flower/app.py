@@ -4,11 +4,11 @@ One config, three ways to run it: ``python -m fl.run`` (one process), ``python -
 engine), or a real Flower deployment (SuperLink + SuperNodes, ``flwr run``; see docs/guides/runs.md). Nothing of an
 algorithm's math is written here:
 
-- the server (:class:`FlowerExperiment`) is :class:`fl.run.Experiment` with its round replaced: it selects the
+- the server (:class:`FlowerExperiment`) is :class:`fl.experiment.Experiment` with its round replaced: it selects the
   clients as ``fl.run`` does (:func:`fl.engine.select_clients`), sends each its round (server model x, the server
   state the algorithm's correction reads, round and step size) as a Flower message, and aggregates the replies
   with the algorithm's own :meth:`~fl.algorithms.Algorithm.server_update`; evaluation, metrics, checkpoints and
-  the summary are ``fl.run``'s (:func:`fl.run.execute`);
+  the summary are ``fl.run``'s (:func:`fl.loop.execute`);
 - the client (:func:`train`) runs :func:`fl.engine.client_work` (the method's client hooks around local training
   with the algorithm's correction, the same seeded batch order) and :meth:`~fl.algorithms.Algorithm.client_update`
   on its partition of the same federation (node config ``partition-id`` = client index of :mod:`fl.federation`),
@@ -42,7 +42,7 @@ restored onto the node's device as a checkpoint restores the server's.
 
 In the simulation engine the ServerApp runs in a thread of its own (:class:`ServerRun`); Ctrl-C reaches the main
 thread, which sets :attr:`ServerRun.stop`: the server stops waiting for its clients (:meth:`FlowerExperiment.receive`
-raises KeyboardInterrupt in its thread), so :func:`fl.run.execute` saves the checkpoint of the last whole round.
+raises KeyboardInterrupt in its thread), so :func:`fl.loop.execute` saves the checkpoint of the last whole round.
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ from fl.engine import (
     select_clients,
     server_seed,
 )
+from fl.experiment import Experiment, resolve_device
 from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split, numbers_sent_up
-from fl.run import Experiment, resolve_device
 from theory.errors import InputError
 
 
@@ -177,7 +177,7 @@ class FlowerExperiment(Experiment):
 
     def receive(self, messages: list[Message]) -> list[Message]:
         """Flower's ``grid.send_and_receive`` (push, then pull the replies until all came or ``timeout`` passed) that
-        gives up once :attr:`stop` is set: KeyboardInterrupt in the server's thread, where :func:`fl.run.execute`
+        gives up once :attr:`stop` is set: KeyboardInterrupt in the server's thread, where :func:`fl.loop.execute`
         saves the checkpoint of the last whole round."""
         waiting = set(self.grid.push_messages(messages))
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
@@ -337,8 +337,8 @@ class NodeExperiment(Experiment):
 @functools.lru_cache(maxsize=4)
 def client_experiment(config_json: str) -> NodeExperiment:
     """The client side's copy of the federation (built once per process and config). A client process is a
-    trainer: on the CPU it trains with one intra-op thread, as fl.run's trainers do (:func:`fl.run.trainer_threads`),
-    so its numbers do not depend on the node's core count."""
+    trainer: on the CPU it trains with one intra-op thread, as fl.run's trainers do
+    (:func:`fl.experiment.trainer_threads`), so its numbers do not depend on the node's core count."""
     config = from_dict(json.loads(config_json))
     if resolve_device(config.train.device).type == "cpu":
         torch.set_num_threads(1)
@@ -471,7 +471,7 @@ def train(msg: Message, context: Context) -> Message:
 
 
 class ServerRun:
-    """One simulated run's ServerApp (:meth:`app`: ``fl.run.execute`` of ``config`` into the run folder ``out`` with a
+    """One simulated run's ServerApp (:meth:`app`: ``fl.loop.execute`` of ``config`` into the run folder ``out`` with a
     :class:`FlowerExperiment`) and what the main thread shares with the thread Flower runs it in: :attr:`stop` (set
     on Ctrl-C: the server stops waiting for its clients and saves its checkpoint), :attr:`started` and
     :attr:`finished` (set when the app's main began, and when it returned or raised) and :attr:`error` (what it
@@ -490,7 +490,8 @@ class ServerRun:
 
         @app.main()
         def main(grid: Grid, context: Context) -> None:
-            from fl.run import execute, trainer_threads
+            from fl.experiment import trainer_threads
+            from fl.loop import execute
 
             self.started.set()
             try:

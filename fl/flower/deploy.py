@@ -16,7 +16,8 @@ from flwr.serverapp import Grid, ServerApp
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
 from fl.flower.app import FlowerExperiment
-from fl.run import RUN_LOCK, execute, new_run_folder, read_run_config
+from fl.loop import execute
+from fl.runfolder import RUN_LOCK, new_run_folder, read_run_config
 from theory.errors import InputError
 from theory.output import write_text_atomically
 

@@ -10,7 +10,7 @@ the file, as ``git fsck`` and ``sha256sum -c`` do:
   while being written, or without its newline), a blank line, rows without their ``round`` or out of order, an
   empty ``metrics.jsonl``, a ``.pt`` that is not a whole zip archive;
 - a ``summary.json`` that disagrees with its ``metrics.jsonl``: every number ``fl.run`` draws from the rows
-  (:func:`fl.run.summarise`: rounds done, final and best test accuracy, rounds and communication to the target,
+  (:func:`fl.metrics.summarise`: rounds done, final and best test accuracy, rounds and communication to the target,
   total communication, the estimates' means, the local and method seconds), the rows' count against the rounds, and
   a run that stopped before its config's last round without diverging;
 - a file over :data:`MAX_FILE`, a ledger over :data:`MAX_TOTAL`;
@@ -60,9 +60,9 @@ from pathlib import Path
 import numpy as np
 
 from fl.config import PLUGIN_KEYS, RunConfig, from_dict, migrate
+from fl.metrics import accuracy_summary, rounds_to_target
 from fl.plugins import importing_nothing, is_plugin
 from fl.quality import report_name
-from fl.run import accuracy_summary, rounds_to_target
 from lab.records.keys import LEDGER_MARK, RECORD_FILES, RUNS, SCALES, run_key
 from theory.errors import InputError
 from theory.output import file_sha256, to_json
@@ -86,7 +86,7 @@ QUALITY_KEYS = {  # what a quality report must hold, by type (fl.quality)
     "real_trained_accuracy": float, "code_version": str,
 }  # fmt: skip
 NO_CODE = "the ledger's check reads records and runs none of the code they name"
-ESTIMATES = ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_ratio")  # fl.run.summarise's means
+ESTIMATES = ("zeta2", "sigma2", "zeta2_hat", "sigma2_hat", "delta2", "zeta2_ratio")  # fl.metrics.summarise's means
 
 Flag = Callable[[Path, str], None]
 # a named run's arm, by the suffix its experiment script gives it -> the method its config must name
@@ -529,7 +529,7 @@ def archive(path: Path, flag: Flag) -> None:
 
 
 def counting_diverged(rows: list[dict], target: object) -> dict:
-    """What :func:`fl.run.summarise` drew from the rows of a run that diverged before it stopped counting the
+    """What :func:`fl.metrics.summarise` drew from the rows of a run that diverged before it stopped counting the
     diverged round's measurement of a non-finite model as an accuracy (the ledger keeps such summaries as they were
     written): that round's accuracy counted in the final, the best and the rounds to the target."""
     accuracies = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
@@ -544,7 +544,7 @@ def counting_diverged(rows: list[dict], target: object) -> dict:
 
 
 def from_rows(rows: list[dict], summary: dict, counted_diverged: bool = False) -> dict:
-    """What :func:`fl.run.summarise` draws from a run's metrics rows, for the keys ``summary`` has (its target
+    """What :func:`fl.metrics.summarise` draws from a run's metrics rows, for the keys ``summary`` has (its target
     accuracy is the summary's), as the summary stores it (NaN as null); ``counted_diverged``: as it drew them
     before a diverged round's accuracy stopped counting (:func:`counting_diverged`)."""
     target = summary.get("target_accuracy")

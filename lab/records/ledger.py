@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fl.config import from_dict, migrate
+from fl.metrics import read_metrics
 from fl.plugins import importing_nothing
 from fl.quality import report_name
-from fl.run import read_metrics
 from lab.records.check import (
     BENCH,
     ENTRY,

@@ -11,7 +11,7 @@ import pytest
 from figures import fedssyn_fl, flruns
 from figures.__main__ import main
 from fl.config import load_config
-from fl.run import Experiment, missing_prepared
+from fl.experiment import Experiment, missing_prepared
 from fl.synthesis.pack import pack, unpack
 
 

@@ -17,17 +17,17 @@ def assert_one_line_config_error(argv: list[str], key: str, capsys) -> None:
 def interrupt_at(monkeypatch, t: int):
     """Make ``python -m fl.run``'s round t raise KeyboardInterrupt (a Ctrl-C) before it computes anything; returns
     the undo (call it before resuming)."""
-    import fl.run as run_module
+    import fl.experiment as experiment_module
 
-    real_round = run_module.compute_round
+    real_round = experiment_module.compute_round
 
     def interrupting(state, *args, **kwargs):
         if state.round == t:
             raise KeyboardInterrupt
         return real_round(state, *args, **kwargs)
 
-    monkeypatch.setattr(run_module, "compute_round", interrupting)
-    return lambda: monkeypatch.setattr(run_module, "compute_round", real_round)
+    monkeypatch.setattr(experiment_module, "compute_round", interrupting)
+    return lambda: monkeypatch.setattr(experiment_module, "compute_round", real_round)
 
 
 def plugin_folder(tmp_path, monkeypatch, modules: dict[str, str]):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from fl.run import load_checkpoint, main, save_checkpoint
+from fl.checkpoints import load_checkpoint, save_checkpoint
+from fl.run import main
 from theory.errors import InputError
 
 

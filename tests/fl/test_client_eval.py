@@ -12,7 +12,9 @@ import torch
 
 from fl.config import load_config
 from fl.engine import evaluate
-from fl.run import Experiment, main, read_run_config
+from fl.experiment import Experiment
+from fl.run import main
+from fl.runfolder import read_run_config
 from tests.fl.conftest import assert_one_line_config_error
 from tests.fl.test_run import base_args, metrics
 

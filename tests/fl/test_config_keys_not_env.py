@@ -1,8 +1,9 @@
 """Issue #67: the environment selects nothing a run computes; its config does. DynaFed's matching path is the method
 key ``method.matching`` and the batched steps' graph replay the speed-only key ``train.graphs``; the environment
 variables that chose them before are refused in one line. Adding the keys changes no earlier run's identity: the
-checkpoint's config key (fl.run.config_key), the store's run key (lab.records.keys.run_key) and DynaFed's progress
-key are those the code computed before the keys existed (hard-coded below). Config notes go where the caller says."""
+checkpoint's config key (fl.checkpoints.config_key), the store's run key (lab.records.keys.run_key) and DynaFed's
+progress key are those the code computed before the keys existed (hard-coded below). Config notes go where the
+caller says."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ DYNAFED_OVERRIDDEN = ("aff12166e7a8", "47bbe9a5f69e")  # DYNAFED with OVERRIDES
 
 
 def config_key(config) -> str:
-    """fl.run.config_key, written out (the checkpoint's key: the identity without the device and plug-ins)."""
+    """fl.checkpoints.config_key, written out (the checkpoint's key: the identity without the device and plug-ins)."""
     tree = config.identity()
     tree["train"].pop("device", None)
     tree.pop("plugins", None)
@@ -90,10 +91,10 @@ def test_the_new_keys_at_their_defaults_or_speed_only_change_no_key():
 
 
 def test_the_checkpoints_config_key_is_fl_runs():
-    run = pytest.importorskip("fl.run")
-    if hasattr(run, "config_key"):
-        config = load_config(DYNAFED, OVERRIDES, notes=[])
-        assert run.config_key(config) == config_key(config) == DYNAFED_OVERRIDDEN[0]
+    from fl.checkpoints import config_key as checkpoints_config_key
+
+    config = load_config(DYNAFED, OVERRIDES, notes=[])
+    assert checkpoints_config_key(config) == config_key(config) == DYNAFED_OVERRIDDEN[0]
 
 
 def test_dynafeds_progress_key_is_the_one_before_the_new_key():

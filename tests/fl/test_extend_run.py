@@ -13,7 +13,8 @@ import torch
 
 import fl.provenance
 from fl.config import from_dict
-from fl.run import RUN_LOCK, main
+from fl.run import main
+from fl.runfolder import RUN_LOCK
 from lab.records.ledger import altered
 from tests.fl.conftest import interrupt_at
 from tests.fl.test_run import base_args, same_run

@@ -15,7 +15,7 @@ import fl.fleet as fleet_module
 from fl.config import load_config
 from fl.fleet import Rendezvous, run_fleet
 from fl.graphs import graph_kind
-from fl.run import execute
+from fl.loop import execute
 from fl.sweep import main as sweep_main
 from fl.sweep import prepare_run
 from tests.fl.conftest import assert_close_tree

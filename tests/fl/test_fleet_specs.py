@@ -16,7 +16,7 @@ import fl.fleet as fleet_module
 from fl.batched import FLEET
 from fl.fleet import main as fleet_main
 from fl.fleet import run_fleet
-from fl.run import Interrupted
+from fl.loop import Interrupted
 from fl.run import main as run_main
 from tests.fl.test_fleet import tiny
 from theory.cli import signals_as_interrupts

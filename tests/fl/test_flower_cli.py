@@ -27,7 +27,7 @@ from fl.config import load_config
 from fl.flower.__main__ import check_resources, machine_cpus
 from fl.flower.__main__ import main as flower_main
 from fl.flower.app import FlowerExperiment
-from fl.run import RUN_LOCK
+from fl.runfolder import RUN_LOCK
 from theory.cli import make_dir
 from theory.errors import InputError
 
@@ -165,7 +165,7 @@ class SilentGrid:
 
 def test_the_server_stops_waiting_for_its_clients_when_asked():
     """FlowerExperiment.receive: replies as they come; with ``stop`` set (Ctrl-C in the main thread) a
-    KeyboardInterrupt in the server's thread, no pull after the one in flight, where fl.run.execute saves the
+    KeyboardInterrupt in the server's thread, no pull after the one in flight, where fl.loop.execute saves the
     checkpoint (counted in pulls, not seconds: a loaded machine is slow, never wrong); and the timeout still ends
     the wait."""
     stop = threading.Event()

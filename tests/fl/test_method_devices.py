@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fl.checkpoints import load_checkpoint, save_checkpoint
 from fl.engine import EngineState
 from fl.methods.base import ClientRound
 from fl.methods.hfmds import HFMDs, Mixed, update_prototypes
-from fl.run import load_checkpoint, save_checkpoint
 
 MOMENTUM = 0.5
 

@@ -15,7 +15,8 @@ import pytest
 import fl.data.datasets as datasets
 import fl.data.integrity as integrity
 from fl.data.formats import write_idx, write_npm_digits, write_pickle_batch
-from fl.run import RUN_LOCK, main
+from fl.run import main
+from fl.runfolder import RUN_LOCK
 from tests.fl.conftest import interrupt_at
 
 

@@ -74,7 +74,7 @@ def test_a_stop_while_the_round_is_evaluated_loses_no_row(cifar_root, tmp_path, 
     """A worker that dies (or a Ctrl-C) while round 3's test batches are evaluated: the round is lost whole (no
     client state of it kept, no row skipped) and the resumed run equals the straight one. Once seen under load
     with a worker killed by SIGKILL: round 3's state was kept without its metrics row."""
-    from fl.run import Experiment
+    from fl.experiment import Experiment
     from fl.workers import WorkerLost
 
     straight, broken = tmp_path / "straight", tmp_path / "broken"
@@ -219,7 +219,7 @@ def test_a_run_folder_in_use_is_refused_in_one_line(cifar_root, tmp_path, capsys
     """A second `fl.run` on a folder another process is running (a start with --overwrite or a --resume) stops
     with one line and touches nothing: two writers would interleave the metrics and lose rounds."""
     from fl.atomic import locked
-    from fl.run import RUN_LOCK
+    from fl.runfolder import RUN_LOCK
 
     out = tmp_path / "run"
     assert main(base_args(cifar_root, out, "--set", "train.rounds=2")) == 0
@@ -260,7 +260,7 @@ def test_the_memory_cap_names_the_cuda_device_by_index(monkeypatch, device, inde
     DDPM task of the scheduler failed on ``cuda``); the cap passes one, and the fraction of the device's memory."""
     from types import SimpleNamespace
 
-    import fl.run as run
+    import fl.experiment as experiment
 
     calls = []
 
@@ -273,7 +273,7 @@ def test_the_memory_cap_names_the_cuda_device_by_index(monkeypatch, device, inde
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=16 * 2**30))
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", fraction)
-    run.cap_gpu_memory(torch.device(device))
+    experiment.cap_gpu_memory(torch.device(device))
     assert calls == [(0.25, index)]
 
 

@@ -1,7 +1,7 @@
 """``python -m fl.run --overwrite`` removes every file fl.run or fl.remeasure wrote in the run folder (checkpoints,
 post-hoc estimates, the per-client table and picture, a temporary a crash left, a link planted at one of those
 names), so none is read as the new run's, and nothing else (a user's notes and folders stay); and the list of names
-it removes (fl.run.RUN_FILES) holds what the run, its methods and fl.remeasure write. (Never while another process
+it removes (fl.runfolder.RUN_FILES) holds what the run, its methods and fl.remeasure write. (Never while another process
 runs in the folder: tests/fl/test_run.py::test_a_run_folder_in_use_is_refused_in_one_line.)"""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from pathlib import Path
 
 from fl import remeasure
 from fl.methods.dynafed import Progress
-from fl.run import CLIENTS_CSV, RUN_FILE, RUN_LOCK, main
+from fl.metrics import CLIENTS_CSV
+from fl.run import main
+from fl.runfolder import RUN_FILE, RUN_LOCK
 from tests.fl.test_run import base_args
 from theory.cli import OWNER
 
@@ -45,7 +47,7 @@ def test_overwrite_removes_every_file_of_the_earlier_run_and_nothing_else(cifar_
 
 
 def test_the_names_overwrite_removes_hold_every_picture_and_file_a_method_or_remeasure_writes():
-    sources = [*(ROOT / "fl" / "methods").rglob("*.py"), ROOT / "fl" / "run.py"]
+    sources = [*(ROOT / "fl" / "methods").rglob("*.py"), ROOT / "fl" / "loop.py"]  # the run loop draws one too
     pictures = {name for path in sources for name in re.findall(r'Picture\(\s*"([^"]+)"', path.read_text())}
     assert {"hfmds_pool.png", "dynafed_dsyn.png", "synthetic_samples.png"} <= pictures
     for name in [*pictures, Progress.FILE, remeasure.OUT, "checkpoint_round49.pt", "summary.json.tmp"]:

@@ -12,7 +12,7 @@ import pytest
 import fl.sweep as sweep_module
 from fl.atomic import locked
 from fl.config import load_config
-from fl.run import RUN_LOCK
+from fl.runfolder import RUN_LOCK
 from fl.sweep import aggregate, earlier_sweep, main, parse_seeds, parse_vary, plan
 from theory.cli import OWNER
 from theory.errors import InputError

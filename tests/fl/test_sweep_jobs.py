@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fl.atomic import locked
-from fl.run import RUN_LOCK
+from fl.runfolder import RUN_LOCK
 from fl.sweep import main
 from tests.fl.conftest import interrupt_at
 from tests.fl.test_sinks import scalars

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-import fl.run as run_module
+import fl.loop as loop_module
 from fl.run import main
 from fl.sweep import main as sweep_main
 from tests.fl.conftest import assert_one_line_config_error, interrupt_at, plugin_folder
@@ -49,7 +49,7 @@ def test_off_a_terminal_a_run_prints_a_line_per_round(cifar_root, tmp_path, caps
 def test_quiet_or_a_terminal_prints_no_line_per_round(cifar_root, tmp_path, capsys, monkeypatch):
     assert main(base_args(cifar_root, tmp_path / "quiet")) == 0
     assert ": round " not in capsys.readouterr().out
-    monkeypatch.setattr(run_module, "is_terminal", lambda stream: True)  # both streams a terminal: the bar alone
+    monkeypatch.setattr(loop_module, "is_terminal", lambda stream: True)  # both streams a terminal: the bar alone
     assert main(loud(base_args(cifar_root, tmp_path / "terminal"))) == 0
     assert ": round " not in capsys.readouterr().out
 

@@ -1,6 +1,6 @@
 """Your own data's layout and size (issue 68, item 5): channels-last images (N, H, W, C) in an npz or from a plug-in
 are refused in one line that names the transpose, whatever the model; a run whose clients hold fewer than a handful
-of held-out samples (fl.run.FEW_HELD_OUT) says so in one note and runs as before."""
+of held-out samples (fl.experiment.FEW_HELD_OUT) says so in one note and runs as before."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from fl.data import load
 from fl.data.custom import channels_last
 from fl.data.formats import DataError
-from fl.run import FEW_HELD_OUT, main
+from fl.experiment import FEW_HELD_OUT
+from fl.run import main
 from tests.fl.conftest import assert_one_line_config_error, plugin_folder
 from tests.fl.data.test_custom import args, arrays, write
 from tests.fl.test_run import base_args, metrics

@@ -12,8 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import fl.run as run_module
-from fl.config import load_config
+from fl.config import build_algorithm, load_config
 from fl.methods.fedcog import (
     Distillation,
     FedCOG,
@@ -159,7 +158,7 @@ def test_fedcog_with_each_algorithm_resumes_bit_identically(cifar_root, tmp_path
     assert main(fedcog_args(cifar_root, straight, algorithm)) == 0
     rows = metrics(straight)
     assert "method" not in rows[0] and all(len(r["method"]["generation_loss"]) == 2 for r in rows[1:])
-    assert rows[-1]["communication"] == 4 * 2 * run_module.build_algorithm({"name": algorithm}).communication(
+    assert rows[-1]["communication"] == 4 * 2 * build_algorithm({"name": algorithm}).communication(
         json.loads((straight / "summary.json").read_text())["n_params"], 850
     )  # FedCOG sends nothing beyond the algorithm
     resume = interrupt_at(monkeypatch, 4)

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import fl.run as run_module
+from fl.config import build_algorithm
 from fl.methods.base import CyclicBatches
 from fl.methods.hfmds import (
     FMDS,
@@ -202,7 +202,7 @@ def test_hfmds_synthesis_round_end_to_end_and_resume_bit_identical(cifar_root, t
     assert synthesis["flops_synthesis_per_client"] > 0
     d = 3 * 32 * 32
     assert synthesis["numbers_sent"] == 10 * d + 4 * 10 * d  # uploads + every client downloads the pool
-    per_round = run_module.build_algorithm({"name": algorithm}).communication(
+    per_round = build_algorithm({"name": algorithm}).communication(
         json.loads((straight / "summary.json").read_text())["n_params"], 5130
     )
     assert rows[2]["communication"] - rows[1]["communication"] == 2 * per_round + synthesis["numbers_sent"]

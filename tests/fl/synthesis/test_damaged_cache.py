@@ -128,10 +128,11 @@ def test_a_crafted_or_damaged_generator_checkpoint_is_one_line_without_torchs_ad
 
 
 def test_fl_run_on_a_damaged_cache_is_one_line_exit_2(fake_generator, tmp_path, monkeypatch, tiny_dataset, capsys):
+    import fl.experiment as experiment_module
     import fl.run as run_module
 
     data = tiny_dataset(n_per_class=20, n_classes=10)
-    monkeypatch.setattr(run_module, "load", lambda name, root=None: data)
+    monkeypatch.setattr(experiment_module, "load", lambda name, root=None: data)
     args = [
         "--set", "data.partition='iid'", "--set", "data.clients=2", "--set", "model.name='mlp'",
         "--set", "train.rounds=1", "--set", "train.device='cpu'", "--set", "method.name='fedssyn'",

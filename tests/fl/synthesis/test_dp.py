@@ -505,9 +505,10 @@ def test_cached_generator_reports_epsilon_for_the_current_delta(fake_generator, 
 def run_fl(tiny_dataset, tmp_path, monkeypatch, name: str, *settings: str) -> dict:
     """python -m fl.run on the tiny dataset (4 classes x 20 images, 10% local validation), 4 clients split by
     class, MLP, 2 rounds; returns the summary."""
+    import fl.experiment as experiment_module
     import fl.run as run_module
 
-    monkeypatch.setattr(run_module, "load", lambda dataset, root=None: tiny_dataset(n_per_class=20))
+    monkeypatch.setattr(experiment_module, "load", lambda dataset, root=None: tiny_dataset(n_per_class=20))
     out = tmp_path / name
     args = [
         "--set", "data.partition='split-by-class'", "--set", "data.clients=4", "--set", "model.name='mlp'",

@@ -231,10 +231,11 @@ def test_unknown_generator_config_key_is_input_error():
 def test_fl_run_with_synthetic_data_end_to_end(fake_generator, tmp_path, monkeypatch, tiny_dataset):
     """python -m fl.run on a tiny CIFAR-shaped dataset with the stand-in generator: summary reports the data
     sent once and the realised p."""
+    import fl.experiment as experiment_module
     import fl.run as run_module
 
     data = tiny_dataset(n_per_class=20, n_classes=10)
-    monkeypatch.setattr(run_module, "load", lambda name, root=None: data)
+    monkeypatch.setattr(experiment_module, "load", lambda name, root=None: data)
     out = tmp_path / "run"
     args = [
         "--set", "data.partition='split-by-class'", "--set", "data.clients=10", "--set", "model.name='mlp'",
@@ -256,23 +257,23 @@ def test_fedssyn_methods_give_the_runs_of_before_the_move(fake_generator, tmp_pa
     of the code before the move: the federation assembled by hand exactly as Experiment used to (partition, the
     generators, assemble with mode "shuffle" for fedssyn and "own" otherwise, one client holding the union for the
     centralised baselines) and the round loop without a method."""
-    import fl.run as run_module
+    import fl.experiment as experiment_module
     from fl.clients import LocalConfig
-    from fl.config import load_config
+    from fl.config import build_algorithm, load_config
     from fl.engine import init_state, run_round
     from fl.federation import assemble, split_clients
     from fl.flat import FlatModel
     from fl.models import build_model
 
     data = tiny_dataset(n_per_class=20, n_classes=10)
-    monkeypatch.setattr(run_module, "load", lambda name, root=None: data)
+    monkeypatch.setattr(experiment_module, "load", lambda name, root=None: data)
     overrides = [
         "data.partition='shards'", "data.clients=5", "model.name='mlp'", "train.rounds=2",
         "train.device='cpu'", f"synthetic.method='{method}'", "synthetic.n_tilde=6", "synthetic.epochs=1",
         f"synthetic.cache_dir='{tmp_path / 'cache'}'",
     ]  # fmt: skip
     config = load_config(None, overrides)
-    exp = run_module.Experiment(config)
+    exp = experiment_module.Experiment(config)
     state = exp.fresh_state(0.05)
     for _ in range(2):
         state, _ = exp.run_round(state)
@@ -297,7 +298,7 @@ def test_fedssyn_methods_give_the_runs_of_before_the_move(fake_generator, tmp_pa
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         flat = FlatModel(build_model("mlp", data.shape, 10))
-    algorithm = run_module.build_algorithm({"name": "fedavg"})
+    algorithm = build_algorithm({"name": "fedavg"})
     old = init_state(flat, algorithm, clients.n_clients, 0.05)
     for _ in range(2):
         old, _ = run_round(old, flat, algorithm, clients, LocalConfig(1, 64), seed)

@@ -21,8 +21,8 @@ import pytest
 import fl.synthesis.generators.ddpm as ddpm
 from fl.config import load_config
 from fl.data.formats import write_pickle_batch
+from fl.experiment import missing_prepared
 from fl.run import main as run_main
-from fl.run import missing_prepared
 from fl.synthesis.__main__ import main as synthesis_main
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 

@@ -1,0 +1,106 @@
+"""Issue 69 (hardening V), what needs a call in fl.run or fl.sweep (their functions are in fl.sinks and
+theory.output, tested in tests/test_hardening_v_sweep2.py and tests/fl/test_durability.py): a resume's curves go
+only where the run wrote them (B3: fl.launch's ``locked_config`` calls :func:`fl.sinks.resumed_curves`); a sweep makes
+its per-run curves folders only where no link is (B2: fl.sweep's ``prepared`` names them by
+:func:`fl.sinks.curves_path`); ``--overwrite`` takes a write's temporary (``NAME.<16 hex>.tmp``,
+:func:`theory.output.temporary_beside`) for the run's own (L3: fl.runfolder's ``RUN_FILE``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fl.run import main as run_main
+from fl.runfolder import RUN_FILE
+from fl.sweep import main as sweep_main
+from tests.fl.conftest import interrupt_at
+from tests.fl.test_run import base_args
+from tests.test_links import one_line, sweep_args
+
+OURS = "a user's own file, not the tool's\n"
+
+
+def users_folder(tmp_path: Path, name: str = "users") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "notes.txt").write_text(OURS)
+    return folder
+
+
+def untouched(folder: Path) -> bool:
+    return [p.name for p in folder.iterdir()] == ["notes.txt"] and (folder / "notes.txt").read_text() == OURS
+
+
+@pytest.fixture
+def interrupted(cifar_root, tmp_path, monkeypatch) -> Path:
+    """A run that wrote its TensorBoard curves into tmp_path/tb for rounds 1-2, then was stopped."""
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    resume = interrupt_at(monkeypatch, 3)
+    assert run_main(base_args(cifar_root, out, "--tensorboard", str(tmp_path / "tb"))) == 2
+    resume()
+    return out
+
+
+def edit_log(out: Path, **log: str) -> None:
+    tree = json.loads((out / "config.json").read_text())
+    tree.setdefault("log", {}).update(log)
+    (out / "config.json").write_text(json.dumps(tree, indent=2))
+
+
+@pytest.mark.parametrize("kind", ["tensorboard", "mlflow"])
+def test_a_resume_refuses_curves_an_edited_config_sends_elsewhere(interrupted, tmp_path, capsys, kind):
+    if kind == "mlflow":
+        pytest.importorskip("mlflow")
+    users = users_folder(tmp_path)
+    edit_log(interrupted, **{kind: str(users)})
+    capsys.readouterr()
+    assert run_main(["--resume", str(interrupted), "--quiet"]) == 2
+    one_line(capsys.readouterr().err, f"log.{kind}", str(users), f"--{kind}")
+    assert untouched(users)
+    edit_log(interrupted, **{kind: str(tmp_path / "new")})  # a folder not there: never made
+    assert run_main(["--resume", str(interrupted), "--quiet"]) == 2
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_resume_writes_curves_where_the_run_wrote_them_or_where_the_command_line_says(interrupted, tmp_path):
+    assert run_main(["--resume", str(interrupted), "--quiet", "--set", "train.rounds=5"]) == 0  # unedited: on
+    edit_log(interrupted, tensorboard=str(tmp_path / "chosen"))
+    assert run_main(["--resume", str(interrupted), "--quiet", "--set", "train.rounds=6"]) == 2
+    chosen = tmp_path / "chosen"
+    argv = ["--resume", str(interrupted), "--quiet", "--set", "train.rounds=6", "--tensorboard", str(chosen)]
+    assert run_main(argv) == 0  # the user's own choice, on the command line
+    assert any(chosen.glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("linked", ["run", "seed"])
+def test_a_sweeps_curves_folder_that_is_a_link_is_refused_before_anything_is_written(
+    cifar_root, tmp_path, capsys, linked
+):
+    pytest.importorskip("tensorboard")
+    tb, users = tmp_path / "tb", users_folder(tmp_path)
+    where = tb / "train.lr=0.1" if linked == "run" else tb / "train.lr=0.1" / "seed0"
+    where.parent.mkdir(parents=True)
+    where.symlink_to(users, target_is_directory=True)
+    out = tmp_path / "sweep"
+    capsys.readouterr()
+    assert sweep_main([*sweep_args(cifar_root, out), "--tensorboard", str(tb)]) == 2
+    one_line(capsys.readouterr().err, str(where), "symbolic link")
+    assert untouched(users)
+    where.unlink()
+    assert sweep_main([*sweep_args(cifar_root, out), "--tensorboard", str(tb)]) == 0
+    where.rename(tmp_path / "moved")  # a reused run's curves folder (or the folder of its seeds), now a link
+    where.symlink_to(users, target_is_directory=True)
+    capsys.readouterr()
+    assert sweep_main([*sweep_args(cifar_root, out), "--tensorboard", str(tb)]) == 2
+    one_line(capsys.readouterr().err, "symbolic link")
+    assert untouched(users)
+
+
+def test_a_writes_temporary_is_one_of_the_runs_files():
+    for name in ("checkpoint.pt.0123456789abcdef.tmp", "summary.json.tmp", "checkpoint_round4.pt.fedcba9876543210.tmp"):
+        assert RUN_FILE.fullmatch(name), name
+    for name in ("checkpoint.pt.mine.tmp", "notes.txt.0123456789abcdef.tmp", "checkpoint.pt.0123456789abcdef"):
+        assert not RUN_FILE.fullmatch(name), name
