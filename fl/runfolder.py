@@ -20,6 +20,7 @@ from fl.checkpoints import config_key, save_checkpoint
 from fl.config import RunConfig, TrainConfig, from_dict, parse_override
 from fl.engine import EngineState
 from fl.metrics import CLIENTS_CSV, CURVE
+from fl.sinks import curves_of_run_removed
 from theory.cli import make_dir
 from theory.errors import InputError
 from theory.output import read_object, write_text_atomically
@@ -65,6 +66,7 @@ def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
     folder = make_dir(out, "run directory", tool="fl.run", overwrite=overwrite)
     if overwrite:
         with locked(out / RUN_LOCK, busy=f"run directory {out}"):
+            curves_of_run_removed(out)  # the earlier run's TensorBoard curves (by its config.json, before it goes)
             for path in run_files(out):
                 path.unlink()
     return folder

@@ -177,6 +177,28 @@ def holds_curves_of(kind: str, target: Path, owner: str) -> bool:
     return any(says(tag) for tag in target.glob(f"*/*/tags/{RUN_TAG}"))
 
 
+def curves_of_run_removed(out: Path) -> None:
+    """On ``fl.run --overwrite``: the event files of the earlier run in ``out`` and its :data:`OWNER` mark go from the
+    TensorBoard folder its config.json's ``[log]`` named, where that folder holds this run's curves by the mark
+    (:func:`holds_curves_of`), so the new run's curves start alone and never join the old ones (issue 69, L5).
+    Nothing else goes: a folder of another run's curves, or of no run's, is left as it is, and so are files of
+    other names and links (never followed)."""
+    try:
+        log = json.loads((out / "config.json").read_text()).get("log") or {}
+    except (OSError, ValueError, AttributeError):
+        return
+    target = log.get("tensorboard") if isinstance(log, dict) else None
+    if not isinstance(target, str) or not target:
+        return
+    folder = Path(target)
+    if folder.is_symlink() or not holds_curves_of("tensorboard", folder, str(out.resolve())):
+        return
+    for events in folder.glob("events.out.tfevents.*"):
+        if events.is_file() and not events.is_symlink():
+            events.unlink()
+    (folder / OWNER).unlink()
+
+
 def resumed_curves(out: Path, log: object, tensorboard: Path | None = None, mlflow: Path | None = None) -> None:
     """Before a resume of the run in ``out`` opens its sinks: where its config.json's ``[log]`` (``log``, as read,
     before the command line's flags) sends curves, each target must hold this run's curves already

@@ -104,3 +104,29 @@ def test_a_writes_temporary_is_one_of_the_runs_files():
         assert RUN_FILE.fullmatch(name), name
     for name in ("checkpoint.pt.mine.tmp", "notes.txt.0123456789abcdef.tmp", "checkpoint.pt.0123456789abcdef"):
         assert not RUN_FILE.fullmatch(name), name
+
+
+def test_overwrite_takes_the_earlier_runs_curves_and_nothing_else_of_the_folder(cifar_root, tmp_path):
+    """L5: ``--overwrite`` removes the earlier run's TensorBoard event files and mark from the folder its [log] named
+    (here inside the run folder, RUN/tb), so the new run's curves start alone; a user's file there stays."""
+    pytest.importorskip("tensorboard")
+    out, tb = tmp_path / "run", tmp_path / "run" / "tb"
+    assert run_main(base_args(cifar_root, out, "--tensorboard", str(tb))) == 0
+    earlier = sorted(p.name for p in tb.glob("events.out.tfevents.*"))
+    assert earlier
+    (tb / "notes.txt").write_text(OURS)
+    assert run_main(base_args(cifar_root, out, "--tensorboard", str(tb), "--overwrite")) == 0
+    now = sorted(p.name for p in tb.glob("events.out.tfevents.*"))
+    assert now and not set(now) & set(earlier)
+    assert (tb / "notes.txt").read_text() == OURS
+
+
+def test_overwrite_leaves_curves_of_another_run(cifar_root, tmp_path):
+    """Curves the earlier run's [log] names but whose mark names another run are not its to remove."""
+    pytest.importorskip("tensorboard")
+    out, tb = tmp_path / "run", tmp_path / "tb"
+    assert run_main(base_args(cifar_root, out, "--tensorboard", str(tb))) == 0
+    (tb / ".shufflefl-curves").write_text(str(tmp_path / "another") + "\n")
+    events = sorted(p.name for p in tb.glob("events.out.tfevents.*"))
+    run_main(base_args(cifar_root, out, "--overwrite"))
+    assert sorted(p.name for p in tb.glob("events.out.tfevents.*")) == events
