@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fl import batched
+from fl import batched, step
 from fl.algorithms import Algorithm, Context, State
 from fl.augment import crop_flip
 from fl.clients import STEP_KEY, ClientSet, LocalConfig, batches, carried_rows, client_budget
@@ -74,72 +74,58 @@ def select_clients(seed: int, t: int, n_clients: int, participation: float) -> n
 
 def local_train(
     flat: FlatModel,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    index: torch.Tensor,
-    epochs: int,
-    batch_size: int,
+    samples: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    local: LocalConfig,
     lr: float,
     correction: Callable[[torch.Tensor], torch.Tensor | None],
     generator: torch.Generator,
-    steps: int = 0,
-    momentum: float = 0.0,
+    budget: tuple[int, int] | None = None,
     task: LocalTask | None = None,
-    optimizer: str = "sgd",
-    weight_decay: float = 0.0,
-    augment: str = "none",
     carry: dict[str, torch.Tensor] | None = None,
 ) -> int:
-    """Local SGD (or Adam) on x[index] (E epochs, or τ = ``steps`` batches) with ``correction(w)`` added to every
-    gradient (and ``weight_decay``·w) and the objective ``task.loss`` (cross-entropy without a task); returns the
-    number of steps K. ``augment = "crop-flip"`` transforms every batch (:func:`fl.augment.crop_flip`, black shifted
-    in, its draws from ``generator``). ``carry``: the optimiser state the client keeps from round to round
-    (:func:`fl.clients.carried_rows`): read at the start, replaced by the new state at the end."""
+    """The sequential executor of :mod:`fl.step`: local training on x[index] of ``samples`` = (x, y, index), E
+    epochs or τ batches (``budget`` = (epochs, steps) of :func:`fl.clients.batches`, else ``local``'s), each batch's
+    gradient of ``task.loss`` (cross-entropy without a task) by autograd on the loaded model, then
+    :func:`fl.step.step` (``correction(w)``, ``local``'s weight decay and optimiser, torch.optim's arithmetic);
+    returns the number of steps K. ``local.augment = "crop-flip"`` transforms every batch
+    (:func:`fl.augment.crop_flip`, black shifted in, its draws from ``generator``). ``carry``: the optimiser state
+    the client keeps from round to round (:func:`fl.clients.carried_rows`): read at the start, replaced by the new
+    state at the end."""
+    x, y, index = samples
     model = flat.model
     model.train()
-    velocity = torch.zeros_like(flat.params) if momentum else None
-    if carry and velocity is not None:
-        velocity.copy_(carry["momentum"])
-    adam = None
-    if optimizer == "adam":
-        flat.params.grad = flat.grads  # the flat vector is the one parameter Adam updates
-        adam = torch.optim.Adam([flat.params], lr=lr)
-        if carry and float(carry[STEP_KEY]) > 0:  # torch.optim.Adam's own state layout
-            adam.state[flat.params] = {
-                "step": torch.tensor(float(carry[STEP_KEY])),
-                "exp_avg": carry["adam_m"].clone(),
-                "exp_avg_sq": carry["adam_v"].clone(),
-            }
-    black = x.amin(dim=(0, 2, 3)) if augment != "none" else None  # what RandomCrop's zero padding shows
+    rule = step_rule(local, lr, torch_order=True)
+    state = step_init(flat.params, rule, carry)
+    black = x.amin(dim=(0, 2, 3)) if local.augment != "none" else None  # what RandomCrop's zero padding shows
     k = 0
-    for batch in batches(index, batch_size, generator, epochs, steps):
+    for batch in batches(index, local.batch_size, generator, *(budget or (local.epochs, local.steps))):
         flat.grads.zero_()
         xb, yb = x[batch], y[batch]
         if black is not None:
             xb = crop_flip(xb, generator, black)
         loss = F.cross_entropy(model(xb), yb) if task is None else task.loss(model, xb, yb)
         loss.backward()
-        extra = correction(flat.params)
-        if extra is not None:
-            flat.grads.add_(extra)
-        if weight_decay:
-            flat.grads.add_(flat.params, alpha=weight_decay)
-        if adam is not None:
-            adam.step()
-        elif velocity is None:
-            flat.params.sub_(lr * flat.grads)
-        else:
-            flat.params.sub_(lr * velocity.mul_(momentum).add_(flat.grads))
+        state = step.step(state, flat.grads, k, rule, correction)
+        if state.w is not flat.params:  # the model's parameters are views of flat.params (Adam steps it in place)
+            flat.params.copy_(state.w)
+            state = replace(state, w=flat.params)
         k += 1
     if carry:
-        if adam is not None:
-            kept = adam.state.get(flat.params)
-            if kept:
-                carry["adam_m"], carry["adam_v"] = kept["exp_avg"].clone(), kept["exp_avg_sq"].clone()
-                carry[STEP_KEY] = torch.full_like(carry[STEP_KEY], float(kept["step"]))
-        elif velocity is not None:
-            carry["momentum"] = velocity.clone()
+        kept = step.final(state, rule, k)
+        carry.update({key: v.clone() if key != STEP_KEY else torch.full_like(carry[key], v) for key, v in kept.items()})
     return k
+
+
+def step_rule(local: LocalConfig, lr: float | torch.Tensor, torch_order: bool = False) -> step.Rule:
+    """:class:`fl.step.Rule` of the local settings at step size ``lr`` (torch_order: the sequential arithmetic)."""
+    return step.Rule(lr, local.momentum, local.weight_decay, local.optimizer, torch_order)
+
+
+def step_init(w: torch.Tensor, rule: step.Rule, carry: dict[str, torch.Tensor] | None) -> step.Local:
+    """:func:`fl.step.init` for one client: the kept rows of ``carry`` only where they hold a state (Adam: a step
+    count above 0, as a fresh torch.optim.Adam starts)."""
+    fresh = not carry or (rule.optimizer == "adam" and float(carry[STEP_KEY]) <= 0)
+    return step.init(w, rule, None if fresh else carry)
 
 
 @torch.no_grad()
@@ -292,7 +278,7 @@ def train_participants(
 
     def one_after_another() -> list[tuple[torch.Tensor, int]]:
         return [
-            train_client(flat, algorithm, data, local, state.x, state.lr, seed, t, i, ctx, task)
+            train_client(flat, algorithm, data, local, state.lr, seed, t, i, ctx, task)
             for i, ctx, task in zip(participants, contexts, tasks)
         ]
 
@@ -302,23 +288,21 @@ def train_participants(
 
 
 def train_client(
-    flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, x: torch.Tensor, lr: float,
-    seed: int, t: int, i: int, ctx: Context, task: LocalTask | None = None,
+    flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, lr: float, seed: int, t: int, i: int,
+    ctx: Context, task: LocalTask | None = None,
 ) -> tuple[torch.Tensor, int]:  # fmt: skip
-    """Client i's local training in round t from the server model x: its local model y_i and step count K_i (the
-    batch order and dropout draws seeded from (seed, t, i)). The sequential backend and the Flower client both
-    call this."""
-    flat.load(x)
+    """Client i's local training in round t from the server model ``ctx.x``: its local model y_i and step count K_i
+    (the batch order and dropout draws seeded from (seed, t, i)). The sequential backend, the worker processes and
+    the Flower client all call this."""
+    flat.load(ctx.x)
     generator = torch.Generator().manual_seed(client_seed(seed, t, i))
     carry = {k: ctx.client[k] for k in carried_rows(local)}  # the kept optimiser state, back into ctx.client
     with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
         torch.manual_seed(client_seed(seed, t, i) + 1)
-        epochs, budget = client_budget(local, len(data.original[i]))
-        steps = local_train(
-            flat, data.x, data.y, data.train[i], epochs, local.batch_size, lr,
-            lambda w: algorithm.correction(w, ctx), generator, budget, local.momentum, task, local.optimizer,
-            local.weight_decay, local.augment, carry,
-        )  # fmt: skip
+        samples = (data.x, data.y, data.train[i])
+        budget = client_budget(local, len(data.original[i]))
+        steps = local_train(flat, samples, local, lr, lambda w: algorithm.correction(w, ctx), generator, budget, task,
+                            carry)  # fmt: skip
     ctx.client.update(carry)
     return flat.params.detach().clone(), steps
 
@@ -333,7 +317,7 @@ def client_work(
     tick = time.perf_counter()
     task = method.before_client(hook)
     seconds = time.perf_counter() - tick
-    y, steps = train_client(flat, algorithm, data, local, hook.x, lr, seed, hook.t, hook.i, ctx, task)
+    y, steps = train_client(flat, algorithm, data, local, lr, seed, hook.t, hook.i, ctx, task)
     tick, hook.task = time.perf_counter(), task
     method.after_client(hook, y)
     return y, steps, seconds + time.perf_counter() - tick
