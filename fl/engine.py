@@ -339,6 +339,121 @@ class ClientPool(Protocol):
     ) -> tuple[list[tuple[torch.Tensor, int]], list[dict], float]: ...
 
 
+@dataclass
+class Round:
+    """Round t as :func:`configure_round` sets it up (every executor's, Flower's server's too): the selected clients
+    S (sorted), their aggregation weights, the method's working state (its hooks replace entries), its log and the
+    round's clock (seconds in local training and in the method's hooks, kept by :meth:`timed` alone)."""
+
+    t: int
+    selected: list[int]
+    weights: torch.Tensor
+    method_state: dict
+    log: dict = field(default_factory=dict)
+    clock: dict = field(default_factory=lambda: {"seconds_local": 0.0, "seconds_method": 0.0})
+
+    def timed(self, key: str, fn: Callable, *args):
+        """``fn(*args)``, its seconds added to the clock's ``key``."""
+        tick = time.perf_counter()
+        out = fn(*args)
+        self.clock[key] += time.perf_counter() - tick
+        return out
+
+
+def configure_round(
+    state: EngineState, flat: FlatModel, data: ClientSet, local: LocalConfig, seed: int, method: Method
+) -> Round:
+    """The round's first phase: select S_t (:func:`select_clients`), weigh it, and run the method's hook before the
+    round (its draws seeded from (seed, t, 0, 3))."""
+    t = state.round
+    selected = select_clients(seed, t, data.n_clients, local.participation)
+    weights = aggregation_weights(data, selected, local.weighting, state.x)
+    method_state = {part: dict(entries) for part, entries in state.method.items()}  # hooks replace entries
+    rnd = Round(t, selected.tolist(), weights, method_state)
+    hook = ServerRound(t, state.x, flat, data, method_state, client_seed(seed, t, 0, 3), rnd.log, tuple(rnd.selected))
+    rnd.timed("seconds_method", method.before_round, hook)
+    return rnd
+
+
+def client_contexts(state: EngineState, flat: FlatModel, participants: list[int]) -> list[Context]:
+    """What each participant sees: the server model and state, its own rows of the (N, P) states (on x's device)."""
+    rows = {k: v[torch.as_tensor(participants, device=v.device)].to(state.x.device) for k, v in state.clients.items()}
+    return [Context(state.x, state.server, {k: v[j] for k, v in rows.items()}, flat.head_mask)
+            for j in range(len(participants))]  # fmt: skip
+
+
+def execute_round(
+    rnd: Round, state: EngineState, flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig,
+    seed: int, method: Method, pool: ClientPool | None = None,
+) -> tuple[list[Context], list[tuple[torch.Tensor, int]], dict]:  # fmt: skip
+    """The round's second phase, the participants' work by one executor: worker processes (``pool``), else the
+    method's client hooks around :func:`train_participants` (sequential, batched or in a fleet). Their contexts
+    (kept optimiser rows written back), [(y_i, K_i)] and the executor's record entries."""
+    t, participants = rnd.t, rnd.selected
+    # what the clients see: the method's payload from the server, and their own entries (written through)
+    payload = method.client_payload(rnd.method_state)
+    client_view = {"server": payload, "clients": rnd.method_state.setdefault("clients", {})}
+    contexts = client_contexts(state, flat, participants)
+    if pool is not None and not wants_batched(flat, local):
+        tick = time.perf_counter()
+        trained, logs, seconds_method = pool.train(t, state, client_view, participants, [c.client for c in contexts])
+        for client_log in logs:
+            merge_log(rnd.log, client_log)
+        rnd.clock["seconds_method"] += seconds_method  # summed over the workers' clients
+        rnd.clock["seconds_local"] += time.perf_counter() - tick - seconds_method / pool.size
+        return contexts, trained, {"backend": "workers", "workers": pool.size}
+    hooks = [ClientRound(t, i, state.x, flat, data, local, client_view, client_seed(seed, t, i, 1), rnd.log)
+             for i in participants]  # fmt: skip
+    tasks = rnd.timed("seconds_method", lambda: [method.before_client(h) for h in hooks])
+    trained, backend = rnd.timed("seconds_local", train_participants, flat, algorithm, data, local, state, seed,
+                                 participants, contexts, tasks)  # fmt: skip
+    rnd.timed("seconds_method", _after_clients, method, hooks, tasks, trained)
+    return contexts, trained, backend
+
+
+def _after_clients(method: Method, hooks: list[ClientRound], tasks: list, trained: list) -> None:
+    """The method's hook after each client's local training, in participant order."""
+    for hook, task, (y_i, _) in zip(hooks, tasks, trained):
+        hook.task = task
+        method.after_client(hook, y_i)
+
+
+def aggregate_round(
+    rnd: Round, state: EngineState, algorithm: Algorithm, n_clients: int, contexts: list[Context],
+    trained: list[tuple[torch.Tensor, int]], local: LocalConfig,
+) -> tuple[torch.Tensor, State, State]:  # fmt: skip
+    """The round's third phase on the server: every participant's ``client_update``, then ``server_update`` on the
+    local models and the old and new client states; (x, server state, the participants' new client rows)."""
+    ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
+    for ctx, (y_i, steps) in zip(contexts, trained):
+        ys.append(y_i)
+        for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():
+            old[k].append(ctx.client[k])
+            new[k].append(v)
+    stack = {k: torch.stack(v) for k, v in new.items()}
+    x, server = algorithm.server_update(
+        state.x, state.server, torch.stack(ys), rnd.weights, {k: torch.stack(v) for k, v in old.items()}, stack,
+        n_clients,
+    )  # fmt: skip
+    stack |= {k: torch.stack([ctx.client[k] for ctx in contexts]) for k in carried_rows(local)}  # the new state
+    return x, server, stack
+
+
+def close_round(
+    rnd: Round, state: EngineState, x: torch.Tensor, server: State, flat: FlatModel, data: ClientSet, seed: int,
+    method: Method, backend: dict,
+) -> tuple[EngineState, dict]:  # fmt: skip
+    """The round's end (every executor's, Flower's too): the numbers the method's entries sent up, its hook after
+    aggregation (draws seeded from (seed, t, 0, 2)); the new state (round t+1) and the round's record."""
+    t, log = rnd.t, rnd.log
+    if up := numbers_sent_up(method, rnd.method_state.get("clients", {}), rnd.selected):  # what its server hooks read
+        log["numbers_sent"] = log.get("numbers_sent", 0) + up
+    hook = ServerRound(t, x, flat, data, rnd.method_state, server_seed(seed, t), log)
+    x = rnd.timed("seconds_method", method.after_aggregate, hook)
+    record = {"round": t, "clients": rnd.selected, **rnd.clock, **backend} | ({"method": log} if log else {})
+    return EngineState(t + 1, x, server, state.clients, state.lr, state.extra, rnd.method_state), record
+
+
 def compute_round(
     state: EngineState,
     flat: FlatModel,
@@ -349,64 +464,14 @@ def compute_round(
     method: Method | None = None,
     pool: ClientPool | None = None,
 ) -> tuple[EngineState, dict, tuple[np.ndarray, State]]:
-    """Round t = state.round without touching ``state`` (so an interrupted round leaves it whole): the new state,
-    the record, and the client-state updates that :func:`apply_round` writes into the shared (N, P) arrays. With a
-    ``pool`` (worker processes on the CPU) the participants' hooks and training run there, bit for bit as here."""
+    """Round t = state.round without touching ``state`` (so an interrupted round leaves it whole): configure
+    (:func:`configure_round`), execute (:func:`execute_round`), aggregate (:func:`aggregate_round`,
+    :func:`close_round`); the new state, the record, and the client-state updates that :func:`apply_round` writes
+    into the shared (N, P) arrays. With a ``pool`` (worker processes on the CPU) the participants' hooks and
+    training run there, bit for bit as here."""
     method = method or Method()
-    t = state.round
-    selected = select_clients(seed, t, data.n_clients, local.participation)
-    weights = aggregation_weights(data, selected, local.weighting, state.x)
-    ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
-    clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
-    method_state = {part: dict(entries) for part, entries in state.method.items()}  # hooks replace entries
-    tick = time.perf_counter()
-    round_seed = client_seed(seed, t, 0, 3)
-    method.before_round(ServerRound(t, state.x, flat, data, method_state, round_seed, log, tuple(selected.tolist())))
-    clock["seconds_method"] += time.perf_counter() - tick
-    participants = selected.tolist()
-    # what the clients see: the method's payload from the server, and their own entries (written through)
-    client_view = {"server": method.client_payload(method_state), "clients": method_state.setdefault("clients", {})}
-    rows = {k: v[torch.as_tensor(participants, device=v.device)].to(state.x.device) for k, v in state.clients.items()}
-    contexts = [Context(state.x, state.server, {k: v[j] for k, v in rows.items()}, flat.head_mask)
-                for j in range(len(participants))]  # fmt: skip
-    if pool is not None and not wants_batched(flat, local):
-        tick = time.perf_counter()
-        trained, logs, seconds_method = pool.train(t, state, client_view, participants, [c.client for c in contexts])
-        for client_log in logs:
-            merge_log(log, client_log)
-        clock["seconds_method"] += seconds_method  # summed over the workers' clients
-        clock["seconds_local"] += time.perf_counter() - tick - seconds_method / pool.size
-        backend = {"backend": "workers", "workers": pool.size}
-    else:
-        tick = time.perf_counter()
-        hooks = [ClientRound(t, i, state.x, flat, data, local, client_view, client_seed(seed, t, i, 1), log)
-                 for i in participants]  # fmt: skip
-        tasks = [method.before_client(h) for h in hooks]
-        clock["seconds_method"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        trained, backend = train_participants(flat, algorithm, data, local, state, seed, participants, contexts, tasks)
-        clock["seconds_local"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        for hook, task, (y_i, _) in zip(hooks, tasks, trained):
-            hook.task = task
-            method.after_client(hook, y_i)
-        clock["seconds_method"] += time.perf_counter() - tick
-    if up := numbers_sent_up(method, method_state["clients"], participants):  # the entries its server hooks read
-        log["numbers_sent"] = log.get("numbers_sent", 0) + up
-    for ctx, (y_i, steps) in zip(contexts, trained):
-        ys.append(y_i)
-        for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():
-            old[k].append(ctx.client[k])
-            new[k].append(v)
-    stack = {k: torch.stack(v) for k, v in new.items()}
-    x, server = algorithm.server_update(
-        state.x, state.server, torch.stack(ys), weights, {k: torch.stack(v) for k, v in old.items()}, stack,
-        data.n_clients,
-    )  # fmt: skip
-    stack |= {k: torch.stack([ctx.client[k] for ctx in contexts]) for k in carried_rows(local)}  # the new state
-    tick = time.perf_counter()
-    x = method.after_aggregate(ServerRound(t, x, flat, data, method_state, server_seed(seed, t), log))
-    clock["seconds_method"] += time.perf_counter() - tick
-    record = {"round": t, "clients": participants, **clock, **backend} | ({"method": log} if log else {})
-    new_state = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
-    return new_state, record, (selected, stack)
+    rnd = configure_round(state, flat, data, local, seed, method)
+    contexts, trained, backend = execute_round(rnd, state, flat, algorithm, data, local, seed, method, pool)
+    x, server, stack = aggregate_round(rnd, state, algorithm, data.n_clients, contexts, trained, local)
+    new_state, record = close_round(rnd, state, x, server, flat, data, seed, method, backend)
+    return new_state, record, (np.array(rnd.selected, dtype=np.int64), stack)
