@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -105,10 +105,7 @@ def local_train(
             xb = crop_flip(xb, generator, black)
         loss = F.cross_entropy(model(xb), yb) if task is None else task.loss(model, xb, yb)
         loss.backward()
-        state = step.step(state, flat.grads, k, rule, correction)
-        if state.w is not flat.params:  # the model's parameters are views of flat.params (Adam steps it in place)
-            flat.params.copy_(state.w)
-            state = replace(state, w=flat.params)
+        state = step.step(state, flat.grads, k, rule, correction)  # torch order: flat.params stepped in place
         k += 1
     if carry:
         kept = step.final(state, rule, k)

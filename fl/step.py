@@ -23,7 +23,8 @@ changes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -43,8 +44,7 @@ class Rule:
     torch_order: bool = False
 
 
-@dataclass(frozen=True)
-class Local:
+class Local(NamedTuple):
     """L = (w, v, m, s, k₀) of one client or m stacked rows (w, v, m, s: (P,) or (m, P)); v None without
     momentum, m, s None without Adam; k₀ (Adam's steps before the round) a number in torch order, else (m, 1)."""
 
@@ -61,13 +61,13 @@ class Local:
     def with_tensors(self, tensors: tuple[torch.Tensor, ...]) -> Local:
         """This state with :meth:`tensors`' values replaced by ``tensors`` (the same order)."""
         it = iter(tensors)
-        names = [k for k in ("w", "velocity", "first", "second") if getattr(self, k) is not None]
-        return replace(self, **{k: next(it) for k in names})
+        return Local(*(next(it) if t is not None else None for t in self[:4]), self.done)
 
 
 def init(w: torch.Tensor, rule: Rule, carried: dict[str, torch.Tensor] | None = None) -> Local:
-    """L at the start of the round from the rows w (a copy is not taken: the caller's) and the kept optimiser rows
-    ``carried`` (:func:`fl.clients.carried_rows`; None or empty: a fresh optimiser, zero v, m, s and k₀)."""
+    """L at the start of the round from the rows w (not copied: in torch order its steps update w) and the kept
+    optimiser rows ``carried`` (:func:`fl.clients.carried_rows`, copied; None or empty: a fresh optimiser, zero v,
+    m, s and k₀)."""
     velocity = first = second = done = None
     if rule.momentum and rule.optimizer != "adam":
         velocity = carried["momentum"].clone() if carried else torch.zeros_like(w)
@@ -90,7 +90,9 @@ def step(
     active: torch.Tensor | None = None,
 ) -> Local:
     """Local step s (0-based; an int, or a 0-d tensor in a recorded graph) with the batch gradient g: L after it.
-    ``active`` (m, 1) bool masks the rows past their K_i steps (None: every row steps)."""
+    ``active`` (m, 1) bool masks the rows past their K_i steps (None: every row steps). In torch order (one client,
+    no mask) w, v, m and s are updated in place, as torch.optim does, and L's own tensors come back; else new
+    tensors."""
     w = state.w
     extra = correction(w) if correction is not None else None
     if extra is not None:
@@ -99,6 +101,11 @@ def step(
         g = g.add(w, alpha=rule.weight_decay) if rule.torch_order else g + rule.weight_decay * w
     if rule.optimizer == "adam":
         return _adam(state, g, s, rule, active)
+    if rule.torch_order:  # torch.optim's way: in place, every row stepping
+        if state.velocity is not None:
+            g = state.velocity.mul_(rule.momentum).add_(g)
+        state.w.sub_(rule.lr * g)
+        return state
     velocity = state.velocity
     if velocity is not None:
         velocity = velocity * rule.momentum + g
@@ -106,17 +113,17 @@ def step(
             velocity = torch.where(active, velocity, state.velocity)
         g = velocity
     new = w - rule.lr * g
-    return replace(state, w=new if active is None else torch.where(active, new, w), velocity=velocity)
+    return Local(new if active is None else torch.where(active, new, w), velocity, None, None, state.done)
 
 
 def _adam(state: Local, g: torch.Tensor, s: int | torch.Tensor, rule: Rule, active: torch.Tensor | None) -> Local:
     """Adam's step at t = k₀ + s + 1 (each row its own t)."""
     if rule.torch_order:
         first, second, w = adam_update_torch(state.first, state.second, g, state.done + s + 1, rule.lr, state.w)
-        return replace(state, w=w, first=first, second=second)
+        return Local(w, None, first, second, state.done)
     mask = active if active is not None else torch.ones((), dtype=torch.bool, device=g.device)
     first, second, update = adam_update(state.first, state.second, g, state.done + (s + 1), rule.lr, mask)
-    return replace(state, w=torch.where(mask, state.w - update, state.w), first=first, second=second)
+    return Local(torch.where(mask, state.w - update, state.w), None, first, second, state.done)
 
 
 def final(state: Local, rule: Rule, steps: torch.Tensor | int) -> dict[str, torch.Tensor]:
