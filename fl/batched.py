@@ -2,8 +2,8 @@
 
 The m participants' parameter vectors are stacked into W ∈ R^{m×P}; every local step evaluates all of them in
 one call, ``vmap(grad(loss))`` over (W, their batches) with ``functional_call`` on the shared module, so a round of
-100 small clients is a few large kernels instead of thousands of tiny ones. Everything else is the sequential
-engine's step (:func:`fl.engine.local_train`), row by row:
+100 small clients is a few large kernels instead of thousands of tiny ones. The step itself is the one every
+executor takes (:func:`fl.step.step`, the sequential backend's too), on the m rows at once:
 
 - batches: client i's mini-batches are exactly the sequential backend's (:func:`fl.clients.batches` with the
   same generator seeded from (seed, round, i)), padded to B with zero-weight samples; the loss is the weighted
@@ -12,7 +12,7 @@ engine's step (:func:`fl.engine.local_train`), row by row:
   moments stay as they are);
 - the algorithm's correction (``vmap`` of :meth:`~fl.algorithms.Algorithm.correction` over the rows and the
   clients' stacked states), weight decay λw, then plain SGD, heavy-ball momentum or Adam (torch.optim.Adam's
-  formulas with each client's own step count);
+  formulas with each client's own step count, :func:`fl.optim.adam_update`);
 - ``chunk`` bounds the clients per vmap call (memory: about chunk × B samples of activations at once);
 - on CUDA, a round's steps after the first are recorded once as a CUDA graph and replayed (:mod:`fl.graphs`,
   ``train.graphs``; not with dropout): the same kernels, launched in one call a step.
@@ -44,11 +44,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+import fl.step as step
 from fl.algorithms import Algorithm, Context
-from fl.clients import STEP_KEY, batches, carried_rows
+from fl.clients import batches, carried_rows
 from fl.flat import FlatModel
 from fl.graphs import StepNotRecordable, graph_kind, replay
-from fl.optim import adam_update
 
 BACKENDS = ("auto", "sequential", "batched")
 
@@ -229,13 +229,47 @@ def _train(
 def _train_units(
     flat: FlatModel, units: list[list[Group]], width: int, features: bool, randomness: str
 ) -> list[tuple[torch.Tensor, list[int]]]:
-    model, names = flat.model, flat.layout
+    """The units' rows through every step (:class:`_Pass`), eagerly or, on CUDA after step 0, as a recorded graph;
+    each group's (W, K_i), the tasks handed their features and shares."""
     groups = [group for unit in units for group in unit]
-    model.train()
+    flat.model.train()
     plans = [plan(g.indices, g.local.batch_size, g.generators, budgets(g)) for g in groups]
     n_steps = max((p[0].shape[0] for p in plans), default=0)
     dtype = flat.params.dtype
-    split = _Split(model)
+    counts = [c for _, _, c in plans]
+    bounds = np.cumsum([0, *(len(unit) for unit in units)])
+    steps = [_Steps(unit, counts[a:b]) for unit, a, b in zip(units, bounds[:-1], bounds[1:])]
+    extras = [_Extras(g, c, n_steps, width, dtype) for g, c in zip(groups, counts)]
+    plans = [_padded(index, weight.to(dtype), n_steps) for index, weight, _ in plans]
+    run = _Pass(flat, groups, steps, extras, plans, width, features, randomness)
+    setting = groups[0].local.graphs if groups else "auto"  # a fleet's groups share it (fl.fleet.shape_key)
+    kind = None if has_dropout(flat.model) else graph_kind(flat.params.device, len(groups), setting)  # dropout: eagerly
+    first = 1 if kind and n_steps > 2 else n_steps  # step 0 eagerly (gradient shares, features begun), then a graph
+    for s in range(first):
+        run.body(s)
+    if first < n_steps:
+        before = run.take()
+        try:
+            run.put(replay(lambda state, s: run.advance(state, s), before, first, n_steps, kind))  # a plain function
+        except StepNotRecordable as error:  # on CUDA, a capture that failed: the steps eagerly (the CPU's trace raises)
+            if kind != "cuda":
+                raise
+            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
+            run.put(before)
+            for s in range(first, n_steps):
+                run.body(s)
+    rows = np.cumsum([0, *(len(g.indices) for g in groups)])
+    for e, c, a, b in zip(extras, counts, rows[:-1], rows[1:]):
+        e.hand_back(None if run.sums is None else (run.sums[a:b], run.counts_seen[a:b]), c)
+    return [result for state in steps for result in state.finish()]
+
+
+def _gradients(flat: FlatModel, width: int, features: bool, randomness: str) -> Callable:
+    """``gradients(W, xb, yb, mb, cb)``: every row's gradient of its batch loss as one flat row (m, P) and the real
+    samples' features (or the loss), ``vmap(grad(loss))`` over the rows. The loss is the weighted mean of the
+    cross-entropy over the real samples, or with ``width`` extra samples w_r · mean CE(real) + w_e · mean CE(extra)
+    (cb the rows' (w_r, w_e))."""
+    model, names, split = flat.model, flat.layout, _Split(flat.model)
 
     def loss(params, xb, yb, mb, cb):
         if features:
@@ -257,74 +291,69 @@ def _train_units(
         out, aux = per_parameter(flat.named(W), xb, yb, mb, cb)
         return torch.cat([out[name].flatten(1) for name, _ in names], 1), aux
 
-    counts = [c for _, _, c in plans]
-    bounds = np.cumsum([0, *(len(unit) for unit in units)])
-    steps = [_Steps(unit, counts[a:b]) for unit, a, b in zip(units, bounds[:-1], bounds[1:])]
-    extras = [_Extras(g, c, n_steps, width, dtype) for g, c in zip(groups, counts)]
-    plans = [_padded(index, weight.to(dtype), n_steps) for index, weight, _ in plans]
-    cb = torch.cat([e.coefficients for e in extras])
-    classes = max((t.feature_classes for e in extras for t in e.tasks if t is not None), default=0)
-    sums = counts_seen = None  # (rows, C, d), (rows, C): the real samples' features summed per class
-    arange = torch.arange(classes, device=flat.params.device)
+    return gradients
 
-    def body(s: int | torch.Tensor) -> None:  # step s: an int eagerly, a 0-d tensor in a recorded graph
-        nonlocal sums, counts_seen
+
+class _Pass:
+    """One batched call's steps: the units' rows (:class:`_Steps`), the groups' extras and padded plans, and the
+    real samples' features summed per class (``sums`` (rows, C, d), ``counts_seen`` (rows, C)) where wanted."""
+
+    def __init__(self, flat: FlatModel, groups: list[Group], steps: list[_Steps], extras: list[_Extras],
+                 plans: list[tuple[torch.Tensor, torch.Tensor]], width: int, features: bool,
+                 randomness: str) -> None:  # fmt: skip
+        self.groups, self.steps, self.extras, self.plans = groups, steps, extras, plans
+        self.width, self.features = width, features
+        self.gradients = _gradients(flat, width, features, randomness)
+        self.cb = torch.cat([e.coefficients for e in extras])
+        classes = max((t.feature_classes for e in extras for t in e.tasks if t is not None), default=0)
+        self.arange = torch.arange(classes, device=flat.params.device)
+        self.sums = self.counts_seen = None
+
+    def body(self, s: int | torch.Tensor) -> None:
+        """Step s of every row (an int eagerly, a 0-d tensor in a recorded graph)."""
         parts = [e.batch(g.x[_at(index, s)], g.y[_at(index, s)], _at(weight, s), s)
-                 for g, e, (index, weight) in zip(groups, extras, plans)]  # fmt: skip
+                 for g, e, (index, weight) in zip(self.groups, self.extras, self.plans)]  # fmt: skip
         xb, yb, mb = (torch.cat(p) if len(p) > 1 else p[0] for p in zip(*parts))
+        steps, cb = self.steps, self.cb
         W = torch.cat([state.W for state in steps]) if len(steps) > 1 else steps[0].W
-        if isinstance(s, int) and s == 0 and any(e.share for e in extras):
-            g_real, _ = gradients(W, xb, yb, mb, cb * cb.new_tensor([1.0, 0.0]))
-            g_extra, _ = gradients(W, xb, yb, mb, cb * cb.new_tensor([0.0, 1.0]))
-            _shares(extras, g_real, g_extra)
-        g_all, z = gradients(W, xb, yb, mb, cb)
+        if isinstance(s, int) and s == 0 and any(e.share for e in self.extras):
+            g_real, _ = self.gradients(W, xb, yb, mb, cb * cb.new_tensor([1.0, 0.0]))
+            g_extra, _ = self.gradients(W, xb, yb, mb, cb * cb.new_tensor([0.0, 1.0]))
+            _shares(self.extras, g_real, g_extra)
+        g_all, z = self.gradients(W, xb, yb, mb, cb)
         start = 0
         for state in steps:
             state.step(g_all[start : start + state.m], s)
             start += state.m
-        if features:
-            real = slice(0, xb.shape[1] - width)
-            onehot = (yb[:, real, None] == arange).to(z.dtype) * mb[:, real, None]  # one_hot without its host check
-            step_sums, step_counts = torch.einsum("mbc,mbd->mcd", onehot, z), onehot.sum(1)
-            sums = step_sums if sums is None else sums + step_sums
-            counts_seen = step_counts if counts_seen is None else counts_seen + step_counts
+        if self.features:
+            self._sum_features(xb, yb, mb, z)
 
-    def put(state: tuple[torch.Tensor, ...]) -> None:
-        nonlocal sums, counts_seen
+    def _sum_features(self, xb: torch.Tensor, yb: torch.Tensor, mb: torch.Tensor, z: torch.Tensor) -> None:
+        """Add the step's real samples' features z to their classes' sums."""
+        real = slice(0, xb.shape[1] - self.width)
+        onehot = (yb[:, real, None] == self.arange).to(z.dtype) * mb[:, real, None]  # one_hot without a host check
+        step_sums, step_counts = torch.einsum("mbc,mbd->mcd", onehot, z), onehot.sum(1)
+        self.sums = step_sums if self.sums is None else self.sums + step_sums
+        self.counts_seen = step_counts if self.counts_seen is None else self.counts_seen + step_counts
+
+    def put(self, state: tuple[torch.Tensor, ...]) -> None:
+        """Take back what :meth:`take` gave."""
         tensors = iter(state)
-        for unit in steps:
+        for unit in self.steps:
             unit.put(tensors)
-        if features:
-            sums, counts_seen = next(tensors), next(tensors)
+        if self.features:
+            self.sums, self.counts_seen = next(tensors), next(tensors)
 
-    def take() -> tuple[torch.Tensor, ...]:
-        return (*(t for unit in steps for t in unit.take()), *((sums, counts_seen) if features else ()))
+    def take(self) -> tuple[torch.Tensor, ...]:
+        """What a step changes: every unit's :meth:`_Steps.take`, then the feature sums where wanted."""
+        return (*(t for unit in self.steps for t in unit.take()),
+                *((self.sums, self.counts_seen) if self.features else ()))  # fmt: skip
 
-    def advance(state: tuple[torch.Tensor, ...], s: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        put(state)
-        body(s)
-        return take()
-
-    setting = groups[0].local.graphs if groups else "auto"  # a fleet's groups share it (fl.fleet.shape_key)
-    kind = None if has_dropout(model) else graph_kind(flat.params.device, len(groups), setting)  # dropout: eagerly
-    first = 1 if kind and n_steps > 2 else n_steps  # step 0 eagerly (gradient shares, features begun), then a graph
-    for s in range(first):
-        body(s)
-    if first < n_steps:
-        before = take()
-        try:
-            put(replay(advance, before, first, n_steps, kind))
-        except StepNotRecordable as error:  # on CUDA, a capture that failed: the steps eagerly (the CPU's trace raises)
-            if kind != "cuda":
-                raise
-            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
-            put(before)
-            for s in range(first, n_steps):
-                body(s)
-    rows = np.cumsum([0, *(len(g.indices) for g in groups)])
-    for e, c, a, b in zip(extras, counts, rows[:-1], rows[1:]):
-        e.hand_back(None if sums is None else (sums[a:b], counts_seen[a:b]), c)
-    return [result for state in steps for result in state.finish()]
+    def advance(self, state: tuple[torch.Tensor, ...], s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """One recorded step: from ``state`` (:meth:`take`'s) to the next."""
+        self.put(state)
+        self.body(s)
+        return self.take()
 
 
 class _Extras:
@@ -412,9 +441,10 @@ def _padded(index: torch.Tensor, weight: torch.Tensor, n_steps: int) -> tuple[to
 
 
 class _Steps:
-    """A unit's clients through the steps (one group, or groups merged by :func:`_units`): their models W (m, P),
-    the algorithm's correction, weight decay and the optimiser (plain SGD, heavy-ball momentum or torch.optim.Adam's
-    formulas), masked past each K_i; a step size per row where groups are merged."""
+    """A unit's clients through the steps (one group, or groups merged by :func:`_units`): their local state
+    (:class:`fl.step.Local`, models W (m, P)) stepped by :func:`fl.step.step` with the algorithm's correction (vmapped
+    over the rows), weight decay and the optimiser, masked past each K_i; a step size per row where groups are
+    merged."""
 
     def __init__(self, groups: list[Group], counts: list[torch.Tensor]) -> None:
         self.groups, self.sizes = groups, [len(g.indices) for g in groups]
@@ -422,76 +452,60 @@ class _Steps:
         self.m = sum(self.sizes)
         group = groups[0]
         self.contexts = contexts = [c for g in groups for c in g.contexts]
-        algorithm, self.local = group.algorithm, group.local
-        local, x0 = group.local, group.contexts[0].x
+        algorithm, local = group.algorithm, group.local
         starts = [g.contexts[0].x.detach().expand(n, -1) for g, n in zip(groups, self.sizes)]
-        self.W = torch.cat(starts).clone() if len(starts) > 1 else starts[0].clone()
-        self.limits = self.counts.to(self.W.device)  # K_i where the steps run (no copy from the host in a step)
-        self.lr = group.lr
+        W = torch.cat(starts).clone() if len(starts) > 1 else starts[0].clone()
+        self.limits = self.counts.to(W.device)  # K_i where the steps run (no copy from the host in a step)
+        lr = group.lr
         if len(groups) > 1:
             rates = [g.lr for g, n in zip(groups, self.sizes) for _ in range(n)]
-            self.lr = torch.tensor(rates, dtype=self.W.dtype, device=self.W.device)[:, None]
-        self.clients = {k: torch.stack([c.client[k] for c in contexts]) for k in algorithm.client_keys}
-        server, head_mask = contexts[0].server, contexts[0].head_mask
-        probe = algorithm.correction(x0, Context(x0, server, {k: v[0] for k, v in self.clients.items()}, head_mask))
-
-        def correction(w, client):
-            return algorithm.correction(w, Context(x0, server, client, head_mask))
-
-        self.corrections = vmap(correction) if probe is not None else None  # (merged units have none)
+            lr = torch.tensor(rates, dtype=W.dtype, device=W.device)[:, None]
+        self.rule = step.Rule(lr, local.momentum, local.weight_decay, local.optimizer)
+        self.correction = _corrections(algorithm, contexts)  # (merged units have none)
         self.carried = carried_rows(local)  # kept optimiser state: start from each client's rows
-        W = self.W
-        self.velocity = torch.zeros_like(W) if local.momentum else None
-        if self.velocity is not None and self.carried:
-            self.velocity = torch.stack([c.client["momentum"] for c in contexts])
-        self.adam = local.optimizer == "adam"
-        if self.adam:
-            self.first, self.second = torch.zeros_like(W), torch.zeros_like(W)
-            self.done = torch.zeros(self.m, 1, dtype=W.dtype, device=W.device)  # steps taken before this round
-            if self.carried:
-                self.first = torch.stack([c.client["adam_m"] for c in contexts])
-                self.second = torch.stack([c.client["adam_v"] for c in contexts])
-                self.done = torch.stack([c.client[STEP_KEY] for c in contexts])
+        kept = {k: torch.stack([c.client[k] for c in contexts]) for k in self.carried}
+        self.state = step.init(W, self.rule, kept)
+
+    @property
+    def W(self) -> torch.Tensor:
+        return self.state.w
 
     def step(self, g: torch.Tensor, s: int | torch.Tensor) -> None:
-        local, lr, W = self.local, self.lr, self.W
-        active = (self.limits > s)[:, None]
-        if self.corrections is not None:
-            g = g + self.corrections(W, self.clients)
-        if local.weight_decay:
-            g = g + local.weight_decay * W
-        if self.adam:  # step t = (steps before) + s + 1 per client
-            self.first, self.second, update = adam_update(self.first, self.second, g, self.done + (s + 1), lr, active)
-        elif self.velocity is not None:
-            self.velocity = torch.where(active, self.velocity * local.momentum + g, self.velocity)
-            update = lr * self.velocity
-        else:
-            update = lr * g
-        self.W = torch.where(active, W - update, W)
+        """Local step s of the unit's rows with their batch gradients g (m, P)."""
+        self.state = step.step(self.state, g, s, self.rule, self.correction, (self.limits > s)[:, None])
 
-    def take(self) -> list[torch.Tensor]:
+    def take(self) -> tuple[torch.Tensor, ...]:
         """What a step changes: W, then the momentum or the Adam moments where the optimiser has them."""
-        return [self.W, *([self.velocity] if self.velocity is not None else []),
-                *([self.first, self.second] if self.adam else [])]  # fmt: skip
+        return self.state.tensors()
 
     def put(self, tensors) -> None:
         """Take back what :meth:`take` gave, in its order, from the iterator ``tensors``."""
-        self.W = next(tensors)
-        if self.velocity is not None:
-            self.velocity = next(tensors)
-        if self.adam:
-            self.first, self.second = next(tensors), next(tensors)
+        self.state = self.state.with_tensors(tuple(next(tensors) for _ in self.take()))
 
     def finish(self) -> list[tuple[torch.Tensor, list[int]]]:
         """Each group's (W, K_i), the kept optimiser state written back into the contexts as the sequential backend
         leaves it."""
-        for j, c in enumerate(self.contexts):
-            if self.adam and self.carried:
-                c.client.update(
-                    adam_m=self.first[j], adam_v=self.second[j], **{STEP_KEY: self.done[j] + self.counts[j].item()}
-                )
-            elif self.carried:
-                c.client.update(momentum=self.velocity[j])
+        if self.carried:
+            done = self.counts.to(self.W.device, self.W.dtype)[:, None]
+            kept = step.final(self.state, self.rule, done)
+            for j, c in enumerate(self.contexts):
+                c.client.update({k: v[j] for k, v in kept.items()})
         if len(self.sizes) == 1:
             return [(self.W, self.counts.tolist())]
         return list(zip(self.W.split(self.sizes), (c.tolist() for c in self.counts.split(self.sizes))))
+
+
+def _corrections(algorithm: Algorithm, contexts: list[Context]) -> Callable | None:
+    """The algorithm's correction of every row, ``w (m, P) -> (m, P)`` (vmapped over the rows and the clients'
+    stacked states), or None where it has none (plain SGD)."""
+    clients = {k: torch.stack([c.client[k] for c in contexts]) for k in algorithm.client_keys}
+    x0, server, head_mask = contexts[0].x, contexts[0].server, contexts[0].head_mask
+    probe = algorithm.correction(x0, Context(x0, server, {k: v[0] for k, v in clients.items()}, head_mask))
+    if probe is None:
+        return None
+
+    def correction(w, client):
+        return algorithm.correction(w, Context(x0, server, client, head_mask))
+
+    batched = vmap(correction)
+    return lambda W: batched(W, clients)

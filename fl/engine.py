@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import fl.batched as batched
+import fl.step as step
 from fl.algorithms import Algorithm, Context, State
 from fl.augment import crop_flip
 from fl.clients import STEP_KEY, ClientSet, LocalConfig, batches, carried_rows, client_budget
@@ -74,72 +75,55 @@ def select_clients(seed: int, t: int, n_clients: int, participation: float) -> n
 
 def local_train(
     flat: FlatModel,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    index: torch.Tensor,
-    epochs: int,
-    batch_size: int,
+    samples: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    local: LocalConfig,
     lr: float,
     correction: Callable[[torch.Tensor], torch.Tensor | None],
     generator: torch.Generator,
-    steps: int = 0,
-    momentum: float = 0.0,
+    budget: tuple[int, int] | None = None,
     task: LocalTask | None = None,
-    optimizer: str = "sgd",
-    weight_decay: float = 0.0,
-    augment: str = "none",
     carry: dict[str, torch.Tensor] | None = None,
 ) -> int:
-    """Local SGD (or Adam) on x[index] (E epochs, or τ = ``steps`` batches) with ``correction(w)`` added to every
-    gradient (and ``weight_decay``·w) and the objective ``task.loss`` (cross-entropy without a task); returns the
-    number of steps K. ``augment = "crop-flip"`` transforms every batch (:func:`fl.augment.crop_flip`, black shifted
-    in, its draws from ``generator``). ``carry``: the optimiser state the client keeps from round to round
-    (:func:`fl.clients.carried_rows`): read at the start, replaced by the new state at the end."""
+    """The sequential executor of :mod:`fl.step`: local training on x[index] of ``samples`` = (x, y, index), E
+    epochs or τ batches (``budget`` = (epochs, steps) of :func:`fl.clients.batches`, else ``local``'s), each batch's
+    gradient of ``task.loss`` (cross-entropy without a task) by autograd on the loaded model, then
+    :func:`fl.step.step` (``correction(w)``, ``local``'s weight decay and optimiser, torch.optim's arithmetic);
+    returns the number of steps K. ``local.augment = "crop-flip"`` transforms every batch
+    (:func:`fl.augment.crop_flip`, black shifted in, its draws from ``generator``). ``carry``: the optimiser state
+    the client keeps from round to round (:func:`fl.clients.carried_rows`): read at the start, replaced by the new
+    state at the end."""
+    x, y, index = samples
     model = flat.model
     model.train()
-    velocity = torch.zeros_like(flat.params) if momentum else None
-    if carry and velocity is not None:
-        velocity.copy_(carry["momentum"])
-    adam = None
-    if optimizer == "adam":
-        flat.params.grad = flat.grads  # the flat vector is the one parameter Adam updates
-        adam = torch.optim.Adam([flat.params], lr=lr)
-        if carry and float(carry[STEP_KEY]) > 0:  # torch.optim.Adam's own state layout
-            adam.state[flat.params] = {
-                "step": torch.tensor(float(carry[STEP_KEY])),
-                "exp_avg": carry["adam_m"].clone(),
-                "exp_avg_sq": carry["adam_v"].clone(),
-            }
-    black = x.amin(dim=(0, 2, 3)) if augment != "none" else None  # what RandomCrop's zero padding shows
+    rule = step_rule(local, lr, torch_order=True)
+    state = step_init(flat.params, rule, carry)
+    black = x.amin(dim=(0, 2, 3)) if local.augment != "none" else None  # what RandomCrop's zero padding shows
     k = 0
-    for batch in batches(index, batch_size, generator, epochs, steps):
+    for batch in batches(index, local.batch_size, generator, *(budget or (local.epochs, local.steps))):
         flat.grads.zero_()
         xb, yb = x[batch], y[batch]
         if black is not None:
             xb = crop_flip(xb, generator, black)
         loss = F.cross_entropy(model(xb), yb) if task is None else task.loss(model, xb, yb)
         loss.backward()
-        extra = correction(flat.params)
-        if extra is not None:
-            flat.grads.add_(extra)
-        if weight_decay:
-            flat.grads.add_(flat.params, alpha=weight_decay)
-        if adam is not None:
-            adam.step()
-        elif velocity is None:
-            flat.params.sub_(lr * flat.grads)
-        else:
-            flat.params.sub_(lr * velocity.mul_(momentum).add_(flat.grads))
+        state = step.step(state, flat.grads, k, rule, correction)  # torch order: flat.params stepped in place
         k += 1
     if carry:
-        if adam is not None:
-            kept = adam.state.get(flat.params)
-            if kept:
-                carry["adam_m"], carry["adam_v"] = kept["exp_avg"].clone(), kept["exp_avg_sq"].clone()
-                carry[STEP_KEY] = torch.full_like(carry[STEP_KEY], float(kept["step"]))
-        elif velocity is not None:
-            carry["momentum"] = velocity.clone()
+        kept = step.final(state, rule, k)
+        carry.update({key: v.clone() if key != STEP_KEY else torch.full_like(carry[key], v) for key, v in kept.items()})
     return k
+
+
+def step_rule(local: LocalConfig, lr: float | torch.Tensor, torch_order: bool = False) -> step.Rule:
+    """:class:`fl.step.Rule` of the local settings at step size ``lr`` (torch_order: the sequential arithmetic)."""
+    return step.Rule(lr, local.momentum, local.weight_decay, local.optimizer, torch_order)
+
+
+def step_init(w: torch.Tensor, rule: step.Rule, carry: dict[str, torch.Tensor] | None) -> step.Local:
+    """:func:`fl.step.init` for one client: the kept rows of ``carry`` only where they hold a state (Adam: a step
+    count above 0, as a fresh torch.optim.Adam starts)."""
+    fresh = not carry or (rule.optimizer == "adam" and float(carry[STEP_KEY]) <= 0)
+    return step.init(w, rule, None if fresh else carry)
 
 
 @torch.no_grad()
@@ -292,7 +276,7 @@ def train_participants(
 
     def one_after_another() -> list[tuple[torch.Tensor, int]]:
         return [
-            train_client(flat, algorithm, data, local, state.x, state.lr, seed, t, i, ctx, task)
+            train_client(flat, algorithm, data, local, state.lr, seed, t, i, ctx, task)
             for i, ctx, task in zip(participants, contexts, tasks)
         ]
 
@@ -302,23 +286,21 @@ def train_participants(
 
 
 def train_client(
-    flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, x: torch.Tensor, lr: float,
-    seed: int, t: int, i: int, ctx: Context, task: LocalTask | None = None,
+    flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig, lr: float, seed: int, t: int, i: int,
+    ctx: Context, task: LocalTask | None = None,
 ) -> tuple[torch.Tensor, int]:  # fmt: skip
-    """Client i's local training in round t from the server model x: its local model y_i and step count K_i (the
-    batch order and dropout draws seeded from (seed, t, i)). The sequential backend and the Flower client both
-    call this."""
-    flat.load(x)
+    """Client i's local training in round t from the server model ``ctx.x``: its local model y_i and step count K_i
+    (the batch order and dropout draws seeded from (seed, t, i)). The sequential backend, the worker processes and
+    the Flower client all call this."""
+    flat.load(ctx.x)
     generator = torch.Generator().manual_seed(client_seed(seed, t, i))
     carry = {k: ctx.client[k] for k in carried_rows(local)}  # the kept optimiser state, back into ctx.client
     with torch.random.fork_rng(devices=[]):  # dropout draws: seeded per (round, client), global state restored
         torch.manual_seed(client_seed(seed, t, i) + 1)
-        epochs, budget = client_budget(local, len(data.original[i]))
-        steps = local_train(
-            flat, data.x, data.y, data.train[i], epochs, local.batch_size, lr,
-            lambda w: algorithm.correction(w, ctx), generator, budget, local.momentum, task, local.optimizer,
-            local.weight_decay, local.augment, carry,
-        )  # fmt: skip
+        samples = (data.x, data.y, data.train[i])
+        budget = client_budget(local, len(data.original[i]))
+        steps = local_train(flat, samples, local, lr, lambda w: algorithm.correction(w, ctx), generator, budget, task,
+                            carry)  # fmt: skip
     ctx.client.update(carry)
     return flat.params.detach().clone(), steps
 
@@ -333,7 +315,7 @@ def client_work(
     tick = time.perf_counter()
     task = method.before_client(hook)
     seconds = time.perf_counter() - tick
-    y, steps = train_client(flat, algorithm, data, local, hook.x, lr, seed, hook.t, hook.i, ctx, task)
+    y, steps = train_client(flat, algorithm, data, local, lr, seed, hook.t, hook.i, ctx, task)
     tick, hook.task = time.perf_counter(), task
     method.after_client(hook, y)
     return y, steps, seconds + time.perf_counter() - tick
@@ -355,6 +337,121 @@ class ClientPool(Protocol):
     ) -> tuple[list[tuple[torch.Tensor, int]], list[dict], float]: ...
 
 
+@dataclass
+class Round:
+    """Round t as :func:`configure_round` sets it up (every executor's, Flower's server's too): the selected clients
+    S (sorted), their aggregation weights, the method's working state (its hooks replace entries), its log and the
+    round's clock (seconds in local training and in the method's hooks, kept by :meth:`timed` alone)."""
+
+    t: int
+    selected: list[int]
+    weights: torch.Tensor
+    method_state: dict
+    log: dict = field(default_factory=dict)
+    clock: dict = field(default_factory=lambda: {"seconds_local": 0.0, "seconds_method": 0.0})
+
+    def timed(self, key: str, fn: Callable, *args):
+        """``fn(*args)``, its seconds added to the clock's ``key``."""
+        tick = time.perf_counter()
+        out = fn(*args)
+        self.clock[key] += time.perf_counter() - tick
+        return out
+
+
+def configure_round(
+    state: EngineState, flat: FlatModel, data: ClientSet, local: LocalConfig, seed: int, method: Method
+) -> Round:
+    """The round's first phase: select S_t (:func:`select_clients`), weigh it, and run the method's hook before the
+    round (its draws seeded from (seed, t, 0, 3))."""
+    t = state.round
+    selected = select_clients(seed, t, data.n_clients, local.participation)
+    weights = aggregation_weights(data, selected, local.weighting, state.x)
+    method_state = {part: dict(entries) for part, entries in state.method.items()}  # hooks replace entries
+    rnd = Round(t, selected.tolist(), weights, method_state)
+    hook = ServerRound(t, state.x, flat, data, method_state, client_seed(seed, t, 0, 3), rnd.log, tuple(rnd.selected))
+    rnd.timed("seconds_method", method.before_round, hook)
+    return rnd
+
+
+def client_contexts(state: EngineState, flat: FlatModel, participants: list[int]) -> list[Context]:
+    """What each participant sees: the server model and state, its own rows of the (N, P) states (on x's device)."""
+    rows = {k: v[torch.as_tensor(participants, device=v.device)].to(state.x.device) for k, v in state.clients.items()}
+    return [Context(state.x, state.server, {k: v[j] for k, v in rows.items()}, flat.head_mask)
+            for j in range(len(participants))]  # fmt: skip
+
+
+def execute_round(
+    rnd: Round, state: EngineState, flat: FlatModel, algorithm: Algorithm, data: ClientSet, local: LocalConfig,
+    seed: int, method: Method, pool: ClientPool | None = None,
+) -> tuple[list[Context], list[tuple[torch.Tensor, int]], dict]:  # fmt: skip
+    """The round's second phase, the participants' work by one executor: worker processes (``pool``), else the
+    method's client hooks around :func:`train_participants` (sequential, batched or in a fleet). Their contexts
+    (kept optimiser rows written back), [(y_i, K_i)] and the executor's record entries."""
+    t, participants = rnd.t, rnd.selected
+    # what the clients see: the method's payload from the server, and their own entries (written through)
+    payload = method.client_payload(rnd.method_state)
+    client_view = {"server": payload, "clients": rnd.method_state.setdefault("clients", {})}
+    contexts = client_contexts(state, flat, participants)
+    if pool is not None and not wants_batched(flat, local):
+        tick = time.perf_counter()
+        trained, logs, seconds_method = pool.train(t, state, client_view, participants, [c.client for c in contexts])
+        for client_log in logs:
+            merge_log(rnd.log, client_log)
+        rnd.clock["seconds_method"] += seconds_method  # summed over the workers' clients
+        rnd.clock["seconds_local"] += time.perf_counter() - tick - seconds_method / pool.size
+        return contexts, trained, {"backend": "workers", "workers": pool.size}
+    hooks = [ClientRound(t, i, state.x, flat, data, local, client_view, client_seed(seed, t, i, 1), rnd.log)
+             for i in participants]  # fmt: skip
+    tasks = rnd.timed("seconds_method", lambda: [method.before_client(h) for h in hooks])
+    trained, backend = rnd.timed("seconds_local", train_participants, flat, algorithm, data, local, state, seed,
+                                 participants, contexts, tasks)  # fmt: skip
+    rnd.timed("seconds_method", _after_clients, method, hooks, tasks, trained)
+    return contexts, trained, backend
+
+
+def _after_clients(method: Method, hooks: list[ClientRound], tasks: list, trained: list) -> None:
+    """The method's hook after each client's local training, in participant order."""
+    for hook, task, (y_i, _) in zip(hooks, tasks, trained):
+        hook.task = task
+        method.after_client(hook, y_i)
+
+
+def aggregate_round(
+    rnd: Round, state: EngineState, algorithm: Algorithm, n_clients: int, contexts: list[Context],
+    trained: list[tuple[torch.Tensor, int]], local: LocalConfig,
+) -> tuple[torch.Tensor, State, State]:  # fmt: skip
+    """The round's third phase on the server: every participant's ``client_update``, then ``server_update`` on the
+    local models and the old and new client states; (x, server state, the participants' new client rows)."""
+    ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
+    for ctx, (y_i, steps) in zip(contexts, trained):
+        ys.append(y_i)
+        for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():
+            old[k].append(ctx.client[k])
+            new[k].append(v)
+    stack = {k: torch.stack(v) for k, v in new.items()}
+    x, server = algorithm.server_update(
+        state.x, state.server, torch.stack(ys), rnd.weights, {k: torch.stack(v) for k, v in old.items()}, stack,
+        n_clients,
+    )  # fmt: skip
+    stack |= {k: torch.stack([ctx.client[k] for ctx in contexts]) for k in carried_rows(local)}  # the new state
+    return x, server, stack
+
+
+def close_round(
+    rnd: Round, state: EngineState, x: torch.Tensor, server: State, flat: FlatModel, data: ClientSet, seed: int,
+    method: Method, backend: dict,
+) -> tuple[EngineState, dict]:  # fmt: skip
+    """The round's end (every executor's, Flower's too): the numbers the method's entries sent up, its hook after
+    aggregation (draws seeded from (seed, t, 0, 2)); the new state (round t+1) and the round's record."""
+    t, log = rnd.t, rnd.log
+    if up := numbers_sent_up(method, rnd.method_state.get("clients", {}), rnd.selected):  # what its server hooks read
+        log["numbers_sent"] = log.get("numbers_sent", 0) + up
+    hook = ServerRound(t, x, flat, data, rnd.method_state, server_seed(seed, t), log)
+    x = rnd.timed("seconds_method", method.after_aggregate, hook)
+    record = {"round": t, "clients": rnd.selected, **rnd.clock, **backend} | ({"method": log} if log else {})
+    return EngineState(t + 1, x, server, state.clients, state.lr, state.extra, rnd.method_state), record
+
+
 def compute_round(
     state: EngineState,
     flat: FlatModel,
@@ -365,64 +462,14 @@ def compute_round(
     method: Method | None = None,
     pool: ClientPool | None = None,
 ) -> tuple[EngineState, dict, tuple[np.ndarray, State]]:
-    """Round t = state.round without touching ``state`` (so an interrupted round leaves it whole): the new state,
-    the record, and the client-state updates that :func:`apply_round` writes into the shared (N, P) arrays. With a
-    ``pool`` (worker processes on the CPU) the participants' hooks and training run there, bit for bit as here."""
+    """Round t = state.round without touching ``state`` (so an interrupted round leaves it whole): configure
+    (:func:`configure_round`), execute (:func:`execute_round`), aggregate (:func:`aggregate_round`,
+    :func:`close_round`); the new state, the record, and the client-state updates that :func:`apply_round` writes
+    into the shared (N, P) arrays. With a ``pool`` (worker processes on the CPU) the participants' hooks and
+    training run there, bit for bit as here."""
     method = method or Method()
-    t = state.round
-    selected = select_clients(seed, t, data.n_clients, local.participation)
-    weights = aggregation_weights(data, selected, local.weighting, state.x)
-    ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
-    clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
-    method_state = {part: dict(entries) for part, entries in state.method.items()}  # hooks replace entries
-    tick = time.perf_counter()
-    round_seed = client_seed(seed, t, 0, 3)
-    method.before_round(ServerRound(t, state.x, flat, data, method_state, round_seed, log, tuple(selected.tolist())))
-    clock["seconds_method"] += time.perf_counter() - tick
-    participants = selected.tolist()
-    # what the clients see: the method's payload from the server, and their own entries (written through)
-    client_view = {"server": method.client_payload(method_state), "clients": method_state.setdefault("clients", {})}
-    rows = {k: v[torch.as_tensor(participants, device=v.device)].to(state.x.device) for k, v in state.clients.items()}
-    contexts = [Context(state.x, state.server, {k: v[j] for k, v in rows.items()}, flat.head_mask)
-                for j in range(len(participants))]  # fmt: skip
-    if pool is not None and not wants_batched(flat, local):
-        tick = time.perf_counter()
-        trained, logs, seconds_method = pool.train(t, state, client_view, participants, [c.client for c in contexts])
-        for client_log in logs:
-            merge_log(log, client_log)
-        clock["seconds_method"] += seconds_method  # summed over the workers' clients
-        clock["seconds_local"] += time.perf_counter() - tick - seconds_method / pool.size
-        backend = {"backend": "workers", "workers": pool.size}
-    else:
-        tick = time.perf_counter()
-        hooks = [ClientRound(t, i, state.x, flat, data, local, client_view, client_seed(seed, t, i, 1), log)
-                 for i in participants]  # fmt: skip
-        tasks = [method.before_client(h) for h in hooks]
-        clock["seconds_method"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        trained, backend = train_participants(flat, algorithm, data, local, state, seed, participants, contexts, tasks)
-        clock["seconds_local"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        for hook, task, (y_i, _) in zip(hooks, tasks, trained):
-            hook.task = task
-            method.after_client(hook, y_i)
-        clock["seconds_method"] += time.perf_counter() - tick
-    if up := numbers_sent_up(method, method_state["clients"], participants):  # the entries its server hooks read
-        log["numbers_sent"] = log.get("numbers_sent", 0) + up
-    for ctx, (y_i, steps) in zip(contexts, trained):
-        ys.append(y_i)
-        for k, v in algorithm.client_update(y_i, ctx, steps, state.lr).items():
-            old[k].append(ctx.client[k])
-            new[k].append(v)
-    stack = {k: torch.stack(v) for k, v in new.items()}
-    x, server = algorithm.server_update(
-        state.x, state.server, torch.stack(ys), weights, {k: torch.stack(v) for k, v in old.items()}, stack,
-        data.n_clients,
-    )  # fmt: skip
-    stack |= {k: torch.stack([ctx.client[k] for ctx in contexts]) for k in carried_rows(local)}  # the new state
-    tick = time.perf_counter()
-    x = method.after_aggregate(ServerRound(t, x, flat, data, method_state, server_seed(seed, t), log))
-    clock["seconds_method"] += time.perf_counter() - tick
-    record = {"round": t, "clients": participants, **clock, **backend} | ({"method": log} if log else {})
-    new_state = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
-    return new_state, record, (selected, stack)
+    rnd = configure_round(state, flat, data, local, seed, method)
+    contexts, trained, backend = execute_round(rnd, state, flat, algorithm, data, local, seed, method, pool)
+    x, server, stack = aggregate_round(rnd, state, algorithm, data.n_clients, contexts, trained, local)
+    new_state, record = close_round(rnd, state, x, server, flat, data, seed, method, backend)
+    return new_state, record, (np.array(rnd.selected, dtype=np.int64), stack)

@@ -1,10 +1,11 @@
 """Optimiser formulas for stacked rows (clients, runs): each row its own model, step count and step size, in one
-computation. The batched clients (:mod:`fl.batched`) and the DDPMs trained together
+computation. Every client's local step (:mod:`fl.step`) and the DDPMs trained together
 (:mod:`fl.synthesis.generators.ddpm_together`) step with them."""
 
 from __future__ import annotations
 
 import torch
+from torch.optim.adam import adam as torch_adam
 
 
 def adam_update(first: torch.Tensor, second: torch.Tensor, g: torch.Tensor, t: torch.Tensor, lr, active: torch.Tensor):
@@ -17,3 +18,15 @@ def adam_update(first: torch.Tensor, second: torch.Tensor, g: torch.Tensor, t: t
     step_size = ((1 - 0.9**t).reciprocal() * lr).to(first.dtype)  # what lr / tensor computes for a number lr
     denom = second.sqrt() / (1 - 0.999**t).sqrt().to(first.dtype) + 1e-8
     return first, second, step_size * first / denom
+
+
+def adam_update_torch(first: torch.Tensor, second: torch.Tensor, g: torch.Tensor, t: float, lr: float, w: torch.Tensor):
+    """torch.optim.Adam's step (β = 0.9, 0.999, ε = 1e-8) at step count t (a number): torch's own functional form
+    (``torch.optim.adam.adam``, its single-tensor or, on CUDA, its foreach kernels), so bit for bit what
+    torch.optim.Adam computes on every device (the sequential executors' arithmetic, :mod:`fl.step`;
+    :func:`adam_update` is the stacked rows' order, equal to the last bit). As torch's, it updates ``first``,
+    ``second`` and ``w`` in place, and returns them."""
+    count = torch.tensor(float(t - 1))  # torch's step count before the step (it adds the 1)
+    torch_adam([w], [g], [first], [second], [], [count], amsgrad=False, beta1=0.9, beta2=0.999, lr=lr,
+               weight_decay=0.0, eps=1e-8, maximize=False)  # fmt: skip
+    return first, second, w

@@ -66,16 +66,15 @@ from fl.config import RunConfig, build_algorithm, build_method, from_dict
 from fl.engine import (
     ClientSet,
     EngineState,
-    aggregation_weights,
     client_seed,
     client_work,
     client_zeros,
+    close_round,
+    configure_round,
     merge_log,
-    select_clients,
-    server_seed,
 )
 from fl.experiment import Experiment, resolve_device
-from fl.methods.base import ClientRound, Method, ServerRound, Setup, Split, numbers_sent_up
+from fl.methods.base import ClientRound, Method, Setup, Split
 from theory.errors import InputError
 
 
@@ -251,14 +250,9 @@ class FlowerExperiment(Experiment):
     def compute_round(self, state: EngineState):
         """:func:`fl.engine.compute_round` with the participants' work on their nodes: the method's server hooks
         here, its client hooks, local training and ``client_update`` on the nodes."""
-        t, seed, config = state.round, self.config.train.seed, self.config
-        selected = select_clients(seed, t, self.data.n_clients, self.local.participation).tolist()
-        method_state = {part: dict(entries) for part, entries in state.method.items()}
-        clock, log = {"seconds_local": 0.0, "seconds_method": 0.0}, {}
-        tick, hook_seed = time.perf_counter(), client_seed(seed, t, 0, 3)  # fl.engine.compute_round's seeds
-        hook = ServerRound(t, state.x, self.flat, self.data, method_state, hook_seed, log, tuple(selected))
-        self.method.before_round(hook)
-        clock["seconds_method"] += time.perf_counter() - tick
+        seed, config = self.config.train.seed, self.config
+        rnd = configure_round(state, self.flat, self.data, self.local, seed, self.method)  # fl.engine's, its seeds
+        t, selected, method_state, clock, log = rnd.t, rnd.selected, rnd.method_state, rnd.clock, rnd.log
         mask = state_mask(self)
         down = {
             "x": pack({"x": state.x}, None),
@@ -267,11 +261,9 @@ class FlowerExperiment(Experiment):
         cfg = config_record(config, round=t, lr=float(state.lr))
         payload = pack_entries(self.method.client_payload(method_state))  # what the clients' hooks read (the method's)
         down_all = {**down, "payload_arrays": payload["arrays"], "payload_values": payload["values"], "cfg": cfg}
-        tick = time.perf_counter()
         contents = {i: RecordDict(down_all | self.restore(state, i)) for i in selected}
-        replies = self.exchange(contents, "train", f"round {t}")
+        replies = rnd.timed("seconds_local", self.exchange, contents, "train", f"round {t}")
         self.restored.update(selected)
-        clock["seconds_local"] += time.perf_counter() - tick
         for i in selected:  # the clients' method logs, in participant order (lists extend, other values replace)
             clock["seconds_method"] += float(replies[i]["metrics"]["seconds_method"])
             merge_log(log, json.loads(str(replies[i]["log"]["log"])))
@@ -290,24 +282,19 @@ class FlowerExperiment(Experiment):
                 f"Flower round {t}: {sent} numbers travelled, {self.algorithm.name}.communication counts "
                 f"{self.communication(len(selected))}"
             )
-        weights = aggregation_weights(self.data, selected, self.local.weighting, state.x)
         zeros = {k: torch.zeros_like(v) for k, v in deltas.items()}
-        x, server = self.algorithm.server_update(state.x, state.server, ys, weights, zeros, deltas, self.data.n_clients)
+        x, server = self.algorithm.server_update(
+            state.x, state.server, ys, rnd.weights, zeros, deltas, self.data.n_clients
+        )  # fmt: skip
         for i in selected:  # the clients' method entries, before the server's hook reads them (as in fl.run)
             if "state_arrays" in replies[i]:
                 method_state.setdefault("clients", {})[i] = unpack_entries(
                     RecordDict({"arrays": replies[i]["state_arrays"], "values": replies[i]["state_values"]}), "cpu"
                 )  # fmt: skip
-        if up := numbers_sent_up(self.method, method_state.get("clients", {}), selected):
-            log["numbers_sent"] = log.get("numbers_sent", 0) + up
-        tick = time.perf_counter()
-        hook = ServerRound(t, x, self.flat, self.data, method_state, server_seed(seed, t), log)
-        x = self.method.after_aggregate(hook)
-        clock["seconds_method"] += time.perf_counter() - tick
-        record = {"round": t, "clients": selected, **clock, "backend": "flower"} | ({"method": log} if log else {})
+        backend = {"backend": "flower"}
+        new, record = close_round(rnd, state, x, server, self.flat, self.data, seed, self.method, backend)
         rows = {i: unpack(replies[i]["state"], state.x, None) for i in selected}  # the clients' new states, kept
         stack = {k: torch.stack([rows[i][k] for i in selected]) for k in state.clients if k in rows[selected[0]]}
-        new = EngineState(t + 1, x, server, state.clients, state.lr, state.extra, method_state)
         return new, record, (np.array(selected), stack)
 
     def restore(self, state: EngineState, i: int) -> dict:

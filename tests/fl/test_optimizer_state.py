@@ -54,8 +54,8 @@ def test_two_rounds_with_a_carried_optimiser_equal_one_continued_optimiser(optim
     for r in range(2):
         generator = torch.Generator().manual_seed(10 + r)
         orders.append(torch.Generator().manual_seed(10 + r))
-        steps = local_train(flat, data.x, data.y, data.train[1], 1, 3, lr, lambda w: None, generator,
-                            momentum=momentum, optimizer=optimizer, carry=carry)  # fmt: skip
+        local = LocalConfig(epochs=1, batch_size=3, momentum=momentum, optimizer=optimizer)
+        steps = local_train(flat, (data.x, data.y, data.train[1]), local, lr, lambda w: None, generator, carry=carry)
         assert steps == 3
     kept = flat.params.detach().clone()
     # the reference: a plain torch module and one optimiser over the same six batches
@@ -78,8 +78,9 @@ def test_two_rounds_with_a_carried_optimiser_equal_one_continued_optimiser(optim
     # and it differs from restarting the optimiser every round
     flat.load(w0)
     for r in range(2):
-        local_train(flat, data.x, data.y, data.train[1], 1, 3, lr, lambda w: None,
-                    torch.Generator().manual_seed(10 + r), momentum=momentum, optimizer=optimizer)  # fmt: skip
+        local = LocalConfig(epochs=1, batch_size=3, momentum=momentum, optimizer=optimizer)
+        generator = torch.Generator().manual_seed(10 + r)
+        local_train(flat, (data.x, data.y, data.train[1]), local, lr, lambda w: None, generator)
     assert not torch.equal(flat.params, kept)
 
 

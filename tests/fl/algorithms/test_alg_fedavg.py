@@ -9,6 +9,7 @@ import torch
 
 import fl.engine
 from fl.algorithms import FedAvg
+from fl.clients import LocalConfig
 from fl.engine import init_state, local_train
 
 ROUNDS, SEED, LR = 3, 7, 0.3
@@ -65,11 +66,8 @@ def test_local_train_steps_and_batches(tiny):
         x0 = flat.params.clone()
         steps = local_train(
             flat,
-            data.x,
-            data.y,
-            data.train[i],
-            config.epochs,
-            config.batch_size,
+            (data.x, data.y, data.train[i]),
+            LocalConfig(epochs=config.epochs, batch_size=config.batch_size),
             LR,
             lambda w, seen=seen: seen.append(w.clone()),
             torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, i)),

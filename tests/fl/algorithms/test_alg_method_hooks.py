@@ -134,8 +134,8 @@ def test_local_steps_and_momentum_against_reference(tiny, tau, momentum, weight_
     x0 = flat.params.clone()
     generator = torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, 0))
     k = local_train(
-        flat, data.x, data.y, data.train[0], 1, 3, LR, lambda w: None, generator, steps=tau, momentum=momentum,
-        weight_decay=weight_decay,
+        flat, (data.x, data.y, data.train[0]), LocalConfig(epochs=1, batch_size=3, steps=tau, momentum=momentum,
+        weight_decay=weight_decay), LR, lambda w: None, generator,
     )  # fmt: skip
     assert k == tau
     tiny.assert_close(flat.params, reference_steps(x0, data, 0, tau, 3, LR, momentum, weight_decay=weight_decay))
@@ -147,8 +147,8 @@ def test_adam_clients_against_reference(tiny, weight_decay):
     x0 = flat.params.clone()
     generator = torch.Generator().manual_seed(fl.engine.client_seed(SEED, 1, 1))
     k = local_train(
-        flat, data.x, data.y, data.train[1], 2, 3, 0.05, lambda w: None, generator, optimizer="adam",
-        weight_decay=weight_decay,
+        flat, (data.x, data.y, data.train[1]), LocalConfig(epochs=2, batch_size=3, optimizer="adam",
+        weight_decay=weight_decay), 0.05, lambda w: None, generator,
     )  # fmt: skip
     assert k == 2 * math.ceil(tiny.SIZES[1] / 3)
     tiny.assert_close(flat.params, reference_steps(x0, data, 1, k, 3, 0.05, adam=True, weight_decay=weight_decay))
