@@ -13,7 +13,7 @@ def _off_the_path_in_a_data_folder() -> None:
     ``PIL.py`` (any module) lying there would shadow a library for everything imported after. Where the working
     directory is a folder the package wrote (:func:`fl.plugins.written_folder`: a run, a sweep, a store, ...), it
     leaves the path before anything else of ours is imported; the package itself is found through its install.
-    Nothing runs from a data folder (issue 69, P5)."""
+    Nothing runs from a data folder."""
     try:
         here = _os.getcwd()
     except OSError:  # a working directory removed meanwhile: nothing can be imported from it

@@ -22,11 +22,9 @@ too, and the traced graph off CUDA), "off". It does not change a run's numbers (
 float64), so it is a speed-only key, not part of a run's identity (``fl.config.SPEED_ONLY``). The environment
 variable ``SHUFFLEFL_GRAPHS`` that chose it before is refused, when set, with a line naming the key.
 
-Why "auto" leaves fleets eager: on an H100 (gpu-bench, 2026-11-27; results/ledger/bench/2026-11-27-h100) rounds of
-10 steps of 20 clients of the HFMDs CNN ran 1.41x faster replayed for one FedAvg run (1.30x for an HFMDs arm), but
-for fleets of 4, 16 and 64 runs 0.98x, 0.74x and 0.85x (HFMDs 1.12x, 1.05x, 0.88x), 1.01x for 16 runs at 100 steps
-a round, while the graphs' pools raised the reserved memory 1.6-2.7x (64 runs: 64 GiB against 24). A fleet's step
-is not launch-bound: its vmapped convolutions over runs x clients take the time.
+Why "auto" leaves fleets eager: gpu-bench measured replay faster for one run's rounds but not for fleets', whose
+graph pools also raised the reserved memory (the numbers: results/ledger/bench/2026-11-27-h100). A fleet's step is
+not launch-bound: its vmapped convolutions over runs x clients take the time.
 """
 
 from __future__ import annotations

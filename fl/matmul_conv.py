@@ -1,8 +1,8 @@
 """Convolutions as matrix products (im2col): a model whose ``nn.Conv2d`` layers compute ``W @ unfold(x)``.
 
 A fleet's batched step (:mod:`fl.batched`) evaluates one model per run and client under ``torch.func.vmap``; vmap
-turns a convolution with per-model weights into one grouped convolution (a group per model), which on the H100 of
-2026-11-27 ran at 0.7 % of the TF32 peak (results/ledger/bench/2026-11-27-h100). Written as ``unfold`` and a matrix
+turns a convolution with per-model weights into one grouped convolution (a group per model), which on an H100 ran
+at a small fraction of the TF32 peak (results/ledger/bench/2026-11-27-h100). Written as ``unfold`` and a matrix
 product, the same step becomes a batched matrix product (``bmm``) over the models, a different kernel family.
 Which is faster is for the device to say (gpu-bench's fleet rows ``conv`` "matmul"); the arithmetic is the same
 (float64: equal to ~1e-15, the summation order differs), so a run's numbers change at rounding level only. A run

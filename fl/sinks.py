@@ -45,7 +45,7 @@ def curves_folder(text: str) -> Path:
 def curves_path(root: Path, *parts: str) -> Path:
     """``root/parts...``: the curves folder a tool makes in the folder its user named (``fl.sweep --tensorboard
     DIR``: ``DIR/<run>/seed<s>``). The folders ``parts`` names are the package's: a symbolic link at any of them (to
-    a folder or dangling) is refused in one line, so no curves are written through one (issue 69, B2). ``root``
+    a folder or dangling) is refused in one line, so no curves are written through one. ``root``
     itself may be a link its user made (to a bigger disk)."""
     path = Path(root)
     for part in parts:
@@ -180,7 +180,7 @@ def holds_curves_of(kind: str, target: Path, owner: str) -> bool:
 def curves_of_run_removed(out: Path) -> None:
     """On ``fl.run --overwrite``: the event files of the earlier run in ``out`` and its :data:`OWNER` mark go from the
     TensorBoard folder its config.json's ``[log]`` named, where that folder holds this run's curves by the mark
-    (:func:`holds_curves_of`), so the new run's curves start alone and never join the old ones (issue 69, L5).
+    (:func:`holds_curves_of`), so the new run's curves start alone and never join the old ones.
     Nothing else goes: a folder of another run's curves, or of no run's, is left as it is, and so are files of
     other names and links (never followed)."""
     try:
@@ -205,7 +205,7 @@ def resumed_curves(out: Path, log: object, tensorboard: Path | None = None, mlfl
     (:func:`holds_curves_of`: the run wrote them there before), unless the command line names that target itself
     (``--tensorboard``, ``--mlflow``: its user's choice) or the run wrote no round yet (a first start: its config
     says where). Else one line naming the key: an edited config.json never sends a resume's curves into a folder
-    of its choosing, where they would be written into a user's files (issue 69, B3). ``[log]`` is no part of a
+    of its choosing, where they would be written into a user's files. ``[log]`` is no part of a
     run's identity, so this is the one check of it."""
     if not isinstance(log, dict):
         return  # the config's own check refuses a [log] that is not a table

@@ -32,6 +32,8 @@ def test_no_function_in_fl_is_longer_than_80_lines_or_takes_more_than_10_paramet
 
 def test_the_count_sees_long_functions_and_many_parameters(tmp_path):
     body = "    x = 1\n" * 90
-    (tmp_path / "m.py").write_text(f"class A:\n    def f(self, a, b):\n        pass\n\n\ndef g(*args, k=1, **kw):\n{body}")
+    (tmp_path / "m.py").write_text(
+        f"class A:\n    def f(self, a, b):\n        pass\n\n\ndef g(*args, k=1, **kw):\n{body}"
+    )
     counted = {name: (lines, count) for _, name, lines, count in functions(tmp_path)}
     assert counted == {"f": (2, 2), "g": (91, 3)}

@@ -141,7 +141,7 @@ class Engine:
 
         On :attr:`ended`, never on ``Thread.join`` or ``Thread.is_alive``: a KeyboardInterrupt raised inside them
         (Ctrl-C while the thread runs) makes CPython 3.11 mark the live thread stopped (bpo-45274's fix), the next
-        wait returns at once, and Ray was shut down under the engine (issue 69). An interrupted Event.wait leaves the
+        wait returns at once, and Ray was shut down under the engine. An interrupted Event.wait leaves the
         Event as it was. The wait is in slices of 0.1 s because the main thread runs its signal handlers only between
         them: a signal the kernel gave another thread (or ``_thread.interrupt_main``) does not wake a blocked wait."""
         while not self.ended.wait(0.1):

@@ -211,8 +211,8 @@ def return_memory(device: torch.device) -> None:
     """After a synthesis: collect what it left in reference cycles (a graphed step's closures refer back to their
     :class:`FastUnroll`) and, on CUDA, hand the caching allocator's free blocks back to the device, so that a run's
     later rounds, the syntheses after it in a process and the other processes on the chip find the memory free (the
-    lease's scheduler admits by the device's free memory). Three fast syntheses alive in one process reserved 43.4
-    GiB on the H100, one 21.7 (results/ledger/bench/2026-11-27-h100)."""
+    lease's scheduler admits by the device's free memory; what syntheses reserved:
+    results/ledger/bench/2026-11-27-h100)."""
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()

@@ -23,15 +23,14 @@ from fl.precision import cuda_tf32
 from theory.errors import InputError
 
 # -- The fast matching path --------------------------------------------------------------------------------------
-#
-# Profiled on the CPU (ConvNet-3 of width 32, 150 images, s' = 20, float32), the reference path spends ~37% of an
-# outer iteration in the instance norm's first and second derivatives, which autograd composes from ~85 elementwise
-# operations per norm and inner step, ~15% in torch's CPU average pool (4x slower on NCHW than two sums of
-# neighbours), and issues ~17,900 operations per outer iteration. On a GPU each is a kernel launch, and the H200's
-# 3-4 TFLOP/s (issue 38) point to launches and memory traffic, not arithmetic, as the limit: with the instance norm
-# of :func:`instance_norm` (derivatives written out, ~8 passes over the activations each) the fast path issues
-# ~10,000 and writes ~30% fewer bytes, and on CUDA one graph per inner step replays them without Python. On the
-# CPU, where the convolutions dominate, the whole gains 6-10% (benchmarks/synthesis_bench.py at width 32).
+# Profiled on the CPU (ConvNet-3 of width 32, 150 images, s' = 20, float32), the reference path spends ~37% of an outer
+# iteration in the instance norm's first and second derivatives, which autograd composes from ~85 elementwise operations
+# per norm and inner step, ~15% in torch's CPU average pool (4x slower on NCHW than two sums of neighbours), and issues
+# ~17,900 operations per outer iteration. On a GPU each is a kernel launch, and the H200's 3-4 TFLOP/s
+# (results/ledger/bench) point to launches and memory traffic, not arithmetic, as the limit: with the instance norm of
+# :func:`instance_norm` (derivatives written out, ~8 passes over the activations each) the fast path issues ~10,000 and
+# writes ~30% fewer bytes, and on CUDA one graph per inner step replays them without Python. On the CPU, where the
+# convolutions dominate, the whole gains 6-10% (benchmarks/synthesis_bench.py at width 32).
 
 MATCHING_ENV = "SHUFFLEFL_MATCHING"  # the environment variable that once chose the path: now refused, if set
 SWITCHES = ("instance_norm", "tf32", "channels_last", "graphs")

@@ -171,10 +171,8 @@ def invert_together(
 
 def inversion_parts(clients: list, device: torch.device) -> list[list]:
     """The clients' inversions as computations: on CUDA all in one (a client's 100 rows are a few µs of arithmetic a
-    step, so one client at a time is bound by launches: the 2026-11-27 lease's syntheses took 146-168 s); on the
-    CPU one client at a time, which is faster there (20 clients of 100 rows, 10 steps, one thread: 6.2 s one by one,
-    11.3 s together) and gives the x̂ the code before gave, bit for bit (the logged objective to rounding: it is
-    now summed row by row)."""
+    step, so one client at a time is bound by launches); on the CPU one client at a time, which is faster there and
+    gives the x̂ of one by one, bit for bit (the logged objective to rounding: it is summed row by row)."""
     return [clients] if torch.device(device).type == "cuda" else [[client] for client in clients]
 
 

@@ -64,7 +64,7 @@ class FedssynConfig:
     is kept after each). sample_epoch: the checkpoint the images are drawn from (0: the last, ``epochs``), so
     "generator epochs" (Fig. 4b) is swept without retraining. min_steps: each client's generator trains at least
     this many optimiser steps: client i trains max(epochs, ⌈min_steps / ⌈ρ·n_i / B⌉⌉) epochs (0: ``epochs`` for
-    every client; at 20 epochs the smallest clients' DDPMs took 80-100 steps and sampled noise, issue #49); it
+    every client; at 20 epochs the smallest clients' DDPMs took 80-100 steps and sampled noise); it
     samples from its own last epoch. train_together: train every client's DDPM in one computation
     (:func:`synthesize`: one vmapped step over the clients; equal to one by one to float rounding, so a cache
     key of its own; no dp, no dropout). sample_steps: DDPM sampling steps (0: the full chain
@@ -246,7 +246,7 @@ def client_folder(cache_root: Path, key: dict) -> Path:
     """``cache_root/client{i}-{hash of key}``; a symbolic link there (to a folder or dangling) is refused in one line,
     so no generator's checkpoint or sample is ever written through it. ``cache_root`` itself (``method.cache_dir``,
     a run store's ``_synthetic``) may be a link its user made (to a bigger disk): the folders in it are the
-    package's (issue 69, B1)."""
+    package's."""
     return refuse_link(cache_root / f"client{key['client']}-{cache_key(key)}", "a generator's cache folder")
 
 

@@ -1,4 +1,4 @@
-"""Several clients' DDPMs trained in one computation (issue #49): :func:`fit_together`.
+"""Several clients' DDPMs trained in one computation: :func:`fit_together`.
 
 A client's DDPM (:class:`~fl.synthesis.generators.ddpm.DDPM`, a width-32 U-Net on 28 × 28 images in batches of
 128) leaves most of a GPU idle: one step is a few hundred small kernels. Here the R clients' U-Nets are stacked
