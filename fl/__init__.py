@@ -4,32 +4,7 @@
 stays cheap (no torch).
 """
 
-import os as _os
-import sys as _sys
-
-
-def _off_the_path_in_a_data_folder() -> None:
-    """``python -m fl.run --resume .`` in a run folder: Python put the working directory first on ``sys.path``, so a
-    ``PIL.py`` (any module) lying there would shadow a library for everything imported after. Where the working
-    directory is a folder the package wrote (:func:`fl.plugins.written_folder`: a run, a sweep, a store, ...), it
-    leaves the path before anything else of ours is imported; the package itself is found through its install.
-    Nothing runs from a data folder."""
-    try:
-        here = _os.getcwd()
-    except OSError:  # a working directory removed meanwhile: nothing can be imported from it
-        return
-    if not _sys.path or _sys.path[0] not in ("", here):
-        return
-    entry = _sys.path.pop(0)  # off while fl.plugins is imported: nothing in the folder shadows what it imports
-    from pathlib import Path
-
-    from fl.plugins import written_folder
-
-    if written_folder(Path(here)) is None:
-        _sys.path.insert(0, entry)
-
-
-_off_the_path_in_a_data_folder()
+import theory.datafolder  # noqa: F401  (first: a data folder as working directory leaves sys.path)
 
 __all__ = ["train"]
 

@@ -48,8 +48,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import theory.datafolder as datafolder
 from fl.provenance import syntax_digest
-from theory.cli import OWNER
 from theory.errors import InputError, register_user_code
 
 PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -73,19 +73,6 @@ OURS = (
     "plots",
     "benchmarks",
 )  # never a plug-in's own code
-# A folder holding one of these is one the package wrote (a run, a sweep, the ledger, a lease's records, an entry,
-# any output folder a CLI made: theory.cli.OWNER, unfinished sweeps included; a run's curves: fl.sinks.OWNER):
-WRITTEN_MARKS = (
-    "provenance.json", "metrics.jsonl", "summary.json", "checkpoint.pt", "sweep.json", "ledger.json", ".ledger",
-    ".shufflefl-intake", "lease.json", "init_from.txt", OWNER, ".shufflefl-curves",
-)  # fmt: skip
-# A run store's folders (figures' _runs and _synthetic, the experiment scripts' and the campaign's runs and
-# synthetic): one is the package's where a folder in it is (a run, a generator's cache folder), whichever store it
-# is in (--runs, --root, $SHUFFLEFL_RUNS); a folder holding a _runs or _synthetic of the package's is a store.
-STORE_FOLDERS, STORE_ROOT = ("_runs", "runs", "_synthetic", "synthetic"), ("_runs", "_synthetic")
-# A generator's cache folder (fl.synthesis.fedssyn.client_folder), holding its key.json; the folder holding it is a
-# generator cache (method.cache_dir), wherever it is.
-CACHE_FOLDER, CACHE_KEY = re.compile(r"client\d+-[0-9a-f]{16}"), "key.json"
 
 
 def is_plugin(name: object) -> bool:
@@ -314,50 +301,18 @@ def locate(module_name: str) -> list[Path]:
     return found
 
 
-def _marked(folder: Path) -> bool:
-    """Whether ``folder`` holds one of :data:`WRITTEN_MARKS`, or is a generator's cache folder (:data:`CACHE_FOLDER`
-    with its key.json)."""
-    if any(os.path.lexists(folder / mark) for mark in WRITTEN_MARKS):
-        return True
-    return bool(CACHE_FOLDER.fullmatch(folder.name)) and (folder / CACHE_KEY).is_file()
-
-
-def _holds_marked(folder: Path, names: re.Pattern | None = None) -> bool:
-    """Whether a folder directly in ``folder`` (only those whose name ``names`` matches, where given) is marked."""
-    try:
-        with os.scandir(folder) as found:
-            return any((names is None or names.fullmatch(e.name)) and e.is_dir() and _marked(Path(e.path))
-                       for e in found)  # fmt: skip
-    except OSError:
-        return False
-
-
 def is_data_folder(folder: Path) -> bool:
-    """The one rule of what the package wrote: ``folder`` holds a mark (:func:`_marked`); or it is a run store's
-    folder (:data:`STORE_FOLDERS`) or a generator cache, holding a marked folder (a run, a cache folder); or it is a
-    store, holding a ``_runs`` or ``_synthetic`` of the package's. Every folder inside one of these is data too
-    (:func:`written_folder` looks up to the filesystem's root)."""
-    if _marked(folder):
-        return True
-    if folder.name in STORE_FOLDERS and _holds_marked(folder):
-        return True
-    if _holds_marked(folder, CACHE_FOLDER):
-        return True
-    return any(_holds_marked(folder / name) for name in STORE_ROOT if (folder / name).is_dir())
+    """The one rule of what the package wrote (:func:`theory.datafolder.is_data_folder`): a run, a sweep finished or
+    not, the ledger, a lease's records, any CLI's output folder, a run store's folders, a generator cache."""
+    return datafolder.is_data_folder(str(folder))
 
 
 def written_folder(file: Path) -> Path | None:
     """The folder the package wrote that ``file`` (or the folder ``file``: a namespace package's) lies in or is,
-    however deep, up to the filesystem's root (:func:`is_data_folder`: a run, a sweep finished or not, the ledger, a
-    lease's records, any CLI's output folder, a run store's folders given by ``--runs``, ``--root`` or
-    ``$SHUFFLEFL_RUNS``, a generator cache), or None."""
-    store = os.environ.get("SHUFFLEFL_RUNS")
-    stores = {Path(store).expanduser().resolve()} if store else set()
-    path = Path(file).resolve()
-    for folder in (path, *path.parents) if path.is_dir() else path.parents:
-        if folder in stores or is_data_folder(folder):
-            return folder
-    return None
+    however deep (:func:`theory.datafolder.written_folder`; also a run store given by ``$SHUFFLEFL_RUNS``), or
+    None."""
+    found = datafolder.written_folder(str(file))
+    return None if found is None else Path(found)
 
 
 @contextlib.contextmanager

@@ -28,11 +28,11 @@ from theory.output import read_object, write_text_atomically
 RUN_LOCK = ".running"  # the lock file fl.run holds in a run folder while it runs (it holds the runner's pid)
 
 
-# Every file fl.run writes in a run folder (and fl.remeasure, its estimates_posthoc.jsonl; a method its pictures
-# and its work in progress: HFMDs' pool, DynaFed's D_syn and synthesis), by name, and their temporaries (a write cut
-# short leaves NAME.tmp): what --overwrite removes, and nothing else. Its .shufflefl-output mark and .running lock
-# stay (the start rewrites the one and holds the other). tests/fl/test_run_overwrite.py holds this list to what a
-# run writes.
+# Every file fl.run writes in a run folder (and fl.remeasure, its estimates_posthoc.jsonl; a method its pictures and
+# its work in progress: HFMDs' pool, DynaFed's D_syn and synthesis), by name, and their temporaries (a write cut short
+# leaves NAME.<16 hex>.tmp): what --overwrite removes, and nothing else. Its .shufflefl-output mark and .running lock
+# stay (the start rewrites the one and holds the other). tests/fl/test_run_overwrite.py holds this list to what a run
+# writes.
 RUN_FILES = (
     "config.json", "provenance.json", "init_from.txt", "metrics.jsonl", "checkpoint.pt", "summary.json", CLIENTS_CSV,
     "clients.png", CURVE, "synthetic_samples.png", "hfmds_pool.png", "dynafed_dsyn.png", "dynafed_synthesis.pt",
@@ -40,9 +40,9 @@ RUN_FILES = (
 )  # fmt: skip
 
 
-# a write cut short leaves NAME.<16 hex>.tmp (theory.output.temporary_beside); earlier versions left NAME.tmp
+# a write cut short leaves NAME.<16 hex>.tmp (theory.output.temporary_beside); a plain NAME.tmp is a user's file
 RUN_FILE = re.compile(
-    r"(" + "|".join(map(re.escape, RUN_FILES)) + r"|checkpoint_round[0-9]+\.pt)((\.[0-9a-f]{16})?\.tmp)?"
+    r"(" + "|".join(map(re.escape, RUN_FILES)) + r"|checkpoint_round[0-9]+\.pt)(\.[0-9a-f]{16}\.tmp)?"
 )
 
 

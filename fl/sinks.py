@@ -221,6 +221,10 @@ def resumed_curves(out: Path, log: object, tensorboard: Path | None = None, mlfl
         target = log.get(kind)
         if not target or not isinstance(target, str) or given is not None:
             continue
+        try:  # a curves folder inside the run folder is the package's: a link there was planted, never followed
+            curves_path(out, *Path(os.path.abspath(target)).relative_to(os.path.abspath(out)).parts)  # never resolved
+        except ValueError:
+            pass  # outside the run folder: a root its user named, which may be a link (to a bigger disk)
         if not holds_curves_of(kind, Path(target), owner):
             raise InputError(
                 f"{out / 'config.json'}: log.{kind} = {target} holds no curves of this run (config.json edited "

@@ -3,3 +3,5 @@ its check, a GPU lease's archives), the GPU lease's scheduler (:mod:`lab.campaig
 minutes (:mod:`lab.cost`). The lab imports ``fl`` and ``theory``; ``fl`` never imports the lab, and the artefact
 pipeline (``figures``) stands on both.
 """
+
+import theory.datafolder  # noqa: F401  (first: a data folder as working directory leaves sys.path)

@@ -100,9 +100,15 @@ def test_a_sweeps_curves_folder_that_is_a_link_is_refused_before_anything_is_wri
 
 
 def test_a_writes_temporary_is_one_of_the_runs_files():
-    for name in ("checkpoint.pt.0123456789abcdef.tmp", "summary.json.tmp", "checkpoint_round4.pt.fedcba9876543210.tmp"):
+    for name in ("checkpoint.pt.0123456789abcdef.tmp", "checkpoint_round4.pt.fedcba9876543210.tmp"):
         assert RUN_FILE.fullmatch(name), name
-    for name in ("checkpoint.pt.mine.tmp", "notes.txt.0123456789abcdef.tmp", "checkpoint.pt.0123456789abcdef"):
+    for name in (
+        "checkpoint.pt.mine.tmp",
+        "notes.txt.0123456789abcdef.tmp",
+        "checkpoint.pt.0123456789abcdef",
+        "summary.json.tmp",
+        "checkpoint.pt.tmp",
+    ):  # a plain NAME.tmp: a user's (no write leaves one)
         assert not RUN_FILE.fullmatch(name), name
 
 
@@ -130,3 +136,22 @@ def test_overwrite_leaves_curves_of_another_run(cifar_root, tmp_path):
     events = sorted(p.name for p in tb.glob("events.out.tfevents.*"))
     run_main(base_args(cifar_root, out, "--overwrite"))
     assert sorted(p.name for p in tb.glob("events.out.tfevents.*")) == events
+
+
+def test_a_resume_refuses_a_curves_folder_in_the_run_folder_that_became_a_link(cifar_root, tmp_path, monkeypatch):
+    """Case 19 of the third sweep: the run's curves folder RUN/tb (its config's [log]) swapped for a link to a
+    user's folder, its mark copied along: the resume refuses it, nothing written there."""
+    pytest.importorskip("tensorboard")
+    out, tb = tmp_path / "run", tmp_path / "run" / "tb"
+    resume = interrupt_at(monkeypatch, 3)
+    assert run_main(base_args(cifar_root, out, "--tensorboard", str(tb))) == 2
+    resume()
+    users = users_folder(tmp_path)
+    (users / ".shufflefl-curves").write_text((tb / ".shufflefl-curves").read_text())
+    for events in tb.iterdir():
+        events.unlink()
+    tb.rmdir()
+    tb.symlink_to(users)
+    before = sorted(p.name for p in users.iterdir())
+    assert run_main(["--resume", str(out), "--quiet"]) == 2
+    assert sorted(p.name for p in users.iterdir()) == before

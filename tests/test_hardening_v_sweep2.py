@@ -256,7 +256,7 @@ def test_a_folder_of_the_users_still_lends_its_modules(tmp_path):
     the test above sees what it checks."""
     folder, markers = shadowed_folder(tmp_path, marked=False)
     python_in(folder, "-m", "fl.run", "--resume", ".")
-    assert [p.name for p in markers.iterdir()] == ["torch"]  # numpy came with fl.plugins, while the folder was off
+    assert "numpy" in [p.name for p in markers.iterdir()]  # the user's own modules are found there
 
 
 # figures: a damaged simulator summary

@@ -11,6 +11,7 @@ Pure math (numpy, scipy, sympy); imports nothing else of shufflefl. Modules:
 ``python -m theory --help`` prints Lemma 1 and Corollary I for given constants.
 """
 
+import theory.datafolder  # noqa: F401  (first: a data folder as working directory leaves sys.path)
 from theory.corollary1 import (
     Constants,
     RateTerms,

@@ -26,8 +26,9 @@ def test_overwrite_removes_every_file_of_the_earlier_run_and_nothing_else(cifar_
     extra = ("--set", "train.keep_round=2", "--set", "train.client_eval_every=2", "--set", "data.val_fraction=0.2")
     assert main(base_args(cifar_root, out, *extra)) == 0
     assert [line["round"] for line in remeasure.remeasure(out, samples=2, quiet=True)] == [2, 4]
-    (out / "checkpoint.pt.tmp").write_bytes(b"cut short")  # what a write cut short leaves
-    written = {p.name for p in out.iterdir()} - THE_RUNS
+    (out / "checkpoint.pt.0123456789abcdef.tmp").write_bytes(b"cut short")  # what a write cut short leaves
+    (out / "checkpoint.pt.tmp").write_bytes(b"a user's")  # a name no write of the package's leaves: the user's
+    written = {p.name for p in out.iterdir()} - THE_RUNS - {"checkpoint.pt.tmp"}
     assert {"checkpoint_round2.pt", CLIENTS_CSV, "clients.png", remeasure.OUT} <= written
     assert all(RUN_FILE.fullmatch(name) for name in written), written  # every file the run made is one of its own
     (out / "NOTES.md").write_text("mine")
@@ -38,7 +39,7 @@ def test_overwrite_removes_every_file_of_the_earlier_run_and_nothing_else(cifar_
     assert main(base_args(cifar_root, out, "--set", "train.rounds=2", "--overwrite")) == 0
     left = {p.name for p in out.iterdir()} - THE_RUNS
     assert left == {"config.json", "provenance.json", "metrics.jsonl", "checkpoint.pt", "summary.json", "curve.png",
-                    "NOTES.md", "plots"}  # fmt: skip
+                    "NOTES.md", "plots", "checkpoint.pt.tmp"}  # fmt: skip
     assert (out / "NOTES.md").read_text() == "mine" and (out / "plots" / "clients.png").read_bytes() == b"mine too"
     assert (tmp_path / "elsewhere.pt").read_bytes() == b"not the run's"  # the link went, never what it points to
     assert [line["round"] for line in remeasure.remeasure(out, samples=2, quiet=True)] == [
@@ -50,7 +51,15 @@ def test_the_names_overwrite_removes_hold_every_picture_and_file_a_method_or_rem
     sources = [*(ROOT / "fl" / "methods").rglob("*.py"), ROOT / "fl" / "loop.py"]  # the run loop draws one too
     pictures = {name for path in sources for name in re.findall(r'Picture\(\s*"([^"]+)"', path.read_text())}
     assert {"hfmds_pool.png", "dynafed_dsyn.png", "synthetic_samples.png"} <= pictures
-    for name in [*pictures, Progress.FILE, remeasure.OUT, "checkpoint_round49.pt", "summary.json.tmp"]:
+    for name in [*pictures, Progress.FILE, remeasure.OUT, "checkpoint_round49.pt", "summary.json.0123456789abcdef.tmp"]:
         assert RUN_FILE.fullmatch(name), name
-    for name in ["NOTES.md", "checkpoint_roundx.pt", "snapshots", "metrics.jsonl.bak", OWNER, RUN_LOCK]:
+    for name in [
+        "NOTES.md",
+        "checkpoint_roundx.pt",
+        "snapshots",
+        "metrics.jsonl.bak",
+        "summary.json.tmp",
+        OWNER,
+        RUN_LOCK,
+    ]:
         assert not RUN_FILE.fullmatch(name), name
