@@ -17,20 +17,8 @@ from fl.runfolder import RUN_FILE
 from fl.sweep import main as sweep_main
 from tests.fl.conftest import interrupt_at
 from tests.fl.test_run import base_args
+from tests.test_hardening_v_sweep2 import OURS, untouched, users_folder
 from tests.test_links import one_line, sweep_args
-
-OURS = "a user's own file, not the tool's\n"
-
-
-def users_folder(tmp_path: Path, name: str = "users") -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "notes.txt").write_text(OURS)
-    return folder
-
-
-def untouched(folder: Path) -> bool:
-    return [p.name for p in folder.iterdir()] == ["notes.txt"] and (folder / "notes.txt").read_text() == OURS
 
 
 @pytest.fixture
