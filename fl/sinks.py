@@ -221,10 +221,12 @@ def resumed_curves(out: Path, log: object, tensorboard: Path | None = None, mlfl
         target = log.get(kind)
         if not target or not isinstance(target, str) or given is not None:
             continue
-        try:  # a curves folder inside the run folder is the package's: a link there was planted, never followed
-            curves_path(out, *Path(os.path.abspath(target)).relative_to(os.path.abspath(out)).parts)  # never resolved
+        try:  # lexically, never resolved: a link is what is looked for
+            inside = Path(os.path.abspath(target)).relative_to(os.path.abspath(out)).parts
         except ValueError:
-            pass  # outside the run folder: a root its user named, which may be a link (to a bigger disk)
+            inside = None  # outside the run folder: a root its user named, which may be a link (to a bigger disk)
+        if inside is not None:  # a curves folder inside the run folder is the package's: a link there was planted
+            curves_path(out, *inside)
         if not holds_curves_of(kind, Path(target), owner):
             raise InputError(
                 f"{out / 'config.json'}: log.{kind} = {target} holds no curves of this run (config.json edited "
