@@ -35,13 +35,13 @@ def panel_a_claim(sigma2: list[float], p: list[float], by_seed: np.ndarray) -> t
     if p[0] != 0:
         raise ValueError(f"panel (a) needs p = 0 first to measure a gain (p = {p})")
     gain = gains(by_seed)
-    parts, against, unresolved = [], [], []
+    parts, against = [], []
     for j in range(1, len(p)):
         for low in range(len(sigma2) - 1):
             word = direction(gain[low, :, j], gain[low + 1, :, j])
             parts.append(word)
-            pair = f"p = {p[j]:g}, σ² {sigma2[low]:g} vs {sigma2[low + 1]:g}"
-            (against if word == "contradicted" else unresolved if word != "held" else []).append(pair)
+            if word == "contradicted":
+                against.append(f"p = {p[j]:g}, σ² {sigma2[low]:g} vs {sigma2[low + 1]:g}")
     verdict = combine(parts)
     means = "; ".join(
         f"p = {p[j]:g}: " + ", ".join(f"{100 * mean_sd(gain[k, :, j])[0]:.1f} %" for k in range(len(sigma2)))
