@@ -39,5 +39,5 @@ class DampedProx(Algorithm):
     def correction(self, w: torch.Tensor, ctx: Context) -> torch.Tensor | None:
         return self.mu * (w - ctx.x) if self.mu else None
 
-    def server_update(self, x, server, ys, weights, old, new, n_clients) -> tuple[torch.Tensor, State]:
+    def server_update(self, x, server, ys, weights, deltas, n_clients) -> tuple[torch.Tensor, State]:
         return x + self.server_lr * (weights @ ys - x), server

@@ -435,7 +435,7 @@ def aggregate_round(
     trained: list[tuple[torch.Tensor, int]], local: LocalConfig,
 ) -> tuple[torch.Tensor, State, State]:  # fmt: skip
     """The round's third phase on the server: every participant's ``client_update``, then ``server_update`` on the
-    local models and the old and new client states; (x, server state, the participants' new client rows)."""
+    local models and the client states' changes (new - old); (x, server state, the participants' new client rows)."""
     ys, old, new = [], {k: [] for k in algorithm.client_keys}, {k: [] for k in algorithm.client_keys}
     for ctx, (y_i, steps) in zip(contexts, trained):
         ys.append(y_i)
@@ -443,10 +443,8 @@ def aggregate_round(
             old[k].append(ctx.client[k])
             new[k].append(v)
     stack = {k: torch.stack(v) for k, v in new.items()}
-    x, server = algorithm.server_update(
-        state.x, state.server, torch.stack(ys), rnd.weights, {k: torch.stack(v) for k, v in old.items()}, stack,
-        n_clients,
-    )  # fmt: skip
+    deltas = {k: stack[k] - torch.stack(v) for k, v in old.items()}
+    x, server = algorithm.server_update(state.x, state.server, torch.stack(ys), rnd.weights, deltas, n_clients)
     stack |= {k: torch.stack([ctx.client[k] for ctx in contexts]) for k in carried_rows(local)}  # the new state
     return x, server, stack
 

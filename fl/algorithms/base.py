@@ -7,7 +7,8 @@ participating client i (S the participating set, x the server model, η the clie
    steps" mean the same for every algorithm) of  w <- w - η (∇F(w; batch) + correction(w)),
    where :meth:`Algorithm.correction` is the algorithm's change to plain SGD (None for FedAvg);
 2. :meth:`Algorithm.client_update` returns the client's new state (control variates, FedDyn gradients);
-3. :meth:`Algorithm.server_update` turns the local models y_i and the states into the new x and server state.
+3. :meth:`Algorithm.server_update` turns the local models y_i and the changes of the participants' states
+   (new - old: what a client sends up beside y_i) into the new x and server state.
 
 Per-client state lives in stacked arrays (N, P) owned by the engine, indexed by client id; server state is a dict
 of vectors. Aggregation weights ``weights`` (summing to 1 over S) are n_i/Σ_S n_j ("size", McMahan et al.) or
@@ -16,10 +17,13 @@ of vectors. Aggregation weights ``weights`` (summing to 1 over S) are n_i/Σ_S n
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+
+from theory.errors import InputError
 
 State = dict[str, torch.Tensor]
 
@@ -45,6 +49,18 @@ class Algorithm:
     # Why it cannot run with its clients on other machines (fl.flower), or "" when it can (as a method's).
     not_distributed: ClassVar[str] = ""
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A plug-in written for the older ``server_update(x, server, ys, weights, old, new, n_clients)`` is refused
+        in one line (its states' change is now handed over as ``deltas``: it would be called with the wrong
+        arguments)."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("server_update")
+        if own is not None and {"old", "new"} <= set(inspect.signature(own).parameters):
+            raise InputError(
+                f"{cls.__module__}.{cls.__qualname__}.server_update takes (old, new): the interface now hands "
+                "over their change, server_update(self, x, server, ys, weights, deltas, n_clients), deltas = new - old"
+            )
+
     def check(self) -> Algorithm:
         """Raise :class:`~theory.errors.InputError` (naming the ``algorithm.KEY``) for an out-of-range value."""
         return self
@@ -63,12 +79,11 @@ class Algorithm:
         server: State,
         ys: torch.Tensor,
         weights: torch.Tensor,
-        old: State,
-        new: State,
+        deltas: State,
         n_clients: int,
     ) -> tuple[torch.Tensor, State]:
-        """New server model and state from the local models ``ys`` (|S|, P) and the participants' old and new
-        states (each (|S|, P))."""
+        """New server model and state from the local models ``ys`` (|S|, P) and the changes of the participants'
+        states, ``deltas[k]`` = new - old of each ``client_keys`` entry k (each (|S|, P))."""
         return weights @ ys, server
 
     def communication(self, n_params: int, n_head: int) -> int:

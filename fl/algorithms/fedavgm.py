@@ -22,7 +22,7 @@ class FedAvgM(Algorithm):
     beta: float = 0.9
     server_lr: float = 1.0
 
-    def server_update(self, x, server, ys, weights, old, new, n_clients) -> tuple[torch.Tensor, State]:
+    def server_update(self, x, server, ys, weights, deltas, n_clients) -> tuple[torch.Tensor, State]:
         delta = x - weights @ ys
         v = self.beta * server["v"] + delta
         return x - self.server_lr * v, {"v": v}

@@ -37,6 +37,6 @@ class FedDyn(Algorithm):
     def client_update(self, y: torch.Tensor, ctx: Context, steps: int, lr: float) -> State:
         return {"g": ctx.client["g"] - self.alpha * (y - ctx.x)}
 
-    def server_update(self, x, server, ys, weights, old, new, n_clients) -> tuple[torch.Tensor, State]:
+    def server_update(self, x, server, ys, weights, deltas, n_clients) -> tuple[torch.Tensor, State]:
         h = server["h"] - self.alpha * (ys - x).sum(dim=0) / n_clients
         return ys.mean(dim=0) - h / self.alpha, {"h": h}

@@ -24,9 +24,9 @@ dividing by τ_i there would not be FedNova, so the config refuses them (``plain
 The server needs each τ_i. The interface hands the step count to :meth:`~fl.algorithms.Algorithm.client_update`
 only, so a client keeps the count of all its local steps as client state ``steps`` (P copies of one number, in
 the (N, P) client-state array: memory and checkpoint space as SCAFFOLD's c_i) and the server reads this round's
-τ_i as new - old. The communication count is 2P + 1 a client (x down, y_i and τ_i up). The Flower app carries up
-only the client state whose key is also a server key (SCAFFOLD's c), so ``python -m fl.flower`` refuses FedNova
-in one line before it starts (``not_distributed``).
+τ_i as the state's change, new - old. The communication count is 2P + 1 a client (x down, y_i and τ_i up). The
+Flower app carries up only the client state whose key is also a server key (SCAFFOLD's c), so ``python -m
+fl.flower`` refuses FedNova in one line before it starts (``not_distributed``).
 """
 
 from __future__ import annotations
@@ -52,8 +52,15 @@ class FedNova(Algorithm):
     )
 
     def client_update(self, y: torch.Tensor, ctx: Context, steps: int, lr: float) -> State:
-        """The client's local steps so far, this round's τ_i = K_i = ``steps`` added (read back as new - old)."""
-        return {"steps": ctx.client["steps"] + steps}
+        """The client's local steps so far, this round's τ_i = K_i = ``steps`` added (the server reads it as the
+        state's change, new - old). Refused once the count passes 1/eps of its dtype, where counts may round."""
+        total = ctx.client["steps"] + steps
+        if float(total[0]) > 1 / torch.finfo(total.dtype).eps:  # past 2^23 (float32) counts may round
+            raise InputError(
+                f"algorithm fednova: a client's step count passed {1 / torch.finfo(total.dtype).eps:.0f}, where "
+                f"{total.dtype} counts may round; use train.dtype = 'float64'"
+            )
+        return {"steps": total}
 
     def server_update(
         self,
@@ -61,20 +68,12 @@ class FedNova(Algorithm):
         server: State,
         ys: torch.Tensor,
         weights: torch.Tensor,
-        old: State,
-        new: State,
+        deltas: State,
         n_clients: int,
     ) -> tuple[torch.Tensor, State]:
         """Wang et al.'s update rule for plain SGD: x - τ_eff Σ_S p_i (x - y_i)/τ_i, τ_eff = Σ_S p_i τ_i."""
-        tau = (new["steps"] - old["steps"])[:, 0]  # τ_i of this round, one per participant
-        lost = (tau <= 0) & (ys != x).any(dim=1)  # moved without a step: the count never arrived
-        inexact = new["steps"][:, 0] > 1 / torch.finfo(x.dtype).eps  # past 2^23 (float32) counts may round
-        if bool(lost.any() | inexact.any()):  # one host sync a round
-            if bool(inexact.any()):
-                raise InputError(
-                    f"algorithm fednova: a client's step count passed {1 / torch.finfo(x.dtype).eps:.0f}, where "
-                    f"{x.dtype} counts may round; use train.dtype = 'float64'"
-                )
+        tau = deltas["steps"][:, 0]  # τ_i of this round, one per participant
+        if bool(((tau <= 0) & (ys != x).any(dim=1)).any()):  # moved without a step: the count never arrived
             raise InputError(
                 "algorithm fednova: a client's local model moved but no local step count reached the server "
                 "(python -m fl.flower carries up only client state the server broadcasts); run FedNova with "

@@ -66,8 +66,7 @@ class FedOpt(Algorithm):
         server: State,
         ys: torch.Tensor,
         weights: torch.Tensor,
-        old: State,
-        new: State,
+        deltas: State,
         n_clients: int,
     ) -> tuple[torch.Tensor, State]:
         """Algorithm 2 of Reddi et al.: Δ_t, m_t, the variant's v_t, then x_{t+1} = x_t + η m_t/(√v_t + τ)."""

@@ -39,9 +39,9 @@ class Scaffold(Algorithm):
         mask = self.mask(ctx)
         return {"c": c_new if mask is None else c_new * mask}
 
-    def server_update(self, x, server, ys, weights, old, new, n_clients) -> tuple[torch.Tensor, State]:
+    def server_update(self, x, server, ys, weights, deltas, n_clients) -> tuple[torch.Tensor, State]:
         x_new = x + self.server_lr * (weights @ ys - x)
-        c = server["c"] + (len(ys) / n_clients) * (new["c"] - old["c"]).mean(dim=0)
+        c = server["c"] + (len(ys) / n_clients) * deltas["c"].mean(dim=0)
         return x_new, {"c": c}
 
     def communication(self, n_params: int, n_head: int) -> int:

@@ -282,10 +282,7 @@ class FlowerExperiment(Experiment):
                 f"Flower round {t}: {sent} numbers travelled, {self.algorithm.name}.communication counts "
                 f"{self.communication(len(selected))}"
             )
-        zeros = {k: torch.zeros_like(v) for k, v in deltas.items()}
-        x, server = self.algorithm.server_update(
-            state.x, state.server, ys, rnd.weights, zeros, deltas, self.data.n_clients
-        )  # fmt: skip
+        x, server = self.algorithm.server_update(state.x, state.server, ys, rnd.weights, deltas, self.data.n_clients)
         for i in selected:  # the clients' method entries, before the server's hook reads them (as in fl.run)
             if "state_arrays" in replies[i]:
                 method_state.setdefault("clients", {})[i] = unpack_entries(

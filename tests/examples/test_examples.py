@@ -54,7 +54,7 @@ def test_damped_prox_follows_its_equations_written_out():
     ctx = Context(x, {}, {}, torch.zeros(2, dtype=torch.bool))
     assert torch.allclose(algorithm.correction(w, ctx), torch.tensor([-0.15, 0.6], dtype=torch.float64))
     ys, weights = torch.tensor([[3.0, 0.0], [1.0, 2.0]], dtype=torch.float64), torch.tensor([0.25, 0.75]).double()
-    new_x, _ = algorithm.server_update(x, {}, ys, weights, {}, {}, 2)
+    new_x, _ = algorithm.server_update(x, {}, ys, weights, {}, 2)
     assert torch.allclose(new_x, x + 0.5 * (torch.tensor([1.5, 1.5], dtype=torch.float64) - x))  # x + η_g(Σwy - x)
     assert DampedProx(mu=0).correction(w, ctx) is None
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from dataclasses import dataclass
 
 import pytest
 
 from fl import provenance
+from fl.algorithms import Algorithm
 from fl.plugins import digest
 from fl.run import main
 from tests.fl.conftest import assert_one_line_config_error, interrupt_at
 from tests.fl.test_run import base_args, same_run
+from theory.errors import InputError
 
 METHOD = '''
 """A method of a user's own: Gaussian noise of scale sigma on the server model after aggregation."""
@@ -63,7 +66,7 @@ class Damped(Algorithm):
     def correction(self, w, ctx):
         return self.mu * (w - ctx.x)
 
-    def server_update(self, x, server, ys, weights, old, new, n_clients):
+    def server_update(self, x, server, ys, weights, deltas, n_clients):
         return x + self.server_lr * (weights @ ys - x), server
 
 
@@ -319,3 +322,16 @@ def test_a_sweep_never_reuses_a_finished_run_whose_plugin_changed(cifar_root, pl
     assert sweep_main([*args, "--seeds", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "plug-in mymethod:Noisy (method.name) is code" in err and "since this run" in err
+
+
+def test_an_algorithm_written_for_the_old_server_update_is_refused_in_one_line():
+    """server_update(x, server, ys, weights, old, new, n_clients) was the interface before the states' change was
+    handed over as ``deltas``: such a class is refused where it is defined, before a run calls it wrongly."""
+    with pytest.raises(InputError, match=r"takes \(old, new\).*deltas = new - old") as error:
+
+        @dataclass(frozen=True)
+        class Old(Algorithm):
+            def server_update(self, x, server, ys, weights, old, new, n_clients):
+                return weights @ ys, server
+
+    assert "\n" not in str(error.value)

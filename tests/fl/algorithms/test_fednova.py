@@ -54,12 +54,12 @@ def test_two_rounds_by_hand():
     assert torch.equal(after, steps_rows([2, 4, 0]))
     ys = x0 - torch.tensor([[2.0, 2.0], [4.0, -8.0], [0.0, 0.0]], **F64)
     weights = torch.tensor([0.5, 0.25, 0.25], **F64)
-    x1, server = algorithm.server_update(x0, {}, ys, weights, {"steps": before}, {"steps": after}, 3)
+    x1, server = algorithm.server_update(x0, {}, ys, weights, {"steps": after - before}, 3)
     torch.testing.assert_close(x1, x0 - torch.tensor([1.5, 0.0], **F64), rtol=1e-14, atol=1e-14)
     assert server == {}
     later = after + steps_rows([3, 3, 6])
     ys = x1 - torch.tensor([[3.0, 0.0], [0.0, 3.0], [6.0, 6.0]], **F64)
-    x2, _ = algorithm.server_update(x1, {}, ys, torch.full((3,), 1 / 3, **F64), {"steps": after}, {"steps": later}, 3)
+    x2, _ = algorithm.server_update(x1, {}, ys, torch.full((3,), 1 / 3, **F64), {"steps": later - after}, 3)
     torch.testing.assert_close(x2, x1 - torch.tensor([8 / 3, 8 / 3], **F64), rtol=1e-14, atol=1e-14)
 
 
@@ -116,21 +116,22 @@ def test_a_client_without_data_adds_nothing(tiny):
 
 
 def test_a_lost_step_count_is_one_line():
-    """What the server sees where a path carries no client state up (Flower today): new = old for a moved model."""
+    """What the server sees where a path carries no client state up (Flower today): no change for a moved model."""
     x = torch.zeros(2, **F64)
     ys = torch.tensor([[1.0, 0.0], [0.0, 0.0]], **F64)
     zeros = {"steps": steps_rows([0, 0])}
     with pytest.raises(InputError, match="no local step count reached the server") as error:
-        FedNova().server_update(x, {}, ys, torch.tensor([0.5, 0.5], **F64), zeros, zeros, 2)
+        FedNova().server_update(x, {}, ys, torch.tensor([0.5, 0.5], **F64), zeros, 2)
     assert "\n" not in str(error.value)
 
 
 def test_step_counts_past_exact_float_counting_are_refused():
     x = torch.zeros(2, dtype=torch.float32)
-    old = {"steps": torch.full((1, 2), 2.0**23)}
-    new = {"steps": old["steps"] + 10}
-    with pytest.raises(InputError, match="float64"):
-        FedNova().server_update(x, {}, x.unsqueeze(0) + 1, torch.ones(1), old, new, 1)
+    ctx = Context(x, {}, {"steps": torch.full((2,), 2.0**23)}, torch.ones(2, dtype=torch.bool))
+    with pytest.raises(InputError, match="float64") as error:
+        FedNova().client_update(x + 1, ctx, 10, LR)
+    assert "\n" not in str(error.value)
+    assert torch.equal(FedNova().client_update(x + 1, ctx, 0, LR)["steps"], ctx.client["steps"])
 
 
 def test_config_registry_and_communication(tiny):

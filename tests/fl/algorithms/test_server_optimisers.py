@@ -66,11 +66,11 @@ def test_two_rounds_by_hand(variant):
     x0 = torch.zeros(2, **f64)
     server = {"m": torch.zeros(2, **f64), "v": torch.zeros(2, **f64)}  # the engine's start
     ys = torch.tensor([[3.0, 1.0], [1.0, 1.0]], **f64)  # weights 1/2, 1/2: Δ_1 = (2, 1)
-    x1, server = algorithm.server_update(x0, server, ys, torch.tensor([0.5, 0.5], **f64), {}, {}, 2)
+    x1, server = algorithm.server_update(x0, server, ys, torch.tensor([0.5, 0.5], **f64), {}, 2)
     spread = torch.tensor([0.5, -0.5], **f64)  # weights 1/4, 3/4: Δ_2 = 1/4 (Δ + 3e) + 3/4 (Δ - e) = Δ
     delta2 = torch.tensor([-1.0, 0.5], **f64)
     ys = torch.stack([x1 + delta2 + 3 * spread, x1 + delta2 - spread])
-    x2, server2 = algorithm.server_update(x1, server, ys, torch.tensor([0.25, 0.75], **f64), {}, {}, 2)
+    x2, server2 = algorithm.server_update(x1, server, ys, torch.tensor([0.25, 0.75], **f64), {}, 2)
     hand_x1, hand_v1, hand_x2, hand_v2 = by_hand(variant)
     tol = {"rtol": 1e-12, "atol": 1e-14}
     torch.testing.assert_close(x1, torch.tensor(hand_x1, **f64), **tol)
@@ -90,8 +90,8 @@ def test_the_zero_start_is_v_equal_tau_squared(variant):
     weights = torch.tensor([0.4, 0.6], dtype=torch.float64)
     zero = {"m": torch.zeros_like(x), "v": torch.zeros_like(x)}
     explicit = {"m": torch.zeros_like(x), "v": torch.full_like(x, 0.1**2)}
-    a, a_state = algorithm.server_update(x, zero, ys, weights, {}, {}, 2)
-    b, b_state = algorithm.server_update(x, explicit, ys, weights, {}, {}, 2)
+    a, a_state = algorithm.server_update(x, zero, ys, weights, {}, 2)
+    b, b_state = algorithm.server_update(x, explicit, ys, weights, {}, 2)
     assert torch.equal(a, b) and torch.equal(a_state["v"], b_state["v"]) and bool((a_state["v"] > 0).all())
 
 
