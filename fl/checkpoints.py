@@ -5,8 +5,6 @@ another run's checkpoint (:func:`init_from`: ``fl.run --init-from``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import sys
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from fl.config import RunConfig, build_method, from_dict
+from fl.config import RunConfig, build_method, from_dict, identity_hash
 from fl.engine import EngineState, place_clients
 from fl.methods import new_state
 from fl.metrics import read_metrics
@@ -98,7 +96,7 @@ def config_key(config: RunConfig) -> str:
     tree = config.identity()
     tree["train"].pop("device", None)
     tree.pop("plugins", None)  # a plug-in's code is provenance's to check (fl.provenance.check_plugins)
-    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
+    return identity_hash(tree)
 
 
 # What a run started from another run's checkpoint must share with it: everything that shaped that state but the

@@ -33,6 +33,7 @@ a resolved config.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import sys
@@ -394,6 +395,14 @@ class RunConfig:
             "method": dict(self.method),
             "log": dataclasses.asdict(self.log),
         }
+
+
+def identity_hash(tree: dict) -> str:
+    """12 hex digits naming an identity tree: the sha256 of its JSON, keys sorted. The one hash of a run's identity;
+    each use hashes its own view of :meth:`RunConfig.identity`: the resume guard without the device and plug-in
+    hashes (:func:`fl.checkpoints.config_key`), a store's name over the keys set away from the defaults
+    (:func:`lab.records.keys.run_key`)."""
+    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def toml_value(value) -> str:

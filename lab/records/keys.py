@@ -3,10 +3,7 @@ that names a run of the artefacts in a store or the ledger."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-
-from fl.config import RunConfig, from_dict
+from fl.config import RunConfig, from_dict, identity_hash
 
 RUNS, SYNTHETIC = "_runs", "_synthetic"  # a store's keyed runs (run_key) and its generator cache
 LEDGER_MARK = ".ledger"  # a store holding this file is a run ledger: read, never run in
@@ -31,4 +28,4 @@ def run_key(config: RunConfig) -> str:
         section: {k: v for k, v in table.items() if k == "name" or defaults.get(section, {}).get(k, object()) != v}
         for section, table in tree.items()
     }
-    return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:12]
+    return identity_hash(changed)
