@@ -8,10 +8,28 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 from lab.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
 from lab.records.check import BENCH
 from theory.errors import InputError
+
+
+class Price(NamedTuple):
+    """What a task costs on one H100 at given rates: its FLOPs, its minutes, and what is counted (words)."""
+
+    flop: float
+    minutes: float
+    counted: str
+
+
+class PlanRow(NamedTuple):
+    """One task's row of a plan: the task and its :class:`Price`'s fields."""
+
+    task: Task
+    flop: float
+    minutes: float
+    counted: str
 
 
 def task_config(task: Task):
@@ -29,7 +47,7 @@ def task_config(task: Task):
     return load_config(ROOT / config, sets), start
 
 
-def predict(task: Task, rates: dict) -> tuple[float, float, str]:
+def predict(task: Task, rates: dict) -> Price:
     """(FLOPs, minutes on one H100 at ``rates``, what is counted) of a task: its clients' training and evaluation
     (HFMDs' inversions too) at the rate of "fl" (of "fl:MODEL" where the rates have one for the run's model: a
     fleet of that model measured), DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (lab/cost.py); a
@@ -38,13 +56,13 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
     from lab.cost import ddpm_flops, minutes, run_cost
 
     if "--config" not in task.command:
-        return 0.0, 3.0, "the benchmark: at most 3 minutes (scripts/gpu-bench.sh)"
+        return Price(0.0, 3.0, "the benchmark: at most 3 minutes (scripts/gpu-bench.sh)")
     config, start = task_config(task)
     if "scripts/ddpm_sets.py" in task.command:
         per_image, batch = ddpm_flops(config)
         flop = per_image * DDPM_STEPS * batch * config.data.clients
         said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {batch} (at least; method.min_steps)"
-        return flop, minutes(flop, rates["ddpm"]), said
+        return Price(flop, minutes(flop, rates["ddpm"]), said)
     cost = run_cost(config, start)  # a DynaFed arm started past its synthesis has none (its source made D_syn)
     dynafed = config.method.get("name") == "dynafed"
     said = f"rounds {start + 1}-{config.train.rounds}"
@@ -52,7 +70,7 @@ def predict(task: Task, rates: dict) -> tuple[float, float, str]:
         said += ", DynaFed's synthesis" if dynafed else ", HFMDs' inversions and pool batches"
     fl = rates.get(f"fl:{config.model.name}") or rates["fl"]
     spent = minutes(cost.train + cost.eval, fl) + minutes(cost.method, rates["dynafed"] if dynafed else fl)
-    return cost.total, spent, said
+    return Price(cost.total, spent, said)
 
 
 BENCHES = ROOT / "results" / "ledger" / BENCH  # gpu-bench's records, a folder a lease (named by its date)
@@ -158,12 +176,12 @@ TARGET_GROUPS = ("ddpm-sets", "hfmds", "seeds-dynafed", "controls")
 GOAL_MINUTES = 12
 
 
-def plan_minutes(tasks: list[Task], rates: dict) -> tuple[list[tuple[Task, float, float, str]], float, float]:
+def plan_minutes(tasks: list[Task], rates: dict) -> tuple[list[PlanRow], float, float]:
     """Each task's (task, FLOPs, minutes on one H100 at ``rates``, what is counted), the total minutes and those of
     #49's target set (:data:`TARGET_GROUPS`)."""
-    rows = [(task, *predict(task, rates)) for task in tasks]
-    total = sum(row[2] for row in rows)
-    target = sum(row[2] for row in rows if set(row[0].groups) & set(TARGET_GROUPS))
+    rows = [PlanRow(task, *predict(task, rates)) for task in tasks]
+    total = sum(row.minutes for row in rows)
+    target = sum(row.minutes for row in rows if set(row.task.groups) & set(TARGET_GROUPS))
     return rows, total, target
 
 
@@ -221,6 +239,5 @@ def predicted_minutes(task: Task) -> float:
     CAMPAIGN_RATES'), else 0 (unknown: a command that is no fl.run nor DDPM training)."""
     if task.minutes or "--config" not in task.command:
         return task.minutes
-    return predict(task, rates_from(Path(os.environ["CAMPAIGN_RATES"]) if os.environ.get("CAMPAIGN_RATES") else None))[
-        1
-    ]
+    rates = rates_from(Path(os.environ["CAMPAIGN_RATES"]) if os.environ.get("CAMPAIGN_RATES") else None)
+    return predict(task, rates).minutes
