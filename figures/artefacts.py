@@ -17,11 +17,12 @@ from pathlib import Path
 
 from figures.verdict import HELD, check
 from theory.errors import InputError
-from theory.output import replace_durably
+from theory.output import read_object, replace_durably
 
 SCALES = ("quick", "cpu", "paper")
 ROOT = Path("results/figures")
 USED: set[Path] = set()  # the run folders the build in progress reads (its result names them: ``runs``)
+RESULT_KEYS = ("headers", "rows", "claim")  # what the CLI prints of a result read back
 DRAW = {"figures": True}  # False in figures.ledger.rebuild (check, report): a build names its figures, draws none
 
 
@@ -88,8 +89,20 @@ class Artefact:
         return f"python -m figures {self.name} --scale {scale}"
 
     def result(self, scale: str, root: Path = ROOT) -> dict | None:
+        """The artefact's ``result.json`` at ``scale`` (None: not built). One that is a symbolic link (never read or
+        written through), no JSON object or not of a build's shape is a one-line InputError naming it."""
         path = self.folder(scale, root) / "result.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        if path.is_symlink():
+            raise InputError(f"{path}: a symbolic link, not a result this tool wrote; refused (--force builds the "
+                             "artefact anew and replaces it, never writing through it)")  # fmt: skip
+        if not path.exists():
+            return None
+        found = read_object(path, "result.json of an artefact (--force builds it anew)")
+        claim = found.get("claim")
+        if not all(key in found for key in RESULT_KEYS) or not isinstance(claim, dict) or "text" not in claim:
+            raise InputError(f"{path}: not a result of python -m figures (no {', '.join(RESULT_KEYS)}); --force "
+                             "builds it anew")  # fmt: skip
+        return found
 
     def make(self, scale: str, root: Path = ROOT, force: bool = False) -> tuple[dict, bool]:
         """The artefact's result at ``scale``: read back when done (and not ``force``), else built; returns

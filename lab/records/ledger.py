@@ -83,12 +83,15 @@ def ensure(ledger: Path) -> None:
 
 
 def refuse_links_to(dest: Path, ledger: Path) -> None:
-    """InputError (one line) when the ledger's mark, ``dest`` (an entry) or a folder between the ledger and it
-    (``runs``, ``_runs``, ``sims/fig2``) is a symbolic link: an add never writes, moves or empties through one."""
+    """InputError (one line) when the ledger's mark, ``dest`` (an entry), a folder between the ledger and it
+    (``runs``, ``_runs``, ``sims/fig2``) or a file in the entry is a symbolic link: an add never reads, writes,
+    moves or empties through one (the ledger's check names any link in it as damage)."""
     refuse_link(ledger / LEDGER_MARK, "the ledger's mark")
     inside = dest.relative_to(ledger)
     for part in [*reversed(inside.parents), inside][1:]:
         refuse_link(ledger / part, "in the ledger,")
+    for path in sorted(dest.iterdir()) if dest.is_dir() else ():
+        refuse_link(path, "in the ledger's entry,")
 
 
 def is_ledger(ledger: Path, may_create: bool = False) -> None:
