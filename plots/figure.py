@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -15,18 +16,19 @@ import matplotlib.pyplot as plt
 
 def save(fig: plt.Figure, path: Path, **options) -> None:
     """``fig.savefig`` into ``path`` (its format from the name's suffix; ``options``: dpi and the like) through a
-    temporary file beside it (its name + ".tmp", created new: O_EXCL | O_NOFOLLOW), fsynced, then ``os.replace``:
-    a symbolic link planted at ``path`` is replaced, never followed, and a crash leaves the old figure or the new
-    one. The drawing leaf's twin of ``theory.output.replace_durably`` (plots imports nothing of ours)."""
+    new temporary file beside it (``tempfile.mkstemp``: a fresh random name, created exclusively, so never a user's
+    file nor a planted link), fsynced, then ``os.replace``: a symbolic link planted at ``path`` is replaced, never
+    followed, and a crash leaves the old figure or the new one. The drawing leaf's twin of
+    ``theory.output.replace_durably`` (plots imports nothing of ours); it removes no file it did not create."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)  # a leftover (a link included) is removed, never followed
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    handle, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
     try:
-        with os.fdopen(os.open(tmp, flags, 0o644), "wb") as handle:
-            fig.savefig(handle, format=path.suffix.lstrip(".").lower() or None, **options)
-            handle.flush()
-            os.fsync(handle.fileno())
+        os.fchmod(handle, 0o644)
+        with os.fdopen(handle, "wb") as out:
+            fig.savefig(out, format=path.suffix.lstrip(".").lower() or None, **options)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
