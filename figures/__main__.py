@@ -31,9 +31,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from figures.artefacts import ROOT, SCALES, find
-from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED, set_rerun_sims
-from figures.flruns import plan, progress, set_jobs, set_store, store
+from figures.artefacts import ROOT, SCALES, find, store
+from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED
+from figures.flruns import plan, progress
 from figures.ledger import check_main, ledger_main
 from theory.cli import ArgumentParser, format_table, guarded, positive_int
 from theory.errors import InputError
@@ -73,11 +73,11 @@ def listing(root: Path) -> str:
 SCRIPT_RUNS = {"dynafed-table1": "dynafed_fmnist", "hfmds-fmnist": "hfmds_fmnist", "fedcog-table1": "fedcog_fmnist"}
 
 
-def scripted_runs(name: str, root: Path) -> list[tuple[str, float]]:
-    """The runs of an experiment script's artefact in the store's ``runs/`` (the ledger's, with --runs
+def scripted_runs(name: str, runs: Path) -> list[tuple[str, float]]:
+    """The runs of an experiment script's artefact in the run store ``runs``'s ``runs/`` (the ledger's, with --runs
     results/ledger): (a line, hours left) for each that stopped short of its last round, its hours from its own
     measured seconds per round; finished runs are counted in one line."""
-    folder = store(root) / "runs"
+    folder = runs / "runs"
     prefix = SCRIPT_RUNS.get(name)
     if prefix is None or not folder.is_dir():
         return []
@@ -99,9 +99,9 @@ def scripted_runs(name: str, root: Path) -> list[tuple[str, float]]:
     return [(f"{done} run(s) finished", 0.0), *out] if done or out else []
 
 
-def status(names: list[str], scale: str, root: Path) -> str:
-    """One line per run of the named artefacts at ``scale`` (and per optional arm left out, with the reason) and the
-    CPU-hours left (one thread per run)."""
+def status(names: list[str], scale: str, root: Path, runs: Path | None = None) -> str:
+    """One line per run of the named artefacts at ``scale`` in the run store (``runs``, else ``$SHUFFLEFL_RUNS``,
+    else ``root``; and per optional arm left out, with the reason) and the CPU-hours left (one thread per run)."""
     chosen = [find(name, ARTEFACTS) for name in (names or list(ARTEFACTS))]
     lines, seen, measured, left, unknown = [], set(), [], 0.0, 0
     for artefact in chosen:
@@ -109,16 +109,16 @@ def status(names: list[str], scale: str, root: Path) -> str:
             continue
         if artefact.name in SCRIPTED:
             lines.append(f"{artefact.name}: {artefact.state(scale, root)} ({artefact.scales[scale]})")
-            for text, hours in scripted_runs(artefact.name, root):
+            for text, hours in scripted_runs(artefact.name, store(root, runs)):
                 lines.append(f"{artefact.name} | {text}")
                 left += 3600 * hours
             continue
         if artefact.name not in FL_ARTEFACTS:
             lines.append(f"{artefact.name}: {artefact.state(scale, root)} (a simulator: built in one go)")
             continue
-        tasks, left_out = plan(lambda artefact=artefact: artefact.build(scale, artefact.folder(scale, root)))
+        planned = plan(artefact, scale, root, runs)
         rows = []
-        for name, label, seed, config, folder in tasks:
+        for name, label, seed, config, folder in planned.tasks:
             state = progress(config, folder)
             rows.append((name, label, seed, folder, state))
             if "seconds_per_round" in state:
@@ -142,7 +142,7 @@ def status(names: list[str], scale: str, root: Path) -> str:
                 else:
                     unknown += 1
             lines.append(f"{text} [{folder}]")
-        lines += [f"{name} | {label}: left out ({why})" for name, label, why in left_out]
+        lines += [f"{name} | {label}: left out ({why})" for name, label, why in planned.left_out]
     estimate = f"{left / 3600:.2f} hours left at the speeds measured where the runs ran (one thread per run)"
     if unknown:
         estimate += f", plus {unknown} not-started run(s) with no measured speed yet"
@@ -177,24 +177,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the simulators (fig2, lemma1, figB2) even when --runs is a run ledger, whose summaries they read",
     )
     args = parser.parse_args(argv)
-    set_jobs(args.jobs)
-    set_store(args.runs)
-    set_rerun_sims(args.rerun_sims)
     if not args.names:
         print(listing(args.root))
         return 0
     if args.names[0] == "status":
         named = "--runs" if args.runs else "$SHUFFLEFL_RUNS" if os.environ.get("SHUFFLEFL_RUNS") else None
-        if named and not store(args.root).is_dir():  # else every run would read "not started", the store unnamed
-            raise InputError(f"the run store {store(args.root)} ({named}) is missing: no run of it can be reported")
+        where = store(args.root, args.runs)
+        if named and not where.is_dir():  # else every run would read "not started", the store unnamed
+            raise InputError(f"the run store {where} ({named}) is missing: no run of it can be reported")
         if not named and args.root != ROOT and not args.root.is_dir():  # a --root typed wrong, not a fresh one
             raise InputError(f"--root {args.root}: no such folder, so no run of it can be reported")
-        print(status(args.names[1:], args.scale, args.root))
+        print(status(args.names[1:], args.scale, args.root, args.runs))
         return 0
     names = [n for n, a in ARTEFACTS.items() if args.scale in a.scales] if args.names == ["all"] else args.names
     chosen = [find(name, ARTEFACTS) for name in names]
+    settings = {"jobs": args.jobs, "runs": args.runs, "rerun_sims": args.rerun_sims}  # what every build is given
     for artefact in chosen:
-        result, built = artefact.make(args.scale, args.root, args.force)
+        result, built = artefact.make(artefact.context(args.scale, args.root, **settings), args.force)
         state = "built" if built else "reused"
         print(f"{artefact.name} ({args.scale}): {state} -> {artefact.folder(args.scale, args.root)}")
         print(format_table(result["headers"], result["rows"]))

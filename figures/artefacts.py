@@ -5,14 +5,20 @@ to an hour on 2 cores; "paper": the paper's own setting) into ``ROOT/NAME/SCALE/
 needs, draws its figure (PNG and PDF) and saves ``result.json`` = {table, claim, figures, command, seconds}. A
 folder with ``result.json`` is *done* and never rebuilt unless asked (``--force``); a folder without it is
 *partial* (an interrupted build: the next one resumes it, its simulator runs being cheap to redo or resumable).
+
+Every build is handed one :class:`Build`: its scale and folder, and what the caller chose (the CLI's ``--jobs``,
+``--runs``, ``--rerun-sims``; :func:`figures.ledger.rebuild`'s "draw nothing"; ``python -m figures status``'s
+:class:`Plan`). The build passes it on to what runs or reads for it, which records there the run folders it read
+(``used``). No module state: two builds never see each other's settings.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from figures.verdict import HELD, check
@@ -21,14 +27,61 @@ from theory.output import read_object, replace_durably
 
 SCALES = ("quick", "cpu", "paper")
 ROOT = Path("results/figures")
-USED: set[Path] = set()  # the run folders the build in progress reads (its result names them: ``runs``)
 RESULT_KEYS = ("headers", "rows", "claim")  # what the CLI prints of a result read back
-DRAW = {"figures": True}  # False in figures.ledger.rebuild (check, report): a build names its figures, draws none
 
 
-def used(folders: Iterable[Path]) -> None:
-    """Record run folders the artefact being built reads (the run store's and the scripts' readers call it)."""
-    USED.update(Path(f) for f in folders)
+def store(root: Path, runs: Path | None = None) -> Path:
+    """Where the run store (``_runs``, ``_synthetic``, ``runs``) lives: ``runs`` (``--runs``) or ``$SHUFFLEFL_RUNS``
+    where given (keep long runs outside a work tree that may be laid anew), else beside the artefacts under
+    ``root``."""
+    chosen = runs or os.environ.get("SHUFFLEFL_RUNS")
+    return Path(chosen).expanduser() if chosen else root
+
+
+@dataclass
+class Plan:
+    """What ``python -m figures status`` collects instead of running (:func:`figures.flruns.plan`): the (artefact,
+    arm, seed, config, folder) of every run the builds would use, and the (artefact, arm, reason) of each optional
+    arm they would leave out (:func:`figures.flruns.run_with_optional`)."""
+
+    tasks: list[tuple] = field(default_factory=list)
+    left_out: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Build:
+    """One build of one artefact, handed to its ``build`` function and passed on to what it calls.
+
+    ``scale`` and ``folder`` (``ROOT/NAME/SCALE``, :meth:`Artefact.folder`; its grandparent is the artefacts'
+    ``root``); ``jobs``: FL runs at a time (``--jobs``); ``runs``: the run store as chosen (``--runs``; None:
+    ``$SHUFFLEFL_RUNS``, else ``root``: :attr:`store`); ``rerun_sims``: run the simulators even when the store is a
+    run ledger (``--rerun-sims``); ``draw``: draw the figures (False in :func:`figures.ledger.rebuild`: a result
+    names its figures, none is drawn); ``plan``: where planning (``python -m figures status``) records the runs
+    instead of running them (None: a build). ``used`` gathers the run folders the build reads (:meth:`use`; its
+    result names them, ``runs``). One Build per build."""
+
+    scale: str
+    folder: Path
+    jobs: int = 1
+    runs: Path | None = None
+    rerun_sims: bool = False
+    draw: bool = True
+    plan: Plan | None = None
+    used: set[Path] = field(default_factory=set)
+
+    @property
+    def root(self) -> Path:
+        """The artefacts' root (``--root``): the folder holding ``NAME/SCALE``."""
+        return self.folder.parent.parent
+
+    @property
+    def store(self) -> Path:
+        """The run store this build reads and runs in (:func:`store`)."""
+        return store(self.root, self.runs)
+
+    def use(self, folders: Iterable[Path]) -> None:
+        """Record run folders this build reads (the run store's and the scripts' readers call it)."""
+        self.used.update(Path(f) for f in folders)
 
 
 @dataclass(frozen=True)
@@ -69,15 +122,21 @@ class Built:
 @dataclass(frozen=True)
 class Artefact:
     """name: the CLI's name. title: the paper's figure or table it reproduces. scales: what each scale runs (one
-    line each; a scale not listed cannot be built). build(scale, folder) -> Built."""
+    line each; a scale not listed cannot be built). build(Build) -> Built; None only while planning (a
+    :class:`Build` with a ``plan``: an FL artefact records its runs and stops there)."""
 
     name: str
     title: str
     scales: dict[str, str]
-    build: Callable[[str, Path], Built]
+    build: Callable[[Build], Built | None]
 
     def folder(self, scale: str, root: Path = ROOT) -> Path:
         return root / self.name / scale
+
+    def context(self, scale: str, root: Path = ROOT, **settings) -> Build:
+        """A :class:`Build` of this artefact at ``scale`` into its folder under ``root``; ``settings`` are the
+        Build's other fields (jobs, runs, rerun_sims, draw, plan)."""
+        return Build(scale, self.folder(scale, root), **settings)
 
     def state(self, scale: str, root: Path = ROOT) -> str:
         folder = self.folder(scale, root)
@@ -104,19 +163,22 @@ class Artefact:
                              "builds it anew")  # fmt: skip
         return found
 
-    def make(self, scale: str, root: Path = ROOT, force: bool = False) -> tuple[dict, bool]:
-        """The artefact's result at ``scale``: read back when done (and not ``force``), else built; returns
-        (result, whether it was built now)."""
+    def make(self, ctx: Build, force: bool = False) -> tuple[dict, bool]:
+        """The artefact's result at ``ctx``'s scale (``ctx``: :meth:`context`): read back when done (and not
+        ``force``), else built; returns (result, whether it was built now). ``ctx.used`` names, after, the run
+        folders the build read (also when it failed)."""
+        scale, root = ctx.scale, ctx.root
         if scale not in self.scales:
             raise InputError(f"artefact {self.name} has no scale {scale!r} (it has: {', '.join(self.scales)})")
+        if ctx.folder != self.folder(scale, root) or ctx.plan is not None:
+            raise ValueError(f"{self.name}: make takes a Build into {self.folder(scale, root)} and without a plan")
         done = None if force else self.result(scale, root)
         if done is not None:
             return done, False
-        folder = self.folder(scale, root)
-        folder.mkdir(parents=True, exist_ok=True)
+        ctx.folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        USED.clear()
-        built = self.build(scale, folder)
+        built = self.build(ctx)
+        assert built is not None  # None only while planning
         result = {
             "name": self.name,
             "title": self.title,
@@ -129,10 +191,10 @@ class Artefact:
             "figures": built.figures,
             "numbers": built.numbers,
             "notes": list(built.notes),
-            "runs": sorted(f"{f.parent.name}/{f.name}" for f in USED),
+            "runs": sorted(f"{f.parent.name}/{f.name}" for f in ctx.used),
             "seconds": time.perf_counter() - start,
         }
-        replace_durably(folder / "result.json", lambda tmp: tmp.write_text(json.dumps(result, indent=2)))
+        replace_durably(ctx.folder / "result.json", lambda tmp: tmp.write_text(json.dumps(result, indent=2)))
         return result, True
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import Artefact, Built, Claim
-from figures.flruns import NotInStore, plt, read_only, save, store
+from figures.artefacts import Artefact, Build, Built, Claim
+from figures.flruns import NotInStore, plt, read_only, save
 from figures.verdict import at_or_below, censored_mark, combine
 from sims.mnist.experiment import figb2_claim as simulated_figb2_claim
 from sims.mnist.experiment import figb2_iid_claim
@@ -38,13 +38,6 @@ MNIST = {
     "cpu": ["--seeds", "2"],
     "paper": ["--per-class", "1024", "--seeds", "3"],
 }
-
-
-RERUN = {"sims": False}  # python -m figures --rerun-sims: run the simulators even when the run store is a ledger
-
-
-def set_rerun_sims(rerun: bool) -> None:
-    RERUN["sims"] = rerun
 
 
 class Summary(dict):
@@ -128,14 +121,14 @@ def reading(summary: Summary):
         raise damaged_summary(summary.path, f"{type(error).__name__}: {error}") from None
 
 
-def simulate(module: str, args: list[str], run: Path) -> Summary:
-    """The summary of the simulator run ``run`` (``ROOT/<sim>/<scale>/run``). Where the run store is a run ledger
-    (``--runs results/ledger``) it is the ledger's ``sims/<sim>/<scale>/summary.json`` and nothing runs, unless
-    ``--rerun-sims`` (:func:`set_rerun_sims`); else the simulator's ``main`` runs into ``run`` (its own output
+def simulate(ctx: Build, module: str, args: list[str], run: Path) -> Summary:
+    """The summary of the simulator run ``run`` (``ROOT/<sim>/<scale>/run``). Where ``ctx``'s run store is a run
+    ledger (``--runs results/ledger``) it is the ledger's ``sims/<sim>/<scale>/summary.json`` and nothing runs,
+    unless ``ctx.rerun_sims`` (``--rerun-sims``); else the simulator's ``main`` runs into ``run`` (its own output
     quiet) unless it finished there before. A damaged summary (not JSON, a field missing or of another kind) is a
     one-line InputError naming it (:func:`checked_summary`)."""
-    sim, scale, runs = run.parent.parent.name, run.parent.name, store(run.parent.parent.parent)
-    if read_only(runs) and not RERUN["sims"]:
+    sim, scale, runs = run.parent.parent.name, run.parent.name, ctx.store
+    if read_only(runs) and not ctx.rerun_sims:
         kept = runs / "sims" / sim / scale / "summary.json"
         if not kept.is_file():
             raise NotInStore(f"the simulator's summary is not in {runs} (sims/{sim}/{scale}); --rerun-sims runs it")
@@ -153,10 +146,10 @@ def simulate(module: str, args: list[str], run: Path) -> Summary:
     return checked_summary(read_object(summary, "simulator summary"), summary, module)
 
 
-def quadratic_run(scale: str, folder: Path) -> tuple[Summary, Path]:
-    """The sims.quadratic run of ``scale``, shared by fig2 and lemma1 (under fig2's folder)."""
-    run = folder.parent.parent / "fig2" / scale / "run"
-    return simulate("sims.quadratic", QUADRATIC[scale], run), run
+def quadratic_run(ctx: Build) -> tuple[Summary, Path]:
+    """The sims.quadratic run of the build's scale, shared by fig2 and lemma1 (under fig2's folder)."""
+    run = ctx.root / "fig2" / ctx.scale / "run"
+    return simulate(ctx, "sims.quadratic", QUADRATIC[ctx.scale], run), run
 
 
 def fig2_claim(p: np.ndarray, a_ratio: np.ndarray, theory: np.ndarray, ci: np.ndarray | None = None) -> Claim:
@@ -189,8 +182,8 @@ def fig2_noise(summary_config: dict) -> Claim:
     return Claim(*panel_a_claim(panel["sigma2"], panel["p"], panel["by_seed"]))
 
 
-def build_fig2(scale: str, folder: Path) -> Built:
-    summary, run = quadratic_run(scale, folder)
+def build_fig2(ctx: Build) -> Built:
+    summary, run = quadratic_run(ctx)
     with reading(summary):
         p, a_ratio = np.array(summary["p"]), np.array(summary["A_ratio"], dtype=float)
         theory, rounds = np.array(summary["theory_ratio"]), summary["rounds_to_eps"]
@@ -201,7 +194,7 @@ def build_fig2(scale: str, folder: Path) -> Built:
              float((1 - q) ** 2), rounds[j]]
             for j, q in enumerate(p)
         ]  # fmt: skip
-        figures = [str((run / name).relative_to(folder)) for name in ("fig2.png", "fig2.pdf")]
+        figures = [str((run / name).relative_to(ctx.folder)) for name in ("fig2.png", "fig2.pdf")]
         return Built(
             ["p", "A_p/A_0 (fitted)", "95% CI", "Corollary I ratio", "(1-p)²", "rounds to ε"],
             rows,
@@ -291,8 +284,8 @@ def lemma1_claim(p: np.ndarray, zeta: tuple, l_p: tuple) -> Claim:
     return Claim(verdict, f"Lemma 1's bounds on realised shuffles: {verdict}: " + "; ".join(parts) + ".")
 
 
-def build_lemma1(scale: str, folder: Path) -> Built:
-    summary, _ = quadratic_run(scale, folder)
+def build_lemma1(ctx: Build) -> Built:
+    summary, _ = quadratic_run(ctx)
     with reading(summary):
         p = np.array(summary["p"])
         zeta_ratio, l_p = np.array(summary["zeta2_star_ratio"]), np.array(summary["L_p"])
@@ -331,7 +324,7 @@ def build_lemma1(scale: str, folder: Path) -> Built:
             }
             for name, v in (("zeta", zeta), ("L_p", smooth))
         }
-    figure = plot_lemma1(p, zeta, smooth, folder / "lemma1.png")
+    figure = plot_lemma1(ctx, p, zeta, smooth)
     return Built(
         ["p", "moved: round(p·n)/n", "ζ̂²_p/ζ² measured", "sd of one shuffle", "(1-p)² at the moved fraction",
          "+ finite-sample allowance",
@@ -344,7 +337,7 @@ def build_lemma1(scale: str, folder: Path) -> Built:
     )  # fmt: skip
 
 
-def plot_lemma1(p, zeta, smooth, path: Path) -> list[str]:
+def plot_lemma1(ctx: Build, p, zeta, smooth) -> list[str]:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     (zeta_ratio, zeta_bound, zeta_sd, _), (l_p, l_bound, l_sd, _) = zeta, smooth
     axes[0].errorbar(p, zeta_ratio, yerr=zeta_sd, fmt="o", label="measured ζ̂²_p / ζ² (± sd of one shuffle)")
@@ -356,7 +349,7 @@ def plot_lemma1(p, zeta, smooth, path: Path) -> list[str]:
     axes[1].set(xlabel="shuffled fraction p", ylabel="L_p (smoothness)", title="smoothness")
     for ax in axes:
         ax.legend(fontsize=7)
-    return save(fig, path)
+    return save(ctx, fig, "lemma1")
 
 
 def figb2_claim(claims: dict, epochs: list[int]) -> Claim:
@@ -380,9 +373,9 @@ def shown_speedup(row: dict, rows: list[dict], rounds: int) -> str | float:
     return "-"
 
 
-def build_figb2(scale: str, folder: Path) -> Built:
-    run = folder / "run"
-    summary = simulate("sims.mnist", MNIST[scale], run)
+def build_figb2(ctx: Build) -> Built:
+    run = ctx.folder / "run"
+    summary = simulate(ctx, "sims.mnist", MNIST[ctx.scale], run)
     with reading(summary):
         epochs = summary["config"]["epochs"]
         rounds = summary["config"]["rounds"]

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from figures.artefacts import DRAW, Artefact, Built, Claim
+from figures.artefacts import Artefact, Build, Built, Claim
 from figures.flruns import plt, save
 from figures.scripted import accuracy_numbers, points, read_rows, runs_root, spread_verdict, window_mean
 from figures.verdict import (
@@ -75,8 +75,8 @@ def delta2_curve(run: Path, rows: list[dict]) -> list[tuple[int, float]]:
     return sorted(found.items())
 
 
-def arm_numbers(run: Path) -> dict | None:
-    rows = read_rows(run)
+def arm_numbers(ctx: Build, run: Path) -> dict | None:
+    rows = read_rows(ctx, run)
     if not rows:
         return None
     config = json.loads((run / "config.json").read_text())
@@ -108,14 +108,14 @@ def seed_of(run: Path) -> int:
     return int(json.loads((run / "config.json").read_text())["train"].get("seed", 0))
 
 
-def collect(runs: Path, scale: str) -> list[dict]:
-    """The arms at the scale's protocol, one entry per run: FedAvg first, then the DynaFed arms (the device's own
-    precision: ``method.precision`` "auto"), each sorted by seed. An entry is the run's numbers with its ``label``
-    (the arm, the same over seeds), ``seed`` and ``start`` (the round whose state FedAvg started from; a DynaFed
-    arm's synthesis round − 1, so the two pair by it)."""
-    fedavg, dynafed = [], []
+def collect(ctx: Build, runs: Path) -> list[dict]:
+    """The arms under ``runs`` at the build's scale's protocol, one entry per run: FedAvg first, then the DynaFed
+    arms (the device's own precision: ``method.precision`` "auto"), each sorted by seed. An entry is the run's
+    numbers with its ``label`` (the arm, the same over seeds), ``seed`` and ``start`` (the round whose state FedAvg
+    started from; a DynaFed arm's synthesis round − 1, so the two pair by it)."""
+    scale, fedavg, dynafed = ctx.scale, [], []
     for run in arm_runs(runs, scale, "dynafed_fmnist_a001_fedavg{tag}_from*"):
-        numbers = arm_numbers(run)
+        numbers = arm_numbers(ctx, run)
         if numbers:
             start = int(run.name.rsplit("from", 1)[1].split("_", 1)[0])
             label = f"FedAvg (from round {start})"
@@ -123,7 +123,7 @@ def collect(runs: Path, scale: str) -> list[dict]:
     for run in arm_runs(runs, scale, "dynafed_fmnist_a001_*{tag}_n*_*"):
         if json.loads((run / "config.json").read_text())["method"].get("precision", "auto") != "auto":
             continue  # the matching in another precision: the precision study's (python -m figures.precision)
-        numbers = arm_numbers(run)
+        numbers = arm_numbers(ctx, run)
         if numbers and numbers.get("synthesis") is not None:  # an arm still before (or in) its synthesis waits
             setting = run.name.removeprefix("dynafed_fmnist_a001_").split("_n", 1)[0].removesuffix(PROTOCOLS[scale][2])
             label = f"DynaFed {setting} settings, N = {numbers['iterations']}, {numbers['augment']}"
@@ -172,9 +172,9 @@ def learned_set(run: Path) -> tuple[torch.Tensor, torch.Tensor] | None:
     return None
 
 
-def draw_dsyn(runs: Path, names: list[str], folder: Path) -> list[str]:
-    """D_syn of each finished synthesis (:func:`learned_set`) as image grids (their names alone while
-    :data:`figures.artefacts.DRAW` is off)."""
+def draw_dsyn(ctx: Build, runs: Path, names: list[str]) -> list[str]:
+    """D_syn of each finished synthesis (:func:`learned_set`) as image grids in the build's folder (their names
+    alone where ``ctx.draw`` is off)."""
     from plots.samples import plot_soft_grid  # matplotlib grids of learned images
 
     drawn = []
@@ -184,13 +184,13 @@ def draw_dsyn(runs: Path, names: list[str], folder: Path) -> list[str]:
             continue
         name = f"dsyn_{run.name.removeprefix('dynafed_fmnist_a001_')}.png"
         inputs, probabilities = found[0].double().numpy(), F.softmax(found[1].double(), 1).numpy()
-        if DRAW["figures"]:
-            plot_soft_grid(inputs, probabilities, folder / name, title=f"D_syn of {run.name}")
+        if ctx.draw:
+            plot_soft_grid(inputs, probabilities, ctx.folder / name, title=f"D_syn of {run.name}")
         drawn.append(name)
     return drawn
 
 
-def plot(arms: list[dict], path: Path, title: str) -> list[str]:
+def plot(ctx: Build, arms: list[dict], title: str) -> list[str]:
     fig, (acc, loss, delta) = plt.subplots(1, 3, figsize=(14, 3.8))
     for v in arms:
         label = f"{v['label']}, seed {v['seed']}"
@@ -210,7 +210,7 @@ def plot(arms: list[dict], path: Path, title: str) -> list[str]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.suptitle(title)
-    return save(fig, path)
+    return save(ctx, fig, "dynafed_table1")
 
 
 def window_gain(arm: list[tuple[int, float]], fedavg: list[tuple[int, float]], last: int) -> tuple[float, float]:
@@ -513,9 +513,9 @@ def convergence_claim(arms: list[dict], common: int) -> Claim:
     )
 
 
-def build(scale: str, folder: Path) -> Built:
-    runs = runs_root(folder.parent.parent)
-    arms = collect(runs, scale)
+def build(ctx: Build) -> Built:
+    scale, runs = ctx.scale, runs_root(ctx)
+    arms = collect(ctx, runs)
     width, total, _ = PROTOCOLS[scale]
     if not arms:
         sizes = "" if scale == "paper" else f"WIDTH={width} ROUNDS={total} "
@@ -561,7 +561,7 @@ def build(scale: str, folder: Path) -> Built:
     )
     title = f"DynaFed Table 1, FMNIST, α = 0.01, 80 clients, ConvNet-3 width {width}"
     dsyn = [v["run"] for v in arms if "run" in v]
-    figures = plot(arms, folder / "dynafed_table1", title) + draw_dsyn(runs, dsyn, folder)
+    figures = plot(ctx, arms, title) + draw_dsyn(ctx, runs, dsyn)
     return Built(
         HEADERS,
         table_rows(arms, common),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import Artefact, Built, Claim
+from figures.artefacts import Artefact, Build, Built, Claim
 from figures.flruns import plt, save
 from figures.scripted import accuracy_numbers, plain, points, read_rows, runs_root, seed_list, spread_verdict
 from figures.verdict import alike, censored_mark, combine, direction, mean_sd, not_comparable, size_word
@@ -64,13 +64,13 @@ def run_numbers(rows: list[dict], first_method_round: int = 51) -> dict:
     }
 
 
-def collect(runs: Path, seeds: tuple[int, ...] = SEEDS) -> dict:
-    """(part, label, seed) -> numbers, for the runs that exist."""
+def collect(ctx: Build, runs: Path, seeds: tuple[int, ...] = SEEDS) -> dict:
+    """(part, label, seed) -> numbers, for the runs under ``runs`` that exist (``ctx`` names those read)."""
     out = {}
     for part in PARTS:
         for seed in seeds:
             for suffix, label in RUNS:
-                rows = read_rows(run_folder(runs, part, seed, suffix))
+                rows = read_rows(ctx, run_folder(runs, part, seed, suffix))
                 if rows:
                     out[part, label, seed] = run_numbers(rows)
     return out
@@ -141,7 +141,7 @@ def gain_text(key: str, gain: dict) -> str:
     )
 
 
-def plot(numbers: dict, path: Path) -> list[str]:
+def plot(ctx: Build, numbers: dict) -> list[str]:
     fig, axes = plt.subplots(1, len(PARTS), figsize=(11, 3.8), squeeze=False)
     colours = {label: f"C{i}" for i, (_, label) in enumerate(RUNS)}
     for ax, (part, name) in zip(axes[0], PARTS.items()):
@@ -158,7 +158,7 @@ def plot(numbers: dict, path: Path) -> list[str]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.suptitle("FedCOG Table 1 (dotted: the paper's final accuracies)")
-    return save(fig, path)
+    return save(ctx, fig, "fedcog_table1")
 
 
 # FedCOG Table 3, CIFAR-10, the FedAvg row: accuracy (%) after 50 FedAvg rounds and one more round of FedAvg (×)
@@ -268,9 +268,9 @@ def cost_claim(numbers: dict) -> Claim:
     )
 
 
-def build(scale: str, folder: Path) -> Built:
-    runs = runs_root(folder.parent.parent)
-    numbers = collect(runs)
+def build(ctx: Build) -> Built:
+    runs = runs_root(ctx)
+    numbers = collect(ctx, runs)
     if not numbers:
         raise InputError(f"no FedCOG runs under {runs}: bash scripts/fedcog-experiments.sh 0 1 2 makes them")
     found = gains(numbers)
@@ -288,7 +288,7 @@ def build(scale: str, folder: Path) -> Built:
     curves = {f"{p}/{m}/seed{s}": v for (p, m, s), v in numbers.items()}
     parts = {k: c.to_dict() for k, c in setting_claims(found).items()}
     parts |= {"table3": table3_claim(numbers).to_dict(), "cost": cost_claim(numbers).to_dict()}
-    return Built(HEADERS, table_rows(numbers), Claim(verdict, text, size), plot(numbers, folder / "fedcog_table1"),
+    return Built(HEADERS, table_rows(numbers), Claim(verdict, text, size), plot(ctx, numbers),
                  {"runs": curves, "gains": found, "parts": parts})  # fmt: skip
 
 

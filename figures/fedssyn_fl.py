@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import Artefact, Built, Claim
+from figures.artefacts import Artefact, Build, Built, Claim
 from figures.flruns import (
     CAPPED,
     Arm,
@@ -37,7 +36,6 @@ from figures.flruns import (
     show,
     show_ratio,
     show_rounds,
-    store,
 )
 from figures.scripted import points as percent
 from figures.verdict import (
@@ -145,10 +143,13 @@ def ddpm_notes(notes: list[str]) -> tuple[str, ...]:
     return (*notes, DDPM_HOW) if notes else ()
 
 
-def with_ddpm(name: str, scale: str, arms: list[Arm], folder: Path) -> tuple[dict[str, Result], Result | None, list]:
+def with_ddpm(ctx: Build, name: str, arms: list[Arm]) -> tuple[dict[str, Result], Result | None, list] | None:
     """Fig. 3's and Fig. 5's runs: the arms' results by label with the DDPM arm's last where it is built (also
-    returned alone, None where left out), and the notes of an arm left out."""
-    main, extra, notes = run_with_optional(name, FMNIST[scale], arms, ddpm_arms(scale), folder.parent.parent)
+    returned alone, None where left out), and the notes of an arm left out; None while planning."""
+    ran = run_with_optional(ctx, name, FMNIST[ctx.scale], arms, ddpm_arms(ctx.scale))
+    if ran is None:
+        return None
+    main, extra, notes = ran
     return {r.arm.label: r for r in (*main, *extra.values())}, extra.get(DDPM_LABEL), notes
 
 
@@ -178,14 +179,14 @@ def accuracy(result: Result) -> list[float]:
 QUALITY = "quality"  # the store's (the ledger's) folder of python -m fl.quality reports (lab.records.check)
 
 
-def ddpm_quality(folder: Path, scale: str) -> list[dict]:
-    """The quality reports (:mod:`fl.quality`) of the scale's DDPM sets, one per seed, in the run store of the
-    artefact folder ``folder`` (``quality/ddpm-fmnist-seed<S>[-steps<N>].json``, :func:`fl.quality.report_name`;
-    the ledger's are checked by ``figures check``)."""
+def ddpm_quality(ctx: Build) -> list[dict]:
+    """The quality reports (:mod:`fl.quality`) of the build's scale's DDPM sets, one per seed, in its run store
+    (``quality/ddpm-fmnist-seed<S>[-steps<N>].json``, :func:`fl.quality.report_name`; the ledger's are checked by
+    ``figures check``)."""
     found = []
-    for seed in FMNIST[scale].seeds:
-        key = {"generator": "ddpm", "dataset": "fmnist", "seed": seed, "min_steps": DDPM_MIN_STEPS.get(scale, 0)}
-        path = store(folder.parent.parent) / QUALITY / report_name(key)
+    for seed in FMNIST[ctx.scale].seeds:
+        key = {"generator": "ddpm", "dataset": "fmnist", "seed": seed, "min_steps": DDPM_MIN_STEPS.get(ctx.scale, 0)}
+        path = ctx.store / QUALITY / report_name(key)
         try:
             report = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -295,8 +296,12 @@ def generator_claim(results: dict[str, Result], ddpm: Result | None) -> Claim:
     )
 
 
-def build_fig3(scale: str, folder: Path) -> Built:
-    results, ddpm, notes = with_ddpm("fig3", scale, fig3_arms(scale), folder)
+def build_fig3(ctx: Build) -> Built | None:
+    scale = ctx.scale
+    ran = with_ddpm(ctx, "fig3", fig3_arms(scale))
+    if ran is None:  # planning (python -m figures status): the runs are recorded, nothing to build
+        return None
+    results, ddpm, notes = ran
     rows = [
         [r.arm.label, show(accuracy(r)), show_rounds(r), show(r.estimate("zeta2_ratio")),
          show(r.estimate("delta2"))]
@@ -319,8 +324,8 @@ def build_fig3(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ² (mean over rounds)", "δ²"],
         rows,
-        fig3_claim(results, ddpm, ddpm_quality(folder, scale) if ddpm else ()),
-        save(fig, folder / "fig3"),
+        fig3_claim(results, ddpm, ddpm_quality(ctx) if ddpm else ()),
+        save(ctx, fig, "fig3"),
         {
             "seeds": list(FMNIST[scale].seeds),
             "real_shuffle_p": REAL_P[scale],
@@ -391,8 +396,12 @@ def sigma_claim(results: dict[str, Result], scale: str) -> Claim:
     )
 
 
-def build_fig5(scale: str, folder: Path) -> Built:
-    results, ddpm, notes = with_ddpm("fig5", scale, fig3_arms(scale)[:4], folder)
+def build_fig5(ctx: Build) -> Built | None:
+    scale = ctx.scale
+    ran = with_ddpm(ctx, "fig5", fig3_arms(scale)[:4])
+    if ran is None:  # planning (python -m figures status): the runs are recorded, nothing to build
+        return None
+    results, ddpm, notes = ran
     fig, axes = plt.subplots(1, len(CURVES), figsize=(13, 3.2))
     rows = []
     for colour, (label, result) in zip(colours(results), results.items()):  # one colour per arm in every panel
@@ -416,8 +425,8 @@ def build_fig5(scale: str, folder: Path) -> Built:
     return Built(
         ["local data", "round", "ζ̂²_p/ζ²", "σ² (on D_i)", "σ̂²_p", "δ²"],
         rows,
-        fig5_claim(results, ddpm, ddpm_quality(folder, scale) if ddpm else ()),
-        save(fig, folder / "fig5"),
+        fig5_claim(results, ddpm, ddpm_quality(ctx) if ddpm else ()),
+        save(ctx, fig, "fig5"),
         {
             "seeds": list(FMNIST[scale].seeds),
             "ddpm_arm": ddpm is not None,
@@ -642,11 +651,13 @@ def communication_claim(pairs: dict[str, tuple[Result, Result]], alpha: float) -
     )
 
 
-def build_table1(scale: str, folder: Path) -> Built:
+def build_table1(ctx: Build) -> Built | None:
+    scale = ctx.scale
     algorithms = TABLE1_ALGORITHMS[scale]
-    results, extra, notes = run_with_optional(
-        "table1", FMNIST[scale], table1_arms(scale), table1_ddpm_arms(scale), folder.parent.parent
-    )
+    ran = run_with_optional(ctx, "table1", FMNIST[scale], table1_arms(scale), table1_ddpm_arms(scale))
+    if ran is None:  # planning (python -m figures status): the runs are recorded, nothing to build
+        return None
+    results, extra, notes = ran
     pairs = {a: (results[2 * k], results[2 * k + 1]) for k, a in enumerate(algorithms)}
     ddpm = {a: extra[ddpm_label(a)] for a in algorithms if ddpm_label(a) in extra}
     paper = PAPER_TABLE1[PAPER_ALPHA[scale]]
@@ -684,8 +695,8 @@ def build_table1(scale: str, folder: Path) -> Built:
          *(["D_i ∪ D̃_si (DDPM)", "speed-up (DDPM)", "final acc. (DDPM)"] if ddpm else []),
          "diverged runs", f"paper (CIFAR-10, α = {PAPER_ALPHA[scale]}): without / with (speed-up)"],
         rows,
-        table1_claim(pairs, ddpm, paper, PAPER_ALPHA[scale], ddpm_quality(folder, scale) if ddpm else ()),
-        save(fig, folder / "table1"),
+        table1_claim(pairs, ddpm, paper, PAPER_ALPHA[scale], ddpm_quality(ctx) if ddpm else ()),
+        save(ctx, fig, "table1"),
         {"seeds": list(FMNIST[scale].seeds), "lr": ALGORITHM_LR.get(scale, {}), "ddpm_arms": sorted(ddpm),
          "algorithms": {a: {"verdict": direction(rounds_or_cap(w), rounds_or_cap(s)),
                             "speedup": mean_sd(speedups(w, s))[0],
@@ -765,10 +776,14 @@ def epochs_claim(by_key: dict[str, list[tuple[float, Result]]], scale: str) -> C
     )
 
 
-def build_fig4(scale: str, folder: Path) -> Built:
+def build_fig4(ctx: Build) -> Built | None:
+    scale = ctx.scale
     planned = fig4_arms(scale)
     unique = list({arm.label: arm for _, _, arm in planned}.values())
-    results = {r.arm.label: r for r in run_arms("fig4", FMNIST[scale], unique, folder.parent.parent)}
+    ran = run_arms(ctx, "fig4", FMNIST[scale], unique)
+    if ran is None:  # planning (python -m figures status): the runs are recorded, nothing to build
+        return None
+    results = {r.arm.label: r for r in ran}
     by_key: dict[str, list[tuple[float, Result]]] = {}
     for key, value, arm in planned:
         by_key.setdefault(key, []).append((value, results[arm.label]))
@@ -791,7 +806,7 @@ def build_fig4(scale: str, folder: Path) -> Built:
         ["parameter", "value", f"accuracy after {FIG4_ROUNDS[scale]} rounds", f"rounds to {target:g}", "ζ̂²_p/ζ²", "δ²"],
         rows,
         fig4_claim(by_key),
-        save(fig, folder / "fig4"),
+        save(ctx, fig, "fig4"),
         {
             "seeds": list(FMNIST[scale].seeds),
             "base": dict(zip(names, BASE_VALUES[scale])),
@@ -844,8 +859,11 @@ def dp_claim(results: list[Result]) -> Claim:
     return Claim(verdict, text)
 
 
-def build_dp(scale: str, folder: Path) -> Built:
-    results = run_arms("dp", DP[scale], dp_arms(scale), folder.parent.parent)
+def build_dp(ctx: Build) -> Built | None:
+    scale = ctx.scale
+    results = run_arms(ctx, "dp", DP[scale], dp_arms(scale))
+    if results is None:  # planning (python -m figures status): the runs are recorded, nothing to build
+        return None
     target = results[0].summaries[0]["target_accuracy"]
     rows = [[r.arm.label, show(r.values("dp_epsilon")), show(accuracy(r)), show_rounds(r),
              show(r.estimate("zeta2_ratio")), show(r.estimate("delta2"))] for r in results]  # fmt: skip
@@ -860,7 +878,7 @@ def build_dp(scale: str, folder: Path) -> Built:
         ["run", "ε (δ = 1e-5)", "final accuracy", f"rounds to {target:g}", "ζ̂²_p/ζ²", "δ²"],
         rows,
         dp_claim(results),
-        save(fig, folder / "dp"),
+        save(ctx, fig, "dp"),
         {"seeds": list(DP[scale].seeds)},
     )
 
@@ -943,9 +961,12 @@ def theory_claim(rows: list[dict]) -> Claim:
     return Claim(verdict, text)
 
 
-def build_theory_fl(scale: str, folder: Path) -> Built:
+def build_theory_fl(ctx: Build) -> Built | None:
+    scale = ctx.scale
     arms = [NONE, *(real_shuffle(p) for p in THEORY_P[scale]), FEDSSYN]
-    results = run_arms("theory-fl", FMNIST[scale], arms, folder.parent.parent)
+    results = run_arms(ctx, "theory-fl", FMNIST[scale], arms)
+    if results is None:  # planning (python -m figures status): the runs are recorded, nothing to build
+        return None
     baseline = results[0]
     batch_size = load_config(FMNIST[scale].config).train.batch_size
     base_rounds = mean_sd(rounds_or_cap(baseline))[0]
@@ -991,7 +1012,7 @@ def build_theory_fl(scale: str, folder: Path) -> Built:
          "Lemma 1 σ̂²_p (σ̃² = σ² + ζ²)", "δ²", "rounds ratio R(p)/R(0)", "Corollary I ratio (drift term)"],
         table,
         theory_claim(judged),
-        save(fig, folder / "theory_fl"),
+        save(ctx, fig, "theory_fl"),
         {"seeds": list(FMNIST[scale].seeds), "baseline_rounds": base_rounds},
     )  # fmt: skip
 

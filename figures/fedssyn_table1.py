@@ -25,9 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import Artefact, Built, Claim
-from figures.flruns import PLAN, Arm, NotInStore, Protocol, Result, config_of, plt, progress, run_arms, run_folder, save
-from figures.flruns import store as store_of
+from figures.artefacts import Artefact, Build, Built, Claim
+from figures.flruns import Arm, NotInStore, Protocol, Result, config_of, plt, progress, run_arms, run_folder, save
 from figures.verdict import HELD, NOT_MEASURED, bounded_size, censored_mark, combine, direction
 from fl.sweep import mean_sd
 
@@ -172,9 +171,9 @@ def arms(name: str, subsample: int) -> list[Arm]:
             for algorithm in ALGORITHMS for label, method in (("D_i", "none"), ("D_i ∪ D̃_si", "fedssyn"))]  # fmt: skip
 
 
-def column_state(protocol: Protocol, column_arms: Sequence[Arm], root: Path) -> tuple[int, int, list[int]]:
-    """(finished runs, runs, rounds reached by each unfinished run that started) of a column in the store."""
-    base = store_of(root)
+def column_state(protocol: Protocol, column_arms: Sequence[Arm], base: Path) -> tuple[int, int, list[int]]:
+    """(finished runs, runs, rounds reached by each unfinished run that started) of a column in the run store
+    ``base``."""
     states = [progress(c, run_folder(c, base)) for arm in column_arms for seed in protocol.seeds
               for c in [config_of(protocol, arm, seed, base)]]  # fmt: skip
     done = sum(s["state"] == "done" for s in states)
@@ -207,23 +206,24 @@ def column_claim(name: str, column: Column, pairs: dict[str, tuple[Result, Resul
     return {"verdicts": per, "sizes": words, "speedups": {a: at[a].mean_sd for a in at}}, Claim(verdict, text, size)
 
 
-def build(scale: str, folder: Path) -> Built:
-    subsample = SUBSAMPLE[scale]
+def build(ctx: Build) -> Built | None:
+    scale, subsample = ctx.scale, SUBSAMPLE[ctx.scale]
     protocol = Protocol(CONFIG, (), SEEDS)
-    root = folder.parent.parent
-    if PLAN["tasks"] is not None:  # python -m figures status: every run of the grid (run_arms raises Planned)
-        run_arms("table1-grid", protocol, [arm for name in COLUMNS for arm in arms(name, subsample)], root)
+    if ctx.plan is not None:  # python -m figures status: every run of the grid recorded, nothing to build
+        run_arms(ctx, "table1-grid", protocol, [arm for name in COLUMNS for arm in arms(name, subsample)])
+        return None
     rows, claims, notes, numbers, curves, parts = [], [], [], {}, {}, {}
     for name, column in COLUMNS.items():
         column_arms = arms(name, subsample)
-        done, total, partial = column_state(protocol, column_arms, root)
+        done, total, partial = column_state(protocol, column_arms, ctx.store)
         if done < total:
             reached = f"; the started ones at rounds {min(partial)}-{max(partial)} of 100" if partial else ""
             notes.append(f"{name} ({column.title}): {NOT_MEASURED}: {done} of {total} runs finished among those "
                          f"read (REPORT: the ledger){reached}; `{SCRIPT} {name}` continues it")  # fmt: skip
             parts[name] = Claim(NOT_MEASURED, notes[-1]).to_dict()
             continue
-        results = run_arms(f"table1-grid {name}", protocol, column_arms, root)
+        results = run_arms(ctx, f"table1-grid {name}", protocol, column_arms)
+        assert results is not None  # not planning
         pairs = {a: (results[2 * k], results[2 * k + 1]) for k, a in enumerate(ALGORITHMS)}
         m = target_rule(pairs["fedavg"][0].rows)
         numbers[name], claim = column_claim(name, column, pairs, m)
@@ -262,14 +262,14 @@ def build(scale: str, folder: Path) -> Built:
          "paper (CIFAR-10): rounds with D̃ (speed-up), m"],
         rows,
         claim,
-        figure(curves, folder, scale),
+        figure(ctx, curves),
         {"columns": numbers, "parts": parts, "seeds": list(SEEDS), "subsample": subsample,
          "target_rule": f"{TARGET_SHARE} x FedAvg D_i's mean of its last {LAST} rounds, floored to a whole percent"},
         tuple(notes),
     )  # fmt: skip
 
 
-def figure(curves: dict, folder: Path, scale: str) -> list[str]:
+def figure(ctx: Build, curves: dict) -> list[str]:
     """Speed-up against target, one panel per measured column, one line per algorithm; our m and the paper's
     (CIFAR-10) marked."""
     fig, axes = plt.subplots(1, len(curves), figsize=(max(7.0, 4.2 * len(curves)), 3.8), squeeze=False)
@@ -281,9 +281,9 @@ def figure(curves: dict, folder: Path, scale: str) -> list[str]:
         ax.axvline(100 * paper_m, color="0.6", ls=":", lw=0.8, label=f"paper's m = {paper_m:.0%} (CIFAR-10)")
         ax.set(xlabel="target test accuracy (%)", ylabel="speed-up (rounds D_i / D_i ∪ D̃_si)", title=name)
         ax.legend(fontsize=6, loc="lower left")
-    fig.suptitle(f"Fedssyn Table 1 at the paper's knobs ({scale}): speed-up against target, mean of 3 seeds",
+    fig.suptitle(f"Fedssyn Table 1 at the paper's knobs ({ctx.scale}): speed-up against target, mean of 3 seeds",
                  fontsize=9)  # fmt: skip
-    return save(fig, folder / "speedup_vs_target")
+    return save(ctx, fig, "speedup_vs_target")
 
 
 ARTEFACT = Artefact(

@@ -6,12 +6,15 @@ hash taken over the resolved config: two artefacts asking for the same experimen
 1's and Fig. 5's) share one run, a finished run is read back, an interrupted one resumed (:func:`fl.sweep.run_one`).
 Fedssyn's generators are cached in ``ROOT/_synthetic``, shared by every run that trains the same ones.
 
-With ``jobs`` > 1 (``python -m figures --jobs N``) independent runs go N at a time to their own processes,
-``python -m fl.run --resume FOLDER`` with one torch thread each: the small CNNs of the cpu scale train faster as N
-one-thread processes than as one N-thread process. Ctrl-C or SIGTERM reaches every such process, which saves its
-checkpoint and stops, and the build waits for them: the next invocation resumes. A run folder is locked while it
-runs (``<hash>.lock``), so two builds sharing a run never write it together: the second waits and reads the first's
-result.
+With ``jobs`` > 1 (``python -m figures --jobs N``: the :class:`~figures.artefacts.Build`'s ``jobs``) independent runs go
+N at a time to their own processes, ``python -m fl.run --resume FOLDER`` with one torch thread each: the small CNNs of
+the cpu scale train faster as N one-thread processes than as one N-thread process. Ctrl-C or SIGTERM reaches every such
+process, which saves its checkpoint and stops, and the build waits for them: the next invocation resumes. A run folder
+is locked while it runs (``<hash>.lock``), so two builds sharing a run never write it together: the second waits and
+reads the first's result.
+
+A :class:`~figures.artefacts.Build` with a ``plan`` (``python -m figures status``) makes :func:`run_arms` record the
+runs instead: it returns None, and a builder stops there (:func:`plan`).
 
 Seeds are summarised as mean ± sample standard deviation, and two arms differ "beyond the seed spread" when their
 means differ by more than the combined standard deviation sqrt(sd_a² + sd_b²) (:func:`beyond`).
@@ -20,8 +23,7 @@ means differ by more than the combined standard deviation sqrt(sd_a² + sd_b²) 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +33,7 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from figures.artefacts import DRAW, used
+from figures.artefacts import Artefact, Build, Plan
 from figures.verdict import HELD, censored_mark, direction
 from fl.atomic import locked
 from fl.config import RunConfig, load_config
@@ -43,15 +45,6 @@ from lab.records.keys import LEDGER_MARK, RUNS, SYNTHETIC, run_key
 from plots.figure import save as save_figure
 from theory.errors import InputError
 
-JOBS = {"default": 1}  # worker processes for independent runs; python -m figures --jobs sets it (set_jobs)
-STORE: dict[str, Path | None] = {"path": None}  # python -m figures --runs sets it (set_store)
-# python -m figures status lists the runs instead of running them, and the optional arms left out with the reason
-PLAN: dict[str, list | None] = {"tasks": None, "left_out": None}
-
-
-class Planned(Exception):
-    """Raised by :func:`run_arms` in planning mode, after it recorded the runs an artefact needs."""
-
 
 class NotInStore(InputError):
     """Raised by :func:`run_arms` on a run ledger (read only) when runs an artefact needs are missing or partial:
@@ -61,21 +54,6 @@ class NotInStore(InputError):
 def read_only(runs: Path) -> bool:
     """Whether the run store ``runs`` is a run ledger, which builds read and never train in."""
     return (runs / LEDGER_MARK).exists()
-
-
-def set_jobs(jobs: int) -> None:
-    JOBS["default"] = jobs
-
-
-def set_store(path: Path | None) -> None:
-    STORE["path"] = path
-
-
-def store(root: Path) -> Path:
-    """Where the run store (``_runs``, ``_synthetic``) lives: ``--runs`` or ``$SHUFFLEFL_RUNS`` where given (keep
-    long runs outside a work tree that may be laid anew), else beside the artefacts under ``root``."""
-    chosen = STORE["path"] or os.environ.get("SHUFFLEFL_RUNS")
-    return Path(chosen).expanduser() if chosen else root
 
 
 @dataclass(frozen=True)
@@ -151,18 +129,18 @@ def run_processes(pending: Sequence[tuple[RunConfig, Path]], jobs: int, poll: fl
     sweep_processes(pending, jobs, poll, hold=lock_file)
 
 
-def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, jobs: int | None = None) -> list[Result]:
-    """Every (arm, seed) run, reused, resumed or started (``jobs`` at a time, default :func:`set_jobs`'s), one
-    progress line each; the results in ``arms``' order."""
-    jobs = jobs or JOBS["default"]
-    root = store(root)
+def run_arms(ctx: Build, name: str, protocol: Protocol, arms: Sequence[Arm]) -> list[Result] | None:
+    """Every (arm, seed) run in ``ctx``'s store, reused, resumed or started (``ctx.jobs`` at a time), one progress
+    line each; the results in ``arms``' order. While planning (``ctx.plan``) the runs are recorded there and none
+    is run or read: None, and the builder returns."""
+    root = ctx.store
     configs = [[config_of(protocol, arm, seed, root) for seed in protocol.seeds] for arm in arms]  # all checked first
     tasks = [(arm, seed, config, run_folder(config, root)) for arm, per_seed in zip(arms, configs)
              for seed, config in zip(protocol.seeds, per_seed)]  # fmt: skip
-    if PLAN["tasks"] is not None:
-        PLAN["tasks"].extend((name, arm.label, seed, config, folder) for arm, seed, config, folder in tasks)
-        raise Planned
-    used(folder for *_, folder in tasks)
+    if ctx.plan is not None:
+        ctx.plan.tasks.extend((name, arm.label, seed, config, folder) for arm, seed, config, folder in tasks)
+        return None
+    ctx.use(folder for *_, folder in tasks)
     if read_only(root):
         absent = [(arm, seed, config, folder) for arm, seed, config, folder in tasks
                   if not (folder / "summary.json").exists()]  # fmt: skip
@@ -176,8 +154,8 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
         state = "reused" if (folder / "summary.json").exists() else "to run"
         print(f"  {name} [{k}/{len(tasks)}] {arm.label}, seed {seed}: {state} ({folder})", flush=True)
     pending = [(config, folder) for _, _, config, folder in tasks if not (folder / "summary.json").exists()]
-    if jobs > 1 and len(pending) > 1:
-        run_processes(pending, jobs)
+    if ctx.jobs > 1 and len(pending) > 1:
+        run_processes(pending, ctx.jobs)
     else:
         for config, folder in pending:
             run_locked(config, folder)
@@ -191,10 +169,9 @@ def run_arms(name: str, protocol: Protocol, arms: Sequence[Arm], root: Path, job
 
 def absent_data(protocol: Protocol, arm: Arm, root: Path) -> str | None:
     """Why an arm whose data come from elsewhere (a GPU lease's DDPM sets, unpacked into the store's ``_synthetic``
-    with ``python -m fl.synthesis unpack``) cannot be had here, or None: each of its runs is finished in the store,
-    or finds every client's synthetic set in the cache (:func:`fl.experiment.missing_prepared`) and so trains no
-    generator on this machine. A run ledger only reads: there an unfinished run is absent."""
-    root = store(root)
+    with ``python -m fl.synthesis unpack``) cannot be had here, or None: each of its runs is finished in the run
+    store ``root``, or finds every client's synthetic set in the cache (:func:`fl.experiment.missing_prepared`) and
+    so trains no generator on this machine. A run ledger only reads: there an unfinished run is absent."""
     runs = {seed: (c, run_folder(c, root)) for seed in protocol.seeds for c in [config_of(protocol, arm, seed, root)]}
     unfinished = {seed: run for seed, run in runs.items() if progress(*run)["state"] != "done"}
     if unfinished and read_only(root):
@@ -215,37 +192,35 @@ def absent_data(protocol: Protocol, arm: Arm, root: Path) -> str | None:
 
 
 def run_with_optional(
-    name: str, protocol: Protocol, arms: Sequence[Arm], optional: Sequence[Arm], root: Path
-) -> tuple[list[Result], dict[str, Result], list[str]]:
+    ctx: Build, name: str, protocol: Protocol, arms: Sequence[Arm], optional: Sequence[Arm]
+) -> tuple[list[Result], dict[str, Result], list[str]] | None:
     """:func:`run_arms` of ``arms`` and of those ``optional`` arms whose data are here (:func:`absent_data`), in one
     go: (the results of ``arms`` in order, the optional arms' results by label, one note per reason for leaving
-    optional arms out)."""
+    optional arms out). While planning, the arms left out are recorded with the runs, and it returns None."""
     ready, left_out = [], {}
     for arm in optional:
-        why = absent_data(protocol, arm, root)
+        why = absent_data(protocol, arm, ctx.store)
         if why:
             left_out.setdefault(why, []).append(arm.label)  # arms sharing one cache share the reason: one note
         else:
             ready.append(arm)
-    if PLAN["left_out"] is not None:
-        PLAN["left_out"].extend((name, label, why) for why, labels in left_out.items() for label in labels)
-    results = run_arms(name, protocol, [*arms, *ready], root)
+    if ctx.plan is not None:
+        ctx.plan.left_out.extend((name, label, why) for why, labels in left_out.items() for label in labels)
+    results = run_arms(ctx, name, protocol, [*arms, *ready])
+    if results is None:
+        return None
     notes = [f"{'; '.join(labels)}: left out, {why}" for why, labels in left_out.items()]
     return results[: len(arms)], {r.arm.label: r for r in results[len(arms) :]}, notes
 
 
-def plan(build: Callable[[], object]) -> tuple[list[tuple[str, str, int, RunConfig, Path]], list[tuple[str, str, str]]]:
-    """The (artefact, arm, seed, config, folder) of every run ``build`` would use, without running any, and the
-    (artefact, arm, reason) of each optional arm it would leave out (:func:`run_with_optional`)."""
-    PLAN["tasks"], PLAN["left_out"] = [], []
-    try:
-        build()
-    except Planned:
-        pass
-    finally:
-        tasks, left_out = PLAN["tasks"], PLAN["left_out"]
-        PLAN["tasks"] = PLAN["left_out"] = None
-    return tasks, left_out
+def plan(artefact: Artefact, scale: str, root: Path, runs: Path | None = None) -> Plan:
+    """The runs an FL artefact would use at ``scale`` (run store: ``runs``, else ``$SHUFFLEFL_RUNS``, else
+    ``root``), without running or reading any: its build with a :class:`~figures.artefacts.Plan`, in which
+    :func:`run_arms` records each (artefact, arm, seed, config, folder) and :func:`run_with_optional` each optional
+    arm it would leave out (artefact, arm, reason); the build stops at its first :func:`run_arms`."""
+    recorded = Plan()
+    artefact.build(artefact.context(scale, root, runs=runs, plan=recorded))
+    return recorded
 
 
 def progress(config: RunConfig, folder: Path) -> dict:
@@ -314,10 +289,11 @@ def show_ratio(without: Result, with_: Result, ratios: Sequence[float]) -> str:
     return censored_mark(any(censored(without)), any(censored(with_))) + show(ratios)
 
 
-def save(fig, path: Path) -> list[str]:
-    """PNG (for the report) and PDF (for a paper) of ``fig``; their names relative to the artefact's folder (not
-    drawn while :data:`figures.artefacts.DRAW` is off)."""
-    if DRAW["figures"]:
+def save(ctx: Build, fig, name: str) -> list[str]:
+    """PNG (for the report) and PDF (for a paper) of ``fig`` as ``name`` in the build's folder; their names
+    (relative to it). Not drawn where ``ctx.draw`` is off (:func:`figures.ledger.rebuild`)."""
+    path = ctx.folder / name
+    if ctx.draw:
         fig.tight_layout(rect=(0, 0, 1, 0.95) if fig.get_suptitle() else None)  # room for the title
         save_figure(fig, path.with_suffix(".png"), dpi=120)  # each through a temporary file, never via a link
         save_figure(fig, path.with_suffix(".pdf"))

@@ -18,8 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from figures.artefacts import DRAW, Artefact, Built, Claim, used
-from figures.flruns import store
+from figures.artefacts import Artefact, Build, Built, Claim
 from figures.verdict import NOT_MEASURED, bound, combine
 from lab.campaign.predict import GOAL_MINUTES, bench_records, rates_from, target_minutes
 from lab.campaign.tasks import DDPM_STEPS
@@ -112,10 +111,11 @@ def graph_gains(rows: list[dict]) -> dict[str, float]:
             for (arm, runs, steps, graphs) in speed if graphs and (arm, runs, steps, False) in speed}  # fmt: skip
 
 
-def ddpm_reports(root: Path) -> list[dict]:
-    """The ledger's quality reports of DDPM sets trained at least DDPM_STEPS steps a client, by seed."""
-    paths = sorted((root / QUALITY).glob(f"ddpm-fmnist-seed*-steps{DDPM_STEPS}.json"))
-    used(paths)
+def ddpm_reports(ctx: Build) -> list[dict]:
+    """The ledger's (the build's run store's) quality reports of DDPM sets trained at least DDPM_STEPS steps a
+    client, by seed."""
+    paths = sorted((ctx.store / QUALITY).glob(f"ddpm-fmnist-seed*-steps{DDPM_STEPS}.json"))
+    ctx.use(paths)
     return sorted((json.loads(path.read_text()) for path in paths), key=lambda report: report["seed"])
 
 
@@ -156,10 +156,10 @@ def claim(minutes: float, seconds: float, rates: dict, ddpm: tuple[str, str]) ->
     return Claim(verdict, text)
 
 
-def build(scale: str, folder: Path) -> Built:
-    root = store(folder.parent.parent)
+def build(ctx: Build) -> Built:
+    root = ctx.store
     paths, device, rows = records(root / BENCH)
-    used([path.parent for path in paths])
+    ctx.use([path.parent for path in paths])
     rates = rates_from(None, root / BENCH)  # every kind its newest measurement; one not measured: the plan's assumed
     minutes = target_minutes(rates, root)[1]
     fast = [r for r in rows if r["part"] == "dynafed" and r.get("seeds") == 1 and r.get("precision") == "auto"
@@ -172,9 +172,9 @@ def build(scale: str, folder: Path) -> Built:
             curves.setdefault(label, ([], []))
             curves[label][0].append(r["runs"])
             curves[label][1].append(r["run_rounds_per_s"])
-    if DRAW["figures"]:
-        plot_fleet(curves, folder / "fleet.png", f"{device}: fleets of 20-client runs, 10 steps a round")
-    reports = ddpm_reports(root)
+    if ctx.draw:
+        plot_fleet(curves, ctx.folder / "fleet.png", f"{device}: fleets of 20-client runs, 10 steps a round")
+    reports = ddpm_reports(ctx)
     names = [f"{BENCH}/{path.parent.name}" for path in paths]
     numbers = {"records": [f"{name}/gpu.json" for name in names], "device": device, "rates": rates,
                "target_minutes": minutes, "synthesis_seconds": seconds, "graph_gains": graph_gains(rows),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import Artefact, Built, Claim
+from figures.artefacts import Artefact, Build, Built, Claim
 from figures.flruns import plt, save
 from figures.scripted import (
     accuracy_numbers,
@@ -84,13 +84,14 @@ def run_numbers(rows: list[dict]) -> dict:
     }
 
 
-def collect(runs: Path, seeds: tuple[int, ...] = SEEDS) -> dict:
-    """(part, arm, seed) -> numbers, for the runs that have at least one round."""
+def collect(ctx: Build, runs: Path, seeds: tuple[int, ...] = SEEDS) -> dict:
+    """(part, arm, seed) -> numbers, for the runs under ``runs`` that have at least one round (``ctx`` names those
+    read)."""
     out = {}
     for part in PARTS:
         for seed in seeds:
             for arm in ARMS:
-                rows = read_rows(run_folder(runs, part, seed, arm))
+                rows = read_rows(ctx, run_folder(runs, part, seed, arm))
                 if rows:
                     out[part, arm, seed] = run_numbers(rows)
     return out
@@ -366,7 +367,7 @@ def convergence_claim(numbers: dict) -> Claim:
     )
 
 
-def plot(numbers: dict, path: Path) -> list[str]:
+def plot(ctx: Build, numbers: dict) -> list[str]:
     fig, axes = plt.subplots(2, len(PARTS), figsize=(11, 6.4), sharex="col", squeeze=False)
     colours = {arm: f"C{i}" for i, arm in enumerate(ARMS)}
     styles = ("-", "--", ":")
@@ -397,12 +398,12 @@ def plot(numbers: dict, path: Path) -> list[str]:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
     fig.suptitle("HFMDs / FMDS vs FedAvg on FMNIST (seed 0 solid, 1 dashed, 2 dotted; grey: syntheses)", fontsize=9)
-    return save(fig, path)
+    return save(ctx, fig, "hfmds_fmnist")
 
 
-def build(scale: str, folder: Path) -> Built:
-    runs = runs_root(folder.parent.parent)
-    numbers = collect(runs)
+def build(ctx: Build) -> Built:
+    runs = runs_root(ctx)
+    numbers = collect(ctx, runs)
     if not numbers:
         raise InputError(f"no HFMDs runs under {runs}: bash {SCRIPT} [dir001|shards] 0 1 2 makes them")
     found_gains = gains(numbers)
@@ -412,7 +413,7 @@ def build(scale: str, folder: Path) -> Built:
         HEADERS,
         table_rows(numbers, found_gains),
         claim(found_gains),
-        plot(numbers, folder / "hfmds_fmnist"),
+        plot(ctx, numbers),
         {
             "runs_root": str(runs),
             "runs": per_run,

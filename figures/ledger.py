@@ -26,10 +26,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from figures.artefacts import DRAW, SCALES, USED
-from figures.catalogue import ARTEFACTS, RERUN
+from figures.artefacts import SCALES
+from figures.catalogue import ARTEFACTS
 from figures.claims import ROWS, claims_table
-from figures.flruns import LEDGER_MARK, RUNS, STORE
+from figures.flruns import LEDGER_MARK, RUNS
 from figures.report import BEGIN, CLAIMS_BEGIN, CLAIMS_END, END, between, own_report, section, write_sections
 from fl.plugins import importing_nothing
 from lab.records.check import NAMED, SIMS
@@ -93,33 +93,30 @@ def rebuild(
     if not (ledger / LEDGER_MARK).exists():
         raise InputError(f"{ledger}: not a run ledger (no {LEDGER_MARK} mark)")
     built: dict[tuple[str, str], dict | str] = {}
-    saved, rerun, drawing = STORE["path"], RERUN["sims"], DRAW["figures"]
-    STORE["path"], RERUN["sims"] = ledger, False  # the simulator artefacts read the ledger's summaries
-    DRAW["figures"] = False  # into a temporary folder: each figure's name, not its drawing
-    try:
-        with tempfile.TemporaryDirectory() as tmp, importing_nothing("the ledger's rebuild imports no plug-in"):
-            for artefact in ARTEFACTS.values():
-                if names and artefact.name not in names:
+    with tempfile.TemporaryDirectory() as tmp, importing_nothing("the ledger's rebuild imports no plug-in"):
+        for artefact in ARTEFACTS.values():
+            if names and artefact.name not in names:
+                continue
+            for scale in ("cpu", "paper"):
+                if scale not in artefact.scales:
                     continue
-                for scale in ("cpu", "paper"):
-                    if scale not in artefact.scales:
+                if artefact.name in SIMS:
+                    summary = ledger / "sims" / SIMS[artefact.name] / scale / "summary.json"
+                    if not summary.exists():
+                        built[artefact.name, scale] = "The simulator's summary is not in the ledger."
                         continue
-                    if artefact.name in SIMS:
-                        summary = ledger / "sims" / SIMS[artefact.name] / scale / "summary.json"
-                        if not summary.exists():
-                            built[artefact.name, scale] = "The simulator's summary is not in the ledger."
-                            continue
-                    try:
-                        with contextlib.redirect_stdout(io.StringIO()):  # the build reads sims/ itself (catalogue)
-                            built[artefact.name, scale] = artefact.make(scale, Path(tmp), force=True)[0]
-                    except InputError as error:
-                        built[artefact.name, scale] = str(error).replace(str(ledger), "the ledger")
-                        held = sorted(str(f.relative_to(ledger)) for f in USED
-                                      if f.is_relative_to(ledger) and f.exists())  # fmt: skip
-                        if evidence is not None and held:
-                            evidence[artefact.name, scale] = held
-    finally:
-        STORE["path"], RERUN["sims"], DRAW["figures"] = saved, rerun, drawing
+                # the ledger's runs and simulator summaries (no --rerun-sims), into a temporary folder: each
+                # figure's name, not its drawing
+                ctx = artefact.context(scale, Path(tmp), runs=ledger, draw=False)
+                try:
+                    with contextlib.redirect_stdout(io.StringIO()):  # the build reads sims/ itself (catalogue)
+                        built[artefact.name, scale] = artefact.make(ctx, force=True)[0]
+                except InputError as error:
+                    built[artefact.name, scale] = str(error).replace(str(ledger), "the ledger")
+                    held = sorted(str(f.relative_to(ledger)) for f in ctx.used
+                                  if f.is_relative_to(ledger) and f.exists())  # fmt: skip
+                    if evidence is not None and held:
+                        evidence[artefact.name, scale] = held
     return built
 
 

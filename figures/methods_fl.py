@@ -11,11 +11,9 @@ N = 300 matching iterations (paper L = 20, N = 1000), FMDS/HFMDs invert every 10
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from figures.artefacts import Artefact, Built, Claim
+from figures.artefacts import Artefact, Build, Built, Claim
 from figures.fedssyn_fl import FMNIST, accuracy
 from figures.flruns import Arm, Result, plt, run_arms, save, seeds_text, show, show_rounds
 from figures.verdict import combine, direction
@@ -71,8 +69,11 @@ def methods_claim(results: list[Result]) -> Claim:
     return Claim(verdict, text)
 
 
-def build_methods(scale: str, folder: Path) -> Built:
-    results = run_arms("methods", FMNIST[scale], method_arms(scale), folder.parent.parent)
+def build_methods(ctx: Build) -> Built | None:
+    scale = ctx.scale
+    results = run_arms(ctx, "methods", FMNIST[scale], method_arms(scale))
+    if results is None:  # planning (python -m figures status): the runs are recorded, nothing to build
+        return None
     target = results[0].summaries[0]["target_accuracy"]
 
     def millions(values):
@@ -104,7 +105,7 @@ def build_methods(scale: str, folder: Path) -> Built:
          "synthetic numbers sent once (M)", "seconds", "seconds in method hooks", "paper: its own gain over FedAvg"],
         rows,
         methods_claim(results),
-        save(fig, folder / "methods"),
+        save(ctx, fig, "methods"),
         {"seeds": list(FMNIST[scale].seeds), "method_keys": {k: list(v) for k, v in METHOD_KEYS[scale].items()}},
     )  # fmt: skip
 

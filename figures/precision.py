@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from figures.dynafed import synthesis
-from figures.scripted import accuracy_numbers, read_rows, seed_list
+from figures.scripted import accuracy_numbers, rows_of, seed_list
 from figures.verdict import direction, mean_sd
 from fl.config import from_dict
 from fl.torchfiles import load_safely
@@ -56,7 +56,7 @@ def arm(run: Path) -> dict:
     config = json.loads(files[0].read_text())
     if config.get("method", {}).get("name") != "dynafed":
         raise InputError(f"{run}: method {config.get('method', {}).get('name')!r}, not dynafed")
-    rows = read_rows(run)
+    rows = rows_of(run)
     numbers, logged = accuracy_numbers(rows, last=LAST), synthesis(rows)
     saved = load_safely(files[2], "saved DynaFed synthesis", "restore it from the run ledger")
     provenance = run / "provenance.json"

@@ -15,25 +15,30 @@ from pathlib import Path
 
 import numpy as np
 
-from figures.artefacts import used
-from figures.flruns import store
+from figures.artefacts import Build
 from figures.verdict import CONTRADICTED, HELD, direction
 from fl.sweep import mean_sd
 
 
-def runs_root(root: Path) -> Path:
+def runs_root(ctx: Build) -> Path:
     """The folder the experiment scripts write their runs to: ``$SHUFFLEFL_RUNS/runs`` (or ``--runs``/runs)."""
-    return store(root) / "runs"
+    return ctx.store / "runs"
 
 
-def read_rows(run: Path) -> list[dict]:
-    """The metrics rows of ``run`` (none when it has not started); the artefact being built names it when it has
-    rows (a run never started is not evidence, and the ledger check would take it for a deleted entry)."""
+def rows_of(run: Path) -> list[dict]:
+    """The metrics rows of ``run`` (none when it has not started)."""
     path = run / "metrics.jsonl"
     if not path.exists():
         return []
-    used([run])
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_rows(ctx: Build, run: Path) -> list[dict]:
+    """:func:`rows_of` ``run``, which the build ``ctx`` names when it has rows (a run never started is not
+    evidence, and the ledger check would take it for a deleted entry)."""
+    if (run / "metrics.jsonl").exists():
+        ctx.use([run])
+    return rows_of(run)
 
 
 def accuracy_numbers(rows: list[dict], target: float = 0.7, last: int = 5) -> dict:

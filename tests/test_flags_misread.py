@@ -121,18 +121,14 @@ def test_gpu_check_honours_dry_before_or_after_the_folder(order, tmp_path):
 
 
 def test_figures_status_names_a_missing_run_store(tmp_path, monkeypatch, capsys):
-    import figures.flruns as flruns
     from figures.__main__ import main
 
     monkeypatch.delenv("SHUFFLEFL_RUNS", raising=False)
-    try:
-        assert main(["status", "--runs", str(tmp_path / "nope"), "--root", str(tmp_path)]) == 2
-        assert f"the run store {tmp_path / 'nope'} (--runs) is missing" in one_line(capsys, "figures")
-        monkeypatch.setenv("SHUFFLEFL_RUNS", str(tmp_path / "gone"))
-        assert main(["status", "--root", str(tmp_path)]) == 2
-        assert "($SHUFFLEFL_RUNS) is missing" in one_line(capsys, "figures")
-    finally:
-        flruns.set_store(None)
+    assert main(["status", "--runs", str(tmp_path / "nope"), "--root", str(tmp_path)]) == 2
+    assert f"the run store {tmp_path / 'nope'} (--runs) is missing" in one_line(capsys, "figures")
+    monkeypatch.setenv("SHUFFLEFL_RUNS", str(tmp_path / "gone"))
+    assert main(["status", "--root", str(tmp_path)]) == 2
+    assert "($SHUFFLEFL_RUNS) is missing" in one_line(capsys, "figures")
     assert not (tmp_path / "nope").exists() and not (tmp_path / "gone").exists()
 
 

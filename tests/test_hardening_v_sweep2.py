@@ -20,8 +20,6 @@ import pytest
 
 import fl.synthesis.fedssyn as fedssyn
 from figures.__main__ import main as figures_main
-from figures.catalogue import set_rerun_sims
-from figures.flruns import set_store
 from fl.run import main as run_main
 from fl.sinks import OWNER, RUN_TAG, curves_path, holds_curves_of, resumed_curves
 from fl.sweep import main as sweep_main
@@ -274,9 +272,7 @@ def ledger(tmp_path):
         (store / "sims" / name / "cpu").mkdir(parents=True)
         shutil.copy(source, store / "sims" / name / "cpu" / "summary.json")
     (store / ".ledger").touch()
-    yield store
-    set_store(None)
-    set_rerun_sims(False)
+    return store
 
 
 def damage(path: Path, change) -> None:
@@ -323,9 +319,6 @@ def test_a_damaged_summary_of_a_simulator_run_under_the_root_is_one_line(tmp_pat
     path = root / "fig2" / "quick" / "run" / "summary.json"
     path.parent.mkdir(parents=True)
     path.write_text('{"p": [0.1]}')
-    try:
-        capsys.readouterr()
-        assert figures_main(["fig2", "--scale", "quick", "--root", str(root), "--runs", str(root)]) == 2
-        one_line(capsys.readouterr().err, str(path), "'A_ratio'")
-    finally:
-        set_store(None)
+    capsys.readouterr()
+    assert figures_main(["fig2", "--scale", "quick", "--root", str(root), "--runs", str(root)]) == 2
+    one_line(capsys.readouterr().err, str(path), "'A_ratio'")

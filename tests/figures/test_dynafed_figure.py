@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from figures import dynafed
-from figures.flruns import set_store
+from figures.artefacts import Build
 from theory.errors import InputError
 
 
@@ -32,9 +32,12 @@ def write_run(folder, accuracies, method=None, synthesis_round=None, width=None,
 
 @pytest.fixture
 def store(tmp_path):
-    set_store(tmp_path / "store")
-    yield tmp_path / "store" / "runs"
-    set_store(None)
+    return tmp_path / "store" / "runs"
+
+
+def build(scale, folder):
+    """The artefact at ``scale`` into ``folder`` (tmp_path/figs/NAME/SCALE), the run store tmp_path/store."""
+    return dynafed.build(Build(scale, folder, runs=folder.parents[2] / "store"))
 
 
 def test_arms_compared_at_the_common_round(tmp_path, store):
@@ -48,7 +51,7 @@ def test_arms_compared_at_the_common_round(tmp_path, store):
     (dsa / "estimates_posthoc.jsonl").write_text(json.dumps({"round": 30, "estimates": {"delta2": 1.5}}) + "\n")
     torch.save({"round": 61, "x": torch.zeros(3), "method": {"server": {
         "x_syn": torch.randn(20, 1, 4, 4), "y_syn": torch.randn(20, 10)}}}, dsa / "checkpoint.pt")  # fmt: skip
-    built = dynafed.build("paper", folder)
+    built = build("paper", folder)
     assert built.numbers["common"] == 60
     fedavg, arm = built.rows
     assert fedavg[:3] == ["FedAvg (from round 23)", 0, "64 of 200"] and fedavg[7] == "61.20"
@@ -76,10 +79,10 @@ def test_no_fedavg_arm_and_no_runs(tmp_path, store):
     folder = tmp_path / "figs" / "dynafed-table1" / "paper"
     folder.mkdir(parents=True)
     with pytest.raises(InputError, match=r"dynafed-experiments\.sh"):
-        dynafed.build("paper", folder)
+        build("paper", folder)
     method = {"name": "dynafed", "iterations": 300, "augment": "none"}
     write_run(store / "dynafed_fmnist_a001_code_n300_none", [0.5] * 30, method, synthesis_round=24)
-    built = dynafed.build("paper", folder)
+    built = build("paper", folder)
     assert not built.claim.held and "no FedAvg arm" in built.claim.text
 
 
@@ -95,7 +98,7 @@ def test_the_cpu_scale_reads_the_reduced_protocol_only(tmp_path, store):
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_none", [0.5] * 23, method, width=32, rounds=50)
     # the same names at another width are not this protocol's
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n100_dsa", [0.9] * 50, method, 24, width=64, rounds=50)
-    built = dynafed.build("cpu", folder)
+    built = build("cpu", folder)
     assert [row[0] for row in built.rows] == ["FedAvg (from round 23)", "DynaFed code settings, N = 300, dsa"]
     assert "+0.00 points over FedAvg" in built.claim.text  # paired: FedAvg from 23 with the synthesis after 24
     assert "reduced CPU protocol (ConvNet-3 width 32, not 128; 50 rounds)" in built.claim.text
@@ -103,7 +106,7 @@ def test_the_cpu_scale_reads_the_reduced_protocol_only(tmp_path, store):
     paper = tmp_path / "figs" / "dynafed-table1" / "paper"
     paper.mkdir(parents=True)
     with pytest.raises(InputError, match="paper scale"):
-        dynafed.build("paper", paper)
+        build("paper", paper)
 
 
 def test_seeds_pair_with_fedavg_of_the_same_seed_and_start(tmp_path, store):
@@ -125,7 +128,7 @@ def test_seeds_pair_with_fedavg_of_the_same_seed_and_start(tmp_path, store):
                    run / "dynafed_synthesis.pt")  # fmt: skip
     # the code setting's FedAvg (from round 23) is another arm's baseline: seed 1 of it must not pair with paper
     write_run(store / "dynafed_fmnist_a001_fedavg_from23_seed1", [0.2] * 200, seed=1)
-    built = dynafed.build("paper", folder)
+    built = build("paper", folder)
     assert [row[:2] for row in built.rows] == [
         ["FedAvg (from round 19)", 0], ["FedAvg (from round 19)", 1], ["FedAvg (from round 19)", 2],
         ["FedAvg (from round 23)", 1], ["DynaFed paper settings, N = 1000, dsa", 0],
@@ -150,7 +153,7 @@ def test_an_arm_without_its_fedavg_says_so(tmp_path, store):
     method = {"name": "dynafed", "iterations": 1000, "augment": "dsa"}
     write_run(store / "dynafed_fmnist_a001_fedavg_from19", [0.7] * 200)
     write_run(store / "dynafed_fmnist_a001_paper_n1000_dsa_seed1", [0.8] * 200, method, synthesis_round=20, seed=1)
-    built = dynafed.build("paper", folder)
+    built = build("paper", folder)
     assert not built.claim.held
     assert "no FedAvg arm from round 19 of the same seed to compare with yet" in built.claim.text
 
@@ -166,7 +169,7 @@ def test_the_n0_control_never_carries_the_claim(tmp_path, store):
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa", [0.5] * 24 + wobble, learned, 24, 32, 50)
     control = {"name": "dynafed", "iterations": 0, "augment": "dsa"}
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n0_dsa", [0.5] * 24 + [0.75] * 26, control, 24, 32, 50)
-    built = dynafed.build("cpu", folder)
+    built = build("cpu", folder)
     text = built.claim.text
     assert "control, D_syn never matched: DynaFed code settings, N = 0, dsa: +13.80 points over FedAvg" in text
     assert "DynaFed code settings, N = 300, dsa: +0.00 points over FedAvg" in text
@@ -185,7 +188,7 @@ def test_an_arm_matched_in_another_precision_is_left_to_the_precision_study(tmp_
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa", [0.5] * 24 + [0.6] * 26, learned, 24, 32, 50)
     bf16 = learned | {"precision": "bf16"}
     write_run(store / "dynafed_fmnist_a001_code_w32_r50_n300_dsa_bf16", [0.5] * 24 + [0.9] * 26, bf16, 24, 32, 50)
-    built = dynafed.build("cpu", folder)
+    built = build("cpu", folder)
     assert len(built.rows) == 2 and "+10.00 points over FedAvg" in built.claim.text
 
 
@@ -202,7 +205,7 @@ def test_judged_at_its_end_the_smaller_gain_decides_and_a_lower_bound_never_give
         write_run(store / f"dynafed_fmnist_a001_fedavg_from19{suffix}", fedavg, seed=seed)
         write_run(store / f"dynafed_fmnist_a001_paper_n1000_dsa{suffix}", [0.7] * 19 + [ours] * 134, method,
                   synthesis_round=20, seed=seed)  # fmt: skip
-    built = dynafed.build("paper", folder)
+    built = build("paper", folder)
     text = built.claim.text
     # common rounds 149-153: +36.00 (seed 0), +36.00 (seed 1); the end: +6.00, +7.00
     assert "36.00 ± 0.00 points over FedAvg, both at rounds 149-153" in text

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from figures import fedcog
-from figures.flruns import set_store
+from figures.artefacts import Build
 from theory.errors import InputError
 
 
@@ -23,13 +23,11 @@ def write_run(folder, accuracies, generation=0.0):
 
 @pytest.fixture
 def store(tmp_path):
-    set_store(tmp_path / "store")
-    yield tmp_path / "store" / "runs"
-    set_store(None)
+    return tmp_path / "store" / "runs"
 
 
 def build(tmp_path):
-    return fedcog.build("paper", tmp_path / "figs" / "fedcog-table1" / "paper")
+    return fedcog.build(Build("paper", tmp_path / "figs" / "fedcog-table1" / "paper", runs=tmp_path / "store"))
 
 
 def test_table_gain_and_verdict(tmp_path, store):

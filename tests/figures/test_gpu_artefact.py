@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from figures.flruns import set_store
-from figures.gpu import ARTEFACT, build, graph_gains, records
+from figures.artefacts import Build
+from figures.gpu import ARTEFACT, graph_gains, records
+from figures.gpu import build as build_gpu
 from lab.records.check import bench_entries
 from theory.errors import InputError
 
@@ -31,9 +32,12 @@ def record(device: str = "NVIDIA H100 80GB HBM3", rate: float = 1e12, seed_itera
 
 @pytest.fixture
 def store(tmp_path):
-    set_store(tmp_path / "store")
-    yield tmp_path / "store"
-    set_store(None)
+    return tmp_path / "store"
+
+
+def build(scale, folder):
+    """The artefact at ``scale`` into ``folder`` (tmp_path/figs/NAME/SCALE), the run store tmp_path/store."""
+    return build_gpu(Build(scale, folder, runs=folder.parents[2] / "store"))
 
 
 def put(store, name: str, content: dict) -> None:

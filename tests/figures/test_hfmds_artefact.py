@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from figures.flruns import set_store
-from figures.hfmds import ARTEFACT, CONTROL, build
+from figures.artefacts import Build
+from figures.hfmds import ARTEFACT, CONTROL
+from figures.hfmds import build as build_hfmds
 from theory.errors import InputError
 
 FEDAVG = {
@@ -53,9 +54,12 @@ def write_run(folder, accuracies, seed: int = 0, method: bool = False) -> None:
 
 @pytest.fixture
 def runs(tmp_path):
-    set_store(tmp_path / "store")
-    yield tmp_path / "store" / "runs"
-    set_store(None)
+    return tmp_path / "store" / "runs"
+
+
+def build(scale, folder):
+    """The artefact at ``scale`` into ``folder`` (tmp_path/figs/NAME/SCALE), the run store tmp_path/store."""
+    return build_hfmds(Build(scale, folder, runs=folder.parents[2] / "store"))
 
 
 def write_arms(runs, hfmds=HFMDS, part="dir001") -> None:
@@ -81,7 +85,8 @@ def plain_types(value) -> bool:
 
 def test_numbers_gain_and_verdict(runs, tmp_path):
     write_arms(runs)
-    result, made = ARTEFACT.make("paper", tmp_path / "figs")  # result.json written: the numbers are JSON
+    ctx = ARTEFACT.context("paper", tmp_path / "figs", runs=tmp_path / "store")
+    result, made = ARTEFACT.make(ctx)  # result.json written: the numbers are JSON
     assert made and result["figures"] == ["hfmds_fmnist.png", "hfmds_fmnist.pdf"]
     assert (folder(tmp_path) / "hfmds_fmnist.png").stat().st_size > 0
     numbers = build("paper", folder(tmp_path)).numbers

@@ -14,6 +14,7 @@ import figures.flruns as flruns
 import figures.ledger as ledger
 import lab.records.ledger as records
 from figures.__main__ import main
+from figures.artefacts import Build
 from figures.report import BEGIN, END
 from fl.config import load_config
 
@@ -186,10 +187,10 @@ def test_the_rebuild_names_every_figure_and_draws_none(monkeypatch):
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", refuse)
     built = ledger.rebuild(LEDGER)
-    assert ledger.DRAW["figures"]  # as it was before the rebuild
+    assert Build("cpu", Path("unused")).draw  # a build outside the rebuild draws: no setting left behind by it
     results = [result for result in built.values() if isinstance(result, dict)]
     assert len(results) >= 10 and all(result["figures"] for result in results)
     if DYNAFED:
         assert any(name.startswith("dsyn_") for name in built["dynafed-table1", "paper"]["figures"])
     with pytest.raises(AssertionError, match="a figure was drawn"):
-        flruns.save(matplotlib.figure.Figure(), Path("unused.png"))
+        flruns.save(Build("cpu", Path(".")), matplotlib.figure.Figure(), "unused")

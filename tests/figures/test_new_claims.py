@@ -11,9 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from figures.artefacts import DRAW
 from figures.catalogue import ARTEFACTS
-from figures.flruns import set_store
 from figures.verdict import WORDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,19 +23,18 @@ BUILT = [("fig2", "cpu"), ("fig2", "paper"), ("figB2", "cpu"), ("table1", "cpu")
          ("hfmds-fmnist", "paper")]  # fmt: skip
 
 
+def from_ledger(name: str, scale: str, root: Path) -> dict:
+    """The artefact's result built from the run ledger into ``root``, drawing nothing (as figures check builds)."""
+    artefact = ARTEFACTS[name]
+    return artefact.make(artefact.context(scale, root, runs=LEDGER, draw=False), force=True)[0]
+
+
 @pytest.fixture(scope="module")
 def built():
-    drawing = DRAW["figures"]
-    DRAW["figures"] = False
-    set_store(LEDGER)
     out = {}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, scale in BUILT:
-                out[name, scale] = ARTEFACTS[name].make(scale, Path(tmp), force=True)[0]
-    finally:
-        set_store(None)
-        DRAW["figures"] = drawing
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, scale in BUILT:
+            out[name, scale] = from_ledger(name, scale, Path(tmp))
     return out
 
 
@@ -88,13 +85,7 @@ def test_the_iid_claim_gives_the_loss_spread_across_p(built):
 def test_lemma1_counts_p_zero_out_and_p_one_in(scale):
     summary = json.loads((LEDGER / "sims" / "fig2" / scale / "summary.json").read_text())
     with tempfile.TemporaryDirectory() as tmp:
-        drawing, DRAW["figures"] = DRAW["figures"], False
-        set_store(LEDGER)
-        try:
-            result = ARTEFACTS["lemma1"].make(scale, Path(tmp), force=True)[0]
-        finally:
-            set_store(None)
-            DRAW["figures"] = drawing
+        result = from_ledger("lemma1", scale, Path(tmp))
     judged = result["numbers"]["judged"]
     p = summary["p"]
     assert judged["zeta"]["values"] == sum(q > 0 for q in p)  # p = 0 out, p = 1 (where the grid has it) in

@@ -13,8 +13,6 @@ import pytest
 import sims.mnist.__main__ as mnist
 import sims.quadratic.__main__ as quadratic
 from figures.__main__ import main
-from figures.catalogue import set_rerun_sims
-from figures.flruns import set_store
 
 REPO = Path(__file__).resolve().parents[2]
 LEDGER = REPO / "results" / "ledger"
@@ -32,9 +30,6 @@ def no_simulator(monkeypatch):
 
     monkeypatch.setattr(quadratic, "main", refuse)
     monkeypatch.setattr(mnist, "main", refuse)
-    yield
-    set_rerun_sims(False)
-    set_store(None)
 
 
 @pytest.mark.skipif(not all(p.exists() for p in SUMMARIES.values()), reason="no simulator summaries in the ledger")

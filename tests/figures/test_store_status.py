@@ -19,22 +19,36 @@ def store(tmp_path, monkeypatch):
     path = tmp_path / "store"
     monkeypatch.setenv("SHUFFLEFL_RUNS", str(path))
     monkeypatch.setenv("SHUFFLEFL_WORKERS", "1")
-    flruns.set_store(None)
     return path
 
 
-def quick_methods_runs(root):
-    return flruns.plan(lambda: methods_fl.ARTEFACT.build("quick", root / "methods" / "quick"))[0]
+def quick_methods_runs(root, runs=None):
+    return flruns.plan(methods_fl.ARTEFACT, "quick", root, runs).tasks
 
 
 def test_the_run_store_honours_shufflefl_runs(store, tmp_path):
     tasks = quick_methods_runs(tmp_path / "root")
     assert tasks and all(folder.parent == store / flruns.RUNS for *_, folder in tasks)
-    flruns.set_store(tmp_path / "elsewhere")  # --runs wins over the environment
-    try:
-        assert all(f.parent == tmp_path / "elsewhere" / flruns.RUNS for *_, f in quick_methods_runs(tmp_path / "r"))
-    finally:
-        flruns.set_store(None)
+    # --runs wins over the environment
+    elsewhere = quick_methods_runs(tmp_path / "r", tmp_path / "elsewhere")
+    assert all(f.parent == tmp_path / "elsewhere" / flruns.RUNS for *_, f in elsewhere)
+
+
+def test_a_builds_jobs_reach_its_parallel_runs(store, tmp_path, monkeypatch):
+    """--jobs travels in the Build: run_arms starts the pending runs that many at a time."""
+    seen = []
+
+    class Started(Exception):
+        """The runs were handed to the processes (none is run here)."""
+
+    def processes(pending, jobs, poll=0.5):
+        seen.append((len(pending), jobs))
+        raise Started
+
+    monkeypatch.setattr(flruns, "run_processes", processes)
+    with pytest.raises(Started):
+        methods_fl.ARTEFACT.build(methods_fl.ARTEFACT.context("quick", tmp_path / "root", jobs=3))
+    assert seen == [(len(quick_methods_runs(tmp_path / "root")), 3)]
 
 
 def test_status_lists_done_partial_and_missing_runs(store, tmp_path, capsys):
