@@ -34,17 +34,21 @@ case $ARM in real|synthetic|both) ;; *) echo "ARM must be real, synthetic or bot
 case $SUBSAMPLE in ''|*[!0-9]*) echo "SUBSAMPLE must be a whole number (0: every image), not '$SUBSAMPLE'" >&2; exit 2 ;; esac
 
 
-column() {  # the --set arguments of a column: clients, participation, alpha
-  case $1 in
-    a01) echo "10 1.0 0.1" ;;        a001) echo "10 1.0 0.01" ;;
-    c04_a01) echo "10 0.4 0.1" ;;    c04_a001) echo "10 0.4 0.01" ;;
-    n40_a01) echo "40 0.2 0.1" ;;    n40_a001) echo "40 0.2 0.01" ;;
-    n100_a01) echo "100 0.1 0.1" ;;  n100_a001) echo "100 0.1 0.01" ;;
-    *) echo "unknown column $1 (a01, a001, c04_a01, c04_a001, n40_a01, n40_a001, n100_a01, n100_a001)" >&2
-       return 2 ;;
-  esac
-}
-for col in "${COLUMNS[@]}"; do column "$col" > /dev/null || exit 2; done  # an unknown column: one line
+# Each column's --set arguments (clients, participation, alpha, n_tilde = n / N at this SUBSAMPLE) come from the
+# grid's one declaration, figures/fedssyn_table1.py's COLUMNS, which the artefact reads the runs back by.
+SETS=$("$PYTHON" -c '
+import sys
+from figures.fedssyn_table1 import COLUMNS
+subsample, names = int(sys.argv[1]), sys.argv[2:]
+unknown = [name for name in names if name not in COLUMNS]
+if unknown:
+    print("unknown column", unknown[0], "(" + ", ".join(COLUMNS) + ")", file=sys.stderr)
+    sys.exit(2)
+for name in names:
+    print(name, *COLUMNS[name].overrides(subsample))
+' "$SUBSAMPLE" "${COLUMNS[@]}") || exit 2
+declare -A COLUMN_SETS
+while read -r col sets; do COLUMN_SETS[$col]=$sets; done <<< "$SETS"
 
 if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder's parent is _runs: stage them so
   stage=$(mktemp -d)
@@ -65,14 +69,12 @@ if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder
 fi
 
 for col in "${COLUMNS[@]}"; do
-  read -r clients participation alpha < <(column "$col") || exit 2
-  n_tilde=$(( (SUBSAMPLE > 0 ? SUBSAMPLE : 60000) / clients ))  # n_tilde = n / N
+  sets=()
+  for one in ${COLUMN_SETS[$col]}; do sets+=(--set "$one"); done
   case $ARM in real) arms=() ;; synthetic) arms=(--vary method.name=fedssyn --no-base) ;;
                both) arms=(--vary method.name=fedssyn) ;; esac
   for algorithm in "${ALGORITHMS[@]}"; do  # both arms of an algorithm before the next: a row fills as it goes
-    "$PYTHON" -m fl.sweep --config "$CONFIG" --set "data.subsample=$SUBSAMPLE" --set "data.clients=$clients" \
-      --set "train.participation=$participation" --set "data.alpha=$alpha" --set "method.n_tilde=$n_tilde" \
-      --set "method.cache_dir=$RUNS/synthetic" --set "algorithm.name=$algorithm" "${arms[@]}" --seeds 0,1,2 \
-      --jobs "$JOBS" --quiet --out "$RUNS/$col/$algorithm"
+    "$PYTHON" -m fl.sweep --config "$CONFIG" "${sets[@]}" --set "method.cache_dir=$RUNS/synthetic" \
+      --set "algorithm.name=$algorithm" "${arms[@]}" --seeds 0,1,2 --jobs "$JOBS" --quiet --out "$RUNS/$col/$algorithm"
   done
 done
