@@ -358,12 +358,16 @@ def located_fingerprint(module_name: str) -> str | None:
 def _import(module_name: str, key: str, spec: str):
     _refuse_if_inert(key, spec)
     cwd = os.getcwd()
-    if cwd not in sys.path:
+    added = cwd not in sys.path
+    if added:
         sys.path.append(cwd)  # "importable from the working directory", after everything installed
     try:
         located = locate(module_name)
     except (ImportError, OSError, ValueError) as error:  # a finder failed: the import would fail the same way
         raise InputError(f"config {key}: cannot import {spec!r} ({type(error).__name__}: {error})") from None
+    finally:  # a folder this package wrote is searched only to refuse what lies there, never left on the path
+        if added and written_folder(Path(cwd)) is not None:
+            sys.path.remove(cwd)
     for file in located:
         folder = written_folder(file)
         if folder is not None:

@@ -21,7 +21,7 @@ from fl.config import RunConfig, TrainConfig, from_dict, parse_override
 from fl.engine import EngineState
 from fl.metrics import CLIENTS_CSV, CURVE
 from fl.sinks import curves_of_run_removed
-from theory.cli import make_dir
+from theory.cli import OWNER, make_dir
 from theory.errors import InputError
 from theory.output import read_object, write_text_atomically
 
@@ -55,6 +55,14 @@ def run_files(out: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if RUN_FILE.fullmatch(p.name) and (p.is_symlink() or p.is_file()))
 
 
+def is_runs_own(out: Path) -> bool:
+    """Whether ``out`` is a folder fl.run made: its owner file says so, or it holds a run's rows (a run of a version
+    before the owner file)."""
+    owner = out / OWNER
+    mine = owner.is_file() and not owner.is_symlink() and owner.read_text(errors="replace").strip() == "fl.run"
+    return mine or (out / "metrics.jsonl").is_file()
+
+
 def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
     """``out`` made ready for a new run (fl.run's folder, :func:`theory.cli.make_dir`): refused in one line when it
     holds a run already and not ``overwrite`` (``instead``: what to do, in the caller's terms). With ``overwrite``
@@ -63,6 +71,10 @@ def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
     user's notes stay), under the folder's lock: never while a run is going on in it."""
     if (out / "metrics.jsonl").exists() and not overwrite:
         raise InputError(f"{out} already holds a run; {instead}")
+    if not is_runs_own(out) and run_files(out):  # a run would write over them: --overwrite too
+        names = ", ".join(p.name for p in run_files(out)[:3])
+        raise InputError(f"run directory {out} was not made by fl.run and holds {names}, which a run would replace "
+                         "(--overwrite too); choose another --out")  # fmt: skip
     folder = make_dir(out, "run directory", tool="fl.run", overwrite=overwrite)
     if overwrite:
         with locked(out / RUN_LOCK, busy=f"run directory {out}"):

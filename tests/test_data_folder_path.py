@@ -40,3 +40,34 @@ def test_the_marks_are_those_the_tools_write():
     assert {OWNER, CURVES} <= set(datafolder.WRITTEN_MARKS)
     assert datafolder.is_cache_name("client3-0123456789abcdef")
     assert not datafolder.is_cache_name("client3-0123456789abcde") and not datafolder.is_cache_name("clientx-0" * 1)
+
+
+def test_processes_started_from_a_data_folder_import_nothing_from_it_either(tmp_path):
+    """Fourth sweep, case 19: a spawned worker imports ``multiprocessing`` before it learns its parent's path; it
+    starts with PYTHONSAFEPATH, which the parent sets once it sees its working directory is a data folder."""
+    folder = tmp_path / "sweep"
+    (folder / "multiprocessing").mkdir(parents=True)
+    (folder / OWNER).write_text("fl.sweep\n")
+    marker = tmp_path / "imported"
+    (folder / "multiprocessing" / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('ran')\n")
+    code = ("import theory, os, multiprocessing as mp\n"
+            "if __name__ == '__main__':\n"
+            "    p = mp.get_context('spawn').Process(target=os.getpid)\n"
+            "    p.start(); p.join(); print(p.exitcode)\n")  # fmt: skip
+    (tmp_path / "start.py").write_text(code)
+    done = subprocess.run([sys.executable, str(tmp_path / "start.py")], cwd=folder, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert not marker.exists(), "a process imported multiprocessing from the data folder"
+    assert done.stdout.strip() == "0", done.stderr[-2000:]
+
+
+def test_a_plugins_search_leaves_no_data_folder_on_the_path(tmp_path, monkeypatch):
+    """Fourth sweep, case 16: resolving a plug-in from inside a run folder searches it only to refuse what lies
+    there; afterwards a library's optional ``import brotli`` finds nothing planted in it."""
+    import fl.plugins as plugins
+
+    (tmp_path / OWNER).write_text("fl.run\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    plugins.resolve("json:JSONDecoder", "method.name")
+    assert str(tmp_path) not in sys.path

@@ -84,12 +84,17 @@ def written_folder(file: str) -> str | None:
 
 
 def leave_data_folder() -> None:
-    """Take the working directory off the front of ``sys.path`` where it is a folder the package wrote."""
+    """Take the working directory off the front of ``sys.path`` where it is a folder the package wrote, and start
+    every Python process this one starts from there without it too (``PYTHONSAFEPATH``: spawned client workers
+    import ``multiprocessing`` before they learn this process's path; ``python -m`` children likewise)."""
     try:
         here = os.getcwd()
     except OSError:  # a working directory removed meanwhile: nothing can be imported from it
         return
-    if sys.path and sys.path[0] in ("", here) and written_folder(here) is not None:
+    if written_folder(here) is None:
+        return
+    os.environ["PYTHONSAFEPATH"] = "1"
+    if sys.path and sys.path[0] in ("", here):
         del sys.path[0]
 
 

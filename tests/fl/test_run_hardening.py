@@ -112,9 +112,15 @@ def test_out_on_a_folder_fl_run_did_not_make_is_refused(cifar_root, tmp_path, ca
     mine.mkdir()
     (mine / "summary.json").write_text('{"mine": 1}')
     assert main(base_args(cifar_root, mine)) == 2
-    one_line_error(capsys, "not made by it", "--overwrite")
+    one_line_error(capsys, "not made by fl.run", "summary.json", "another --out")
+    assert main(base_args(cifar_root, mine, "--overwrite")) == 2  # a run would replace the user's summary.json
+    one_line_error(capsys, "not made by fl.run", "(--overwrite too)")
     assert (mine / "summary.json").read_text() == '{"mine": 1}'
+    (mine / "summary.json").rename(mine / "notes.json")  # nothing a run writes: --overwrite makes it fl.run's
+    assert main(base_args(cifar_root, mine)) == 2
+    one_line_error(capsys, "not made by it", "--overwrite")
     assert main(base_args(cifar_root, mine, "--overwrite")) == 0
+    assert (mine / "notes.json").read_text() == '{"mine": 1}'
 
 
 @pytest.mark.parametrize(
