@@ -50,6 +50,7 @@ from fl.methods import METHODS, Method
 from fl.plugins import entry_point, is_plugin, resolve, source_hash
 from theory.cli import SEED_MAX
 from theory.errors import InputError
+from theory.output import read_text_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -662,6 +663,9 @@ def parse_override(text: str) -> tuple[list[str], object]:
     return path, value
 
 
+MAX_CONFIG = 4 * 2**20  # a config is a few KB
+
+
 def load_config(path: str | Path | None, overrides: list[str] = (), notes: list[str] | None = None) -> RunConfig:
     """Read a TOML file (or start from the defaults), apply ``--set`` overrides, check everything. ``notes``: a
     list that gets the notes on the config (keys of another method ignored, a plug-in a built-in shadows), for a
@@ -669,7 +673,7 @@ def load_config(path: str | Path | None, overrides: list[str] = (), notes: list[
     tree: dict = {}
     if path is not None:
         try:
-            tree = tomllib.loads(Path(path).read_text())
+            tree = tomllib.loads(read_text_bounded(Path(path), "config file (TOML)", MAX_CONFIG))
         except FileNotFoundError:
             raise InputError(f"config file {path} not found") from None
         except IsADirectoryError:

@@ -51,6 +51,7 @@ from fl.flat import FlatModel
 from fl.loop import Interrupted, execute
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
+from theory.output import read_text_bounded
 
 CPU_NUMBERS = 2**23  # parameters per call on the CPU: past ~8M (32 MB in float32) a step's rows leave the cache
 # and cost up to 2.7x more per row (an MLP of 199k parameters: 1.4 ms a row at 40 rows, 3.7 ms at 80; 2-core CPU)
@@ -406,7 +407,7 @@ def _is_stop(error: BaseException) -> bool:
 def run_arguments(spec: Path) -> list[list[str]]:
     """The runs of a fleet spec: a JSON list of ``python -m fl.run`` argument lists (one in one line if not)."""
     try:
-        entries = json.loads(spec.read_text(encoding="utf-8"))
+        entries = json.loads(read_text_bounded(spec, "fleet spec (JSON)"))
     except (OSError, ValueError) as error:
         raise InputError(f"{spec}: not a readable JSON file ({error})") from None
     if (

@@ -20,7 +20,7 @@ from fl.config import RunConfig
 from fl.engine import EngineState
 from fl.methods import Picture
 from theory.errors import InputError
-from theory.output import to_json, write_csv
+from theory.output import read_text_bounded, to_json, write_csv
 
 if TYPE_CHECKING:
     from fl.experiment import Experiment
@@ -30,7 +30,7 @@ def read_metrics(path: Path, before_round: int | None = None) -> list[dict]:
     """The metrics rows ``path`` holds (none where it does not exist), those before ``before_round`` where given."""
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in read_text_bounded(path, "run's metrics.jsonl").splitlines() if line.strip()]
     return [r for r in rows if before_round is None or r["round"] < before_round]
 
 
@@ -38,7 +38,7 @@ def resumable_rows(path: Path, next_round: int) -> list[dict]:
     """The metrics rows of rounds 1 .. ``next_round`` - 1, which a checkpoint before ``next_round`` continues: rows
     written after that checkpoint are dropped (those rounds run again), a torn last line (a crash mid-write) is
     dropped with a warning, and anything else that does not match the checkpoint is refused in one line."""
-    lines = path.read_text().splitlines() if path.exists() else []
+    lines = read_text_bounded(path, "run's metrics.jsonl").splitlines() if path.exists() else []
     rows = []
     for k, line in enumerate(lines):
         if not line.strip():

@@ -30,7 +30,7 @@ from fl.experiment import Experiment
 from fl.torchfiles import load_safely
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
-from theory.output import append_line_durably, read_object
+from theory.output import append_line_durably, read_object, read_text_bounded
 
 OUT = "estimates_posthoc.jsonl"
 
@@ -61,7 +61,7 @@ def measured(path: Path, samples: int | None = None, only: str | None = None) ->
     if not path.exists():
         return set()
     rounds = set()
-    for line in path.read_text().splitlines():
+    for line in read_text_bounded(path, "run's post-hoc estimates").splitlines():
         with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError, AttributeError):  # a torn line: redone
             row = json.loads(line)
             if (samples is None or row.get("samples") == samples) and row.get("only") == only:

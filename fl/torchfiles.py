@@ -24,6 +24,8 @@ def first_reason(error: BaseException) -> str:
 def load_safely(path: Path, what: str, fix: str, map_location: str | torch.device = "cpu"):
     """``torch.load(path, weights_only=True)``; a missing file or one that does not load safely is an InputError:
     "PATH: not a WHAT that loads safely (REASON); FIX"."""
+    if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device: torch.load would block or never end
+        raise InputError(f"{path}: not a regular file, not a {what}; {fix}")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:

@@ -50,11 +50,16 @@ CAMPAIGN=("${CAMPAIGN_PYTHON:-python3}" scripts/campaign.py)  # the scheduler's 
 S=$SHUFFLEFL_RUNS
 mkdir -p "$S/logs" "$S/runs" "$OUT"
 
-device() {  # what the runs ran on, for the records
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$S/logs/device.txt" 2>&1
-  "$PYTHON" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() \
-    else 'no CUDA')" >> "$S/logs/device.txt" 2>&1
-  git rev-parse HEAD >> "$S/logs/device.txt" 2>/dev/null
+device() {  # what the runs ran on, for the records: written beside, then renamed over (a link there is replaced)
+  local tmp
+  tmp=$(mktemp "$S/logs/device.txt.XXXXXXXXXXXXXXXX.tmp")
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
+    "$PYTHON" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() \
+      else 'no CUDA')" 2>&1
+    git rev-parse HEAD 2>/dev/null
+  } > "$tmp"
+  mv -fT "$tmp" "$S/logs/device.txt"
 }
 
 case $1 in

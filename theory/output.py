@@ -14,6 +14,7 @@ import lzma
 import math
 import os
 import secrets
+import stat
 import tarfile
 import zipfile
 import zlib
@@ -144,11 +145,37 @@ def append_line_durably(path: Path, line: str) -> None:
         os.fsync(handle.fileno())
 
 
+MAX_TEXT = 64 * 2**20  # the largest record file a tool reads whole (JSON, a run's rows): ours are KB to a few MB
+
+
+def read_text_bounded(path: Path, what: str, limit: int = MAX_TEXT) -> str:
+    """The text of the regular file ``path``, read only after it is seen to be one of at most ``limit`` bytes: a
+    FIFO, a device or a folder there, or a larger file, is a one-line InputError naming ``what`` (never a read
+    that blocks or fills memory). A missing file raises FileNotFoundError, as ``read_text`` does; undecodable
+    bytes raise UnicodeDecodeError."""
+    handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(handle)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path}: a folder, not a {what}")
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: not a regular file (a FIFO, a device or a socket), not a {what}; refused")
+        if info.st_size > limit:
+            raise InputError(f"{path}: {info.st_size} bytes, more than any {what} ({limit}); refused before reading")
+        with os.fdopen(os.dup(handle), "rb") as stream:
+            data = stream.read(limit + 1)
+    finally:
+        os.close(handle)
+    if len(data) > limit:
+        raise InputError(f"{path}: more than {limit} bytes, more than any {what}; refused")
+    return data.decode("utf-8")
+
+
 def read_object(path: Path, what: str) -> dict:
     """The JSON object in ``path``; a missing, unreadable, corrupt or non-object file is a one-line InputError
     naming ``what`` (e.g. "config.json of a run")."""
     try:
-        value = json.loads(Path(path).read_text())
+        value = json.loads(read_text_bounded(Path(path), what))
     except FileNotFoundError:
         raise InputError(f"{path}: no {what}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
