@@ -42,7 +42,7 @@ from fl.models import build_model
 from fl.synthesis.fedssyn import KEY_FILE
 from theory.cli import ArgumentParser, guarded, whole_number
 from theory.errors import InputError
-from theory.output import read_object, write_text_atomically
+from theory.output import read_object, refuse_foreign_json, write_text_atomically
 
 NOISE_QUANTILE = 0.999
 
@@ -260,26 +260,7 @@ def own_report(out: Path) -> None:
     """InputError (one line) unless ``--out`` is new or a report fl.quality wrote (a JSON object with every key of
     :data:`OWN_KEYS`): a user's own file there is never replaced, as fl.run never writes over a folder it did not
     make; a symbolic link there (dangling or not) is refused too, and what it points to left as it is."""
-    if out.is_symlink():
-        raise InputError(f"--out {out}: a symbolic link; refused (fl.quality never writes through one)")
-    if not out.exists():
-        return
-    if not out.is_file():
-        raise InputError(f"--out {out}: not a plain file (a folder, a FIFO or a device); refused")
-    try:
-        with out.open("rb") as handle:
-            text = handle.read(MAX_OWN_REPORT + 1)
-        found = json.loads(text) if len(text) <= MAX_OWN_REPORT else None
-    except (OSError, ValueError):
-        found = None
-    if not (isinstance(found, dict) and all(key in found for key in OWN_KEYS)):
-        raise InputError(
-            f"--out {out}: an existing file fl.quality did not write (not one of its reports); refused, left as it "
-            "is: name a new file"
-        )
-
-
-MAX_OWN_REPORT = 4 * 2**20  # a report is a few KB: a larger --out file is none of fl.quality's
+    refuse_foreign_json(out, OWN_KEYS, "fl.quality")
 
 
 def build_parser() -> ArgumentParser:

@@ -171,6 +171,27 @@ def read_text_bounded(path: Path, what: str, limit: int = MAX_TEXT) -> str:
     return data.decode("utf-8")
 
 
+def refuse_foreign_json(path: Path, keys: Sequence[str], tool: str, links: bool = False) -> None:
+    """A one-line InputError unless ``path`` (a ``--out``) is new or a JSON object holding every one of ``keys``
+    (what ``tool`` writes there): a user's own file is never replaced. A symbolic link there is refused too, or
+    with ``links`` left to be replaced by the rename (never written through)."""
+    if path.is_symlink():
+        if links:
+            return
+        raise InputError(f"--out {path}: a symbolic link; refused ({tool} never writes through one)")
+    if not path.exists():
+        return
+    try:
+        found = json.loads(read_text_bounded(path, f"{tool} output", 4 * 2**20))
+    except (InputError, OSError, ValueError):
+        found = None
+    if not (isinstance(found, dict) and all(key in found for key in keys)):
+        raise InputError(
+            f"--out {path}: an existing file {tool} did not write (not one of its outputs); refused, left as it is: "
+            "name a new file"
+        )
+
+
 def read_object(path: Path, what: str) -> dict:
     """The JSON object in ``path``; a missing, unreadable, corrupt or non-object file is a one-line InputError
     naming ``what`` (e.g. "config.json of a run")."""
