@@ -271,6 +271,17 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def refuse_links_within(folder: Path, what: str) -> None:
+    """A one-line InputError where ``folder`` is, or holds at any depth, a symbolic link: a library that writes
+    its own files there (MLflow's file store) would write through it."""
+    refuse_link(folder, what)
+    for root, folders, files in os.walk(folder):
+        for name in (*folders, *files):
+            if os.path.islink(os.path.join(root, name)):
+                raise InputError(f"{what} {folder}: holds a symbolic link ({os.path.join(root, name)}); refused, "
+                                 "nothing written through it")  # fmt: skip
+
+
 class MLflow:
     """The rows to come as the metrics of one MLflow run in the local tracking store ``folder`` (made where it is
     not; a folder, never a server's address). ``owner``: the run folder the rows are of (its MLflow run is the one
@@ -290,6 +301,7 @@ class MLflow:
         from mlflow.tracking import MlflowClient
 
         folder.mkdir(parents=True, exist_ok=True)
+        refuse_links_within(folder, "--mlflow store")  # MLflow writes its files itself: it would follow them
         self.client = MlflowClient(tracking_uri=folder.resolve().as_uri())
         experiment = self.client.get_experiment_by_name(EXPERIMENT)
         if experiment is None:

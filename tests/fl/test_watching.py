@@ -185,3 +185,31 @@ def test_without_mlflow_the_flag_is_one_line_naming_the_extra(cifar_root, tmp_pa
     assert_one_line_config_error(base_args(cifar_root, out, "--mlflow", str(tmp_path / "mlruns")),
                                  "pip install 'shufflefl[mlflow]'", capsys)  # fmt: skip
     assert not out.exists() and not (tmp_path / "mlruns").exists()
+
+
+@pytest.mark.parametrize("where", ["a file", "a folder"])
+def test_a_link_in_the_mlflow_store_is_refused_in_one_line_and_nothing_written_through_it(
+    cifar_root, tmp_path, capsys, where
+):
+    """Fourth sweep, cases 9 and 11: MLflow's file store writes its own files, so a link anywhere in the store (at
+    a metric's file, or a run's folder pointing at a user's) is refused before MLflow is handed the store."""
+    pytest.importorskip("mlflow")
+    out, store = tmp_path / "run", tmp_path / "mlruns"
+    assert main(base_args(cifar_root, out, "--mlflow", str(store))) == 0
+    victim = tmp_path / "victim"
+    if where == "a file":
+        planted = next(p for p in store.rglob("test_accuracy") if p.is_file())
+        victim.write_text(planted.read_text())
+        planted.unlink()
+        planted.symlink_to(victim)
+    else:
+        experiment = next(p for p in store.iterdir() if p.is_dir() and p.name not in (".trash", "0"))
+        victim.mkdir()
+        (store / "linked").symlink_to(victim, target_is_directory=True)
+        assert experiment.exists()
+    before = sorted((p.name, p.read_bytes() if p.is_file() else b"") for p in [victim, *victim.rglob("*")])
+    capsys.readouterr()
+    assert main(["--resume", str(out), "--quiet", "--set", "train.rounds=4"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a symbolic link" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert sorted((p.name, p.read_bytes() if p.is_file() else b"") for p in [victim, *victim.rglob("*")]) == before
