@@ -23,7 +23,7 @@ from pathlib import Path
 
 from figures.verdict import HELD, check
 from theory.errors import InputError
-from theory.output import read_object, replace_durably
+from theory.output import read_object, refuse_link, replace_durably
 
 SCALES = ("quick", "cpu", "paper")
 ROOT = Path("results/figures")
@@ -175,6 +175,8 @@ class Artefact:
         done = None if force else self.result(scale, root)
         if done is not None:
             return done, False
+        for folder in (root / self.name, ctx.folder):  # never a user's folder through a link planted there
+            refuse_link(folder, f"artefact folder of {self.name}")
         ctx.folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         built = self.build(ctx)

@@ -67,6 +67,20 @@ def test_figures_never_follows_a_link_in_its_simulators_run_folder(tmp_path, cap
     assert_replaced(run, names, victim, "sims.quadratic\n")
 
 
+def test_an_artefact_folder_that_is_a_link_to_a_users_folder_is_refused(tmp_path, capsys):
+    """Fourth sweep, case 49: ROOT/fig2/quick replaced by a link to a user's folder: nothing written into it."""
+    root, argv = build(tmp_path, "fig2")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "notes").write_text("mine\n")
+    (root / "fig2" / "quick").rename(root / "fig2" / "old")
+    (root / "fig2" / "quick").symlink_to(user, target_is_directory=True)
+    capsys.readouterr()
+    assert figures_main([*argv, "--force"]) == 2
+    one_line(capsys.readouterr().err, "symbolic link", str(root / "fig2" / "quick"))
+    assert sorted(p.name for p in user.iterdir()) == ["notes"]
+
+
 def tiny_ledger(tmp_path: Path) -> tuple[Path, Path]:
     """A ledger made by ``figures ledger add`` of a small run and a quality report: (the ledger, the run)."""
     ledger, run = tmp_path / "L", make_run(tmp_path / "store" / "runs" / "a_run")

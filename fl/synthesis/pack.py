@@ -47,7 +47,7 @@ from pathlib import Path
 
 from fl.synthesis.fedssyn import KEY_FILE, PACKED_FILE, cache_key
 from theory.errors import InputError
-from theory.output import capped_tar, file_sha256, replace_durably, write_text_atomically
+from theory.output import capped_tar, file_sha256, read_object, replace_durably, write_text_atomically
 
 MANIFEST = "manifest.json"
 FOLDER = re.compile(r"client([0-9]+)-([0-9a-f]{16})")  # matched whole (fullmatch): no newline, nothing after
@@ -107,11 +107,15 @@ def finished_folders(cache_dir: Path, generator: str | None = None) -> tuple[lis
         if not folder.is_dir() or not FOLDER.fullmatch(folder.name):
             continue
         keys_path = folder / KEY_FILE
+        linked = sorted(p.name for p in folder.iterdir() if p.is_symlink())
+        if folder.is_symlink() or linked:  # a file there may be anyone's: never read through a link, nor packed
+            notes.append(f"{folder.name}: holds a symbolic link ({', '.join(linked) or 'the folder'}); left out")
+            continue
         if not (folder / "generator.json").exists() or not keys_path.exists():
             notes.append(f"{folder.name}: not finished (no generator.json or {KEY_FILE})")
             continue
-        keys = json.loads(keys_path.read_text())
         try:
+            keys = read_object(keys_path, "generator cache's key file")
             _check_folder_name(folder.name, keys)
         except InputError as error:
             notes.append(str(error))

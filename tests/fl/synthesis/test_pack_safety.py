@@ -175,3 +175,19 @@ def test_unpack_names_are_matched_whole(tmp_path, capsys, change, message):
     archive = archive_of(tmp_path / "p.tar", members)
     code, err = run(["unpack", archive, "--cache-dir", tmp_path / "cache"], capsys)
     assert code == 2 and message in err and not (tmp_path / "cache").exists()
+
+
+def test_pack_reads_nothing_through_a_link_and_names_the_folder_it_leaves_out(tmp_path, capsys):
+    """Fourth sweep, case 60: a cache folder whose generator.json (or key.json) is a link to a user's private file
+    is left out, named; the private bytes never reach an archive. A damaged key.json is a note, not a traceback."""
+    cache, out = fake_cache(tmp_path / "c", "L", size=1000), tmp_path / "out"
+    private = tmp_path / "private.json"
+    private.write_text('{"secret": "user private key material"}')
+    linked, damaged = sorted(cache.iterdir())[:2]
+    (linked / "generator.json").unlink()
+    (linked / "generator.json").symlink_to(private)
+    (damaged / "key.json").write_text('{"generator": "\x01')
+    assert run(["pack", cache, out], capsys)[0] == 0
+    packed = b"".join(out.joinpath(name).read_bytes() for name in files(out) if name.endswith(".tar"))
+    assert b"user private key material" not in packed and linked.name.encode() not in packed
+    assert damaged.name.encode() not in packed
