@@ -12,6 +12,7 @@ import fl.plugins as plugins
 import fl.provenance as provenance
 from fl.checkpoints import check_init_from
 from fl.config import RunConfig, from_dict, load_config
+from fl.data import load
 from fl.runfolder import extension_rounds, new_run_folder
 from fl.sinks import curves_folder, require_mlflow, require_tensorboard, resumed_curves
 from theory.cli import ArgumentParser
@@ -120,6 +121,8 @@ def start_or_resume(args) -> tuple[Path, RunConfig | None]:
     out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
     if args.init_from:
         check_init_from(config, args.init_from)  # refused before the folder is made
+    if args.overwrite and (out / "metrics.jsonl").exists():  # the new run's data found before the old run goes
+        load(config.data.dataset, config.data.data_root or None)
     new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
     return out, config
 

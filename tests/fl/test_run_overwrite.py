@@ -63,3 +63,15 @@ def test_the_names_overwrite_removes_hold_every_picture_and_file_a_method_or_rem
         RUN_LOCK,
     ]:
         assert not RUN_FILE.fullmatch(name), name
+
+
+def test_overwrite_refused_for_missing_data_leaves_the_earlier_run_whole(cifar_root, tmp_path, capsys):
+    """Fourth sweep, case 98: the new run's data is found before the earlier run's files go."""
+    out = tmp_path / "run"
+    assert main(base_args(cifar_root, out)) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != RUN_LOCK}
+    capsys.readouterr()
+    missing = f"data.dataset=npz:{tmp_path / 'typo.npz'}"
+    assert main(base_args(cifar_root, out, "--set", missing, "--overwrite")) == 2
+    assert "not found" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != RUN_LOCK} == before
