@@ -45,7 +45,7 @@ import torch
 from tqdm import tqdm
 
 from fl.batched import FLEET, Group, has_dropout, layout, train_groups
-from fl.config import RunConfig
+from fl.config import RunConfig, load_config
 from fl.experiment import Experiment
 from fl.flat import FlatModel
 from fl.loop import Interrupted, execute
@@ -421,13 +421,10 @@ def run_arguments(spec: Path) -> list[list[str]]:
     return entries
 
 
-def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, Path, RunConfig | None] | None:
-    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run
-    (unless ``--overwrite``: then it starts again, as ``fl.run --overwrite`` would); else (its fl.run arguments, its
-    folder, its config: None for a resume), a started one continued (unless ``--overwrite``), the others started
-    (the folder made; the config written under the folder's lock by :func:`fl.launch.locked_config`). An empty entry
-    (fl.run's default config) and the flags fl.run refuses together are one line naming the entry."""
-    from fl.launch import build_parser, start_or_resume
+def parsed_entry(argv: list[str], where: str, check_config: bool = False) -> argparse.Namespace:
+    """A fleet entry's fl.run arguments, parsed and checked as fl.run checks them (one line naming the entry); with
+    ``check_config`` its config too (a start's), before any entry's folder is touched."""
+    from fl.launch import build_parser
 
     parser = build_parser()
 
@@ -442,6 +439,23 @@ def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, 
     if args.compare:
         raise InputError(f"{where}: --compare runs nothing; a fleet entry starts or continues a run")
     flags_as_fl_run(args, where)
+    if check_config and not args.resume:
+        try:
+            load_config(args.config, list(args.set), notes=[])
+        except InputError as error:
+            raise InputError(f"{where}: {error}") from None
+    return args
+
+
+def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, Path, RunConfig | None] | None:
+    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run
+    (unless ``--overwrite``: then it starts again, as ``fl.run --overwrite`` would); else (its fl.run arguments, its
+    folder, its config: None for a resume), a started one continued (unless ``--overwrite``), the others started
+    (the folder made; the config written under the folder's lock by :func:`fl.launch.locked_config`). An empty entry
+    (fl.run's default config) and the flags fl.run refuses together are one line naming the entry."""
+    from fl.launch import start_or_resume
+
+    args = parsed_entry(argv, where)
     out = args.resume or args.out
     if out is not None and (out / "summary.json").is_file() and not args.overwrite:
         return None
@@ -519,6 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     one_folder_each(entries, args.spec)
     with contextlib.ExitStack() as locks:
         runs = []
+        for k, entry in enumerate(entries):  # every entry checked before any folder changes (--overwrite)
+            parsed_entry(entry, f"{args.spec} entry {k + 1}", check_config=True)
         for k, entry in enumerate(entries):
             prepared = prepare(entry, f"{args.spec} entry {k + 1}", args.accept_code_change)
             if prepared is None:

@@ -112,3 +112,15 @@ def test_a_second_and_third_signal_wait_for_the_runs_checkpoints(cifar_root, tmp
     assert sorted(saved) == [out for _, out, _ in runs]
     assert all((out / "checkpoint.pt").read_text() == "saved" for _, out, _ in runs)
     assert capfd.readouterr().err.count("stopping: every run saves its checkpoint") == 1
+
+
+def test_a_bad_later_entry_refuses_the_spec_before_an_earlier_overwrite_removes_a_run(cifar_root, tmp_path, capsys):
+    """Fourth sweep, case 97: every entry is checked (flags and config) before any entry's folder changes."""
+    out = tmp_path / "a"
+    assert run_main([*sets(cifar_root), "--out", str(out), "--quiet"]) == 0
+    before = sorted(p.name for p in out.iterdir())
+    entries = [[*sets(cifar_root), "--out", str(out), "--overwrite"],
+               [*sets(cifar_root, "train.nokey=1"), "--out", str(tmp_path / "b")]]  # fmt: skip
+    code, err = fleet_of(tmp_path, entries, capsys)
+    assert code == 2 and "entry 2" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in out.iterdir()) == before and not (tmp_path / "b").exists()
