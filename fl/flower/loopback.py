@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from theory.output import open_unlinked, write_text_atomically
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -58,7 +60,7 @@ class Loopback:
         self.procs: list[subprocess.Popen] = []
 
     def _start(self, name: str, *command: str) -> None:
-        log = (self.logs / f"{name}.log").open("w")
+        log = open_unlinked(self.logs / f"{name}.log", "a")  # never through a link planted there
         self.procs.append(
             subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True)
         )
@@ -67,9 +69,10 @@ class Loopback:
         self.home.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        (self.home / "config.toml").write_text(
+        write_text_atomically(
+            self.home / "config.toml",
             f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\naddress = "127.0.0.1:{self.port}"\n'
-            "insecure = true\n"
+            "insecure = true\n",
         )
         try:
             self._start("superlink", "flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(self.port))

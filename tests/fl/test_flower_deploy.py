@@ -17,6 +17,7 @@ if not shutil.which("flower-superlink") or not shutil.which("flwr"):
 
 from fl.flower.loopback import Loopback
 from fl.run import main as run_main
+from theory.errors import InputError
 
 
 def rows(folder):
@@ -41,3 +42,15 @@ def test_loopback_deployment_runs_two_rounds_like_fl_run(cifar_root, tmp_path):
     assert rows(out) == rows(local) and len(rows(out)) == 2
     a, b = (torch.load(d / "checkpoint.pt", weights_only=True) for d in (local, out))
     assert torch.equal(a["x"], b["x"])
+
+
+def test_the_loopbacks_logs_are_never_written_through_a_link(tmp_path):
+    """Fourth sweep, case 50: a link planted at a process's log is refused in one line, its target left as it is."""
+    loop = Loopback(1, tmp_path / "loop")
+    loop.logs.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("a user's\n")
+    (loop.logs / "superlink.log").symlink_to(victim)
+    with pytest.raises(InputError, match="symbolic link"):
+        loop._start("superlink", "true")
+    assert victim.read_text() == "a user's\n" and not loop.procs
