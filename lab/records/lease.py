@@ -520,6 +520,12 @@ def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
         files = newest[name] if take else here[name]
         for file, data in files.items():
             write_new(staging / "runs" / name / file, data)
+    if home.is_dir():  # what else the home holds (a user's notes, an older snapshot's log) is kept, never dropped
+        for path in sorted(home.rglob("*")):
+            kept = staging / path.relative_to(home)
+            if path.is_file() and not path.is_symlink() and path.name != OURS and not kept.exists():
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, kept)
     progress = max(marker.get("progress", -1), last.progress())
     (staging / OURS).write_text(json.dumps({"progress": progress, "made by": "lab.records.lease"}))
     old = own_folder(home, "replaced") if home.exists() else None

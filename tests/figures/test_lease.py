@@ -178,6 +178,25 @@ def test_two_snapshots_of_one_lease_keep_each_runs_newest_records_in_either_orde
         assert any(line.startswith("lost       r1: round 7") for line in lines)
 
 
+def test_a_users_files_in_the_intakes_home_survive_the_next_snapshot(tmp_path, monkeypatch):
+    """Fourth sweep, case 64: notes a user keeps in STORE/leases/NAME/ (and in a run's folder there) stay when the
+    same lease is brought home again, from a newer snapshot or an older one."""
+    monkeypatch.setattr("lab.records.lease.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
+    older = snapshot_of(tmp_path / "a", {"r1": 3})
+    newer = snapshot_of(tmp_path / "b", {"r1": 7})
+    store = tmp_path / "s"
+    lease.bring_home(older, tmp_path / "L", store)
+    (home,) = (store / "leases").iterdir()
+    notes = {home / "NOTES.md": "mine\n", home / "mine" / "a": "x\n", home / "runs" / "r1" / "why.txt": "y\n"}
+    for path, text in notes.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for folder in (newer, older):
+        lease.bring_home(folder, tmp_path / "L", store)
+        assert {path: path.read_text() for path in notes} == notes
+    assert len(lease.metric_rows((home / "runs" / "r1" / "metrics.jsonl").read_bytes())) == 7
+
+
 def test_every_run_is_listed_by_outcome_and_the_report_command_is_said(tmp_path, monkeypatch):
     monkeypatch.setattr("lab.records.lease.add", lambda run, *a, **k: f"{run}: added as L/{run.name}")
     folder = snapshot_of(tmp_path / "a", {"done": 4, "cut": 2}, finished={"done"})
