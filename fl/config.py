@@ -660,6 +660,8 @@ def parse_override(text: str) -> tuple[list[str], object]:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
+    except RecursionError:
+        raise InputError(f"--set {key.strip()}: its value is nested too deep") from None
     return path, value
 
 
@@ -682,6 +684,8 @@ def load_config(path: str | Path | None, overrides: list[str] = (), notes: list[
             raise InputError(f"config file {path}: not a text (TOML) file") from None
         except tomllib.TOMLDecodeError as error:
             raise InputError(f"config file {path}: invalid TOML ({error})") from None
+        except RecursionError:
+            raise InputError(f"config file {path}: nested too deep to be a config") from None
     return config_from_tree(tree, overrides, notes)
 
 

@@ -408,7 +408,7 @@ def run_arguments(spec: Path) -> list[list[str]]:
     """The runs of a fleet spec: a JSON list of ``python -m fl.run`` argument lists (one in one line if not)."""
     try:
         entries = json.loads(read_text_bounded(spec, "fleet spec (JSON)"))
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested too deep
         raise InputError(f"{spec}: not a readable JSON file ({error})") from None
     if (
         not isinstance(entries, list)

@@ -30,7 +30,11 @@ def read_metrics(path: Path, before_round: int | None = None) -> list[dict]:
     """The metrics rows ``path`` holds (none where it does not exist), those before ``before_round`` where given."""
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in read_text_bounded(path, "run's metrics.jsonl").splitlines() if line.strip()]
+    try:
+        text = read_text_bounded(path, "run's metrics.jsonl")
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (json.JSONDecodeError, RecursionError):
+        raise InputError(f"{path}: a line is not a metrics row (not JSON, or nested too deep)") from None
     return [r for r in rows if before_round is None or r["round"] < before_round]
 
 
@@ -45,7 +49,7 @@ def resumable_rows(path: Path, next_round: int) -> list[dict]:
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than any row
             if k == len(lines) - 1:
                 print(f"{path}: dropped its torn last line (a write cut short)", file=sys.stderr)
                 break

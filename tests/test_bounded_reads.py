@@ -41,3 +41,20 @@ def test_the_tools_refuse_a_fifo_at_once(tmp_path, command):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "not a regular file" in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0
+
+
+def test_json_and_toml_nested_deeper_than_python_recurses_are_one_line(tmp_path):
+    """Fourth sweep, cases 75-80: nesting deeper than the recursion limit is refused as a damaged record."""
+    from fl.config import load_config, parse_override
+
+    deep = "[" * 100_000 + "]" * 100_000
+    record = tmp_path / "summary.json"
+    record.write_text(deep)
+    with pytest.raises(InputError, match="summary"):
+        read_object(record, "summary.json of a run")
+    with pytest.raises(InputError, match="nested too deep"):
+        parse_override(f"train.lr={deep}")
+    config = tmp_path / "deep.toml"
+    config.write_text(f"[train]\nlr = {deep}\n")
+    with pytest.raises(InputError, match="nested too deep"):
+        load_config(config)

@@ -199,7 +199,7 @@ def read_object(path: Path, what: str) -> dict:
         value = json.loads(read_text_bounded(Path(path), what))
     except FileNotFoundError:
         raise InputError(f"{path}: no {what}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:  # (too deeply nested)
         raise InputError(f"{path}: {what} is unreadable or not JSON ({type(error).__name__})") from None
     if not isinstance(value, dict):
         raise InputError(f"{path}: {what} is not a JSON object")

@@ -42,9 +42,10 @@ from fl.atomic import locked
 from fl.synthesis.generators.dp import ACCOUNTANTS, DPConfig, compute_epsilon
 from fl.torchfiles import first_reason, load_safely
 from theory.errors import InputError
-from theory.output import npz_headers, refuse_link, replace_durably
+from theory.output import npz_headers, read_object, refuse_link, replace_durably
 
 GENERATORS = ("ddpm", "gan", "vae")
+CACHED = "file of a generator cache (damaged: remove its client folder to make it again)"
 
 
 class RealData(Protocol):
@@ -277,7 +278,7 @@ def set_cached(
 def _record_keys(folder: Path, generator_key: dict | None = None, set_name: str = "", set_key: dict | None = None):
     """Add to ``folder/key.json``: the generator's key, or the key of one synthetic set (by its file name)."""
     path = folder / KEY_FILE
-    keys = json.loads(path.read_text()) if path.exists() else {"generator": None, "sets": {}}
+    keys = read_object(path, CACHED) if path.exists() else {"generator": None, "sets": {}}
     if generator_key is not None:
         keys["generator"] = json.loads(json.dumps(generator_key, default=str))
     if set_key is not None:
@@ -303,7 +304,7 @@ def train_generator(
     epochs before the interruption are not kept, and ε counts every epoch."""
     done = folder / "generator.json"
     if done.exists():
-        return _with_epsilon({**json.loads(done.read_text()), "cached": True}, config)
+        return _with_epsilon({**read_object(done, CACHED), "cached": True}, config)
     job = _Training(x, y, n_classes, config, seed, folder, log, device)
     with torch.random.fork_rng(devices=[]):  # dropout: drawn on from the model's seeding, global state restored
         torch.set_rng_state(job.rng_state)
@@ -333,7 +334,7 @@ class _Training:
         self.torch_seed = int(rng.integers(2**62))
         self.progress_path = folder / "progress.json"
         progress = (
-            json.loads(self.progress_path.read_text()) if self.progress_path.exists() else {"epochs": 0, "seconds": 0.0}
+            read_object(self.progress_path, CACHED) if self.progress_path.exists() else {"epochs": 0, "seconds": 0.0}
         )
         self.resumed = progress["epochs"]
         self.start = time.perf_counter() - progress["seconds"]
@@ -467,11 +468,11 @@ def sample_generator(
     set_key, path, meta = set_files(folder, config, seed)
     if path.exists() and meta.exists():
         keys = folder / KEY_FILE
-        if not keys.exists() or path.name not in json.loads(keys.read_text())["sets"]:  # sampled before key.json
+        if not keys.exists() or path.name not in read_object(keys, CACHED).get("sets", {}):  # sampled before key.json
             _record_keys(folder, set_name=path.name, set_key=set_key)
         x, y = read_set(path, in_shape, n_classes, config.n_tilde)
         try:
-            info = json.loads(meta.read_text())
+            info = read_object(meta, CACHED)
         except ValueError:
             info = None
         if not isinstance(info, dict):
@@ -479,10 +480,10 @@ def sample_generator(
         return x, y, {**info, "cached": True}
     epoch = config.last_epoch()
     if config.min_steps:  # this client's own last epoch (fl.synthesis.fedssyn.FedssynConfig.client_epochs)
-        epoch = int(json.loads((folder / "generator.json").read_text())["epochs"])
+        epoch = int(read_object(folder / "generator.json", CACHED).get("epochs", 0))
     weights = folder / f"generator_epoch{epoch}.pt"
     if not weights.exists() and (folder / PACKED_FILE).exists():
-        held = json.loads((folder / KEY_FILE).read_text())["sets"] if (folder / KEY_FILE).exists() else {}
+        held = read_object(folder / KEY_FILE, CACHED).get("sets", {}) if (folder / KEY_FILE).exists() else {}
         raise InputError(
             f"generator folder {folder} was unpacked (python -m fl.synthesis unpack) without its weights and holds "
             f"synthetic sets for {sorted(map(_describe_set, held.values())) or 'nothing'} only, not for "

@@ -92,6 +92,18 @@ def test_a_damaged_set_info_is_one_line(fake_generator, tiny_dataset, tmp_path):
         synthesize_again(data, original, config, tmp_path)
 
 
+@pytest.mark.parametrize("name", ["key.json", "generator.json"])
+@pytest.mark.parametrize("text", ["[1, 2", "[1, 2]", '{"sets": "\x01'])
+def test_a_damaged_cache_record_is_one_line_naming_it(fake_generator, tiny_dataset, tmp_path, name, text):
+    """Fourth sweep, cases 36-37: a generator cache's key.json or generator.json torn, not an object or with a
+    control character: one line naming the file, never a JSONDecodeError or TypeError."""
+    data = tiny_dataset()
+    original, config, npz = cached_set(data, tmp_path)
+    (npz.parent / name).write_text(text)
+    with pytest.raises(InputError, match=name):
+        synthesize_again(data, original, config, tmp_path)
+
+
 class Crafted:
     """A pickle that would run a command on load (it touches ``marker``): what a weights-only load must refuse."""
 
