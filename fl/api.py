@@ -122,6 +122,8 @@ def train(
     resolved = resolve(config, overrides)
     with contextlib.ExitStack() as stack:
         scratch = None if out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fl-")))
+        if out is not None and (not isinstance(out, str | Path) or "\0" in str(out) or not str(out)):
+            raise InputError(f"out {out!r}: a folder's path (str or Path, not empty), or None for a temporary one")
         folder = Path(out) if out is not None else scratch / "run"
         new_run_folder(folder, overwrite, "give another out, or overwrite=True")
         kept = Kept()

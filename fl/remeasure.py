@@ -44,8 +44,16 @@ def saved_models(run: Path) -> dict[int, Path]:
         *sorted(run.glob("snapshots/round*.pt")),
     ]:
         if path.exists():
-            found.setdefault(int(load(path)["round"]) - 1, path)
+            found.setdefault(saved_round(path), path)
     return dict(sorted(found.items()))
+
+
+def saved_round(path: Path) -> int:
+    """The round whose model a checkpoint or snapshot holds (its next round less one); one line if it holds none."""
+    value = load(path).get("round")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{path}: its round is {value!r}, not a round number; move it out of the run folder")
+    return value - 1
 
 
 def load(path: Path) -> dict:

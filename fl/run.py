@@ -28,6 +28,7 @@ from fl.config import load_config
 from fl.launch import build_parser, locked_config, run_flags, start_or_resume
 from fl.loop import execute
 from fl.runfolder import RUN_LOCK, extension_rounds, read_run_config
+from fl.sinks import is_number
 from theory.cli import guarded
 from theory.errors import InputError
 from theory.output import read_object
@@ -40,6 +41,13 @@ def compare(a: Path, b: Path) -> str:
         summary = read_object(run / "summary.json", "summary.json (is the run finished?)")
         if not all(key in summary for key in ("rounds_to_target", "target_accuracy")):
             raise InputError(f"{run / 'summary.json'}: not a summary of fl.run (no rounds_to_target)")
+        worst = summary.get("worst_client")
+        numbers = (summary["rounds_to_target"], summary["target_accuracy"])
+        parts = (worst.get("client"), worst.get("accuracy")) if isinstance(worst, dict) else (None,)
+        worst_ok = worst is None or all(map(is_number, parts))
+        if not all(value is None or is_number(value) for value in numbers) or not worst_ok:
+            raise InputError(f"{run / 'summary.json'}: damaged (rounds_to_target, target_accuracy or worst_client "
+                             "is not what fl.run writes)")  # fmt: skip
         summaries.append(summary)
     ra, rb = (s["rounds_to_target"] for s in summaries)
     speed = f"{ra / rb:.2f}x" if ra and rb else "n/a (a run never reached the target)"
