@@ -435,9 +435,12 @@ def parsed_entry(argv: list[str], where: str, check_config: bool = False) -> arg
     if not argv:
         raise InputError(f"{where}: empty; a fleet entry is a run's fl.run arguments (its --config or --set, and "
                          "--out), never the default config")  # fmt: skip
+    if "-h" in argv or "--help" in argv:
+        raise InputError(f"{where}: --help runs nothing; a fleet entry starts or continues a run")
     args = parser.parse_args(argv)
-    if args.compare:
-        raise InputError(f"{where}: --compare runs nothing; a fleet entry starts or continues a run")
+    if args.compare or args.print_config:
+        flag = "--compare" if args.compare else "--print-config"
+        raise InputError(f"{where}: {flag} runs nothing; a fleet entry starts or continues a run")
     flags_as_fl_run(args, where)
     if check_config and not args.resume:
         try:
@@ -490,6 +493,8 @@ def entry_folder(argv: list[str]) -> Path | None:
     def refuse(message: str):
         raise InputError(message)
 
+    if "-h" in argv or "--help" in argv:  # argparse would print the help and exit: prepare refuses it
+        return None
     parser = build_parser()
     parser.error = refuse  # no exit: prepare says it, naming the entry
     try:

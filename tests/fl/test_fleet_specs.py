@@ -124,3 +124,11 @@ def test_a_bad_later_entry_refuses_the_spec_before_an_earlier_overwrite_removes_
     code, err = fleet_of(tmp_path, entries, capsys)
     assert code == 2 and "entry 2" in err and err.count("\n") == 1, err
     assert sorted(p.name for p in out.iterdir()) == before and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("entry", [["--help"], ["-h"], ["--print-config", "--out", "x"]])
+def test_an_entry_that_runs_nothing_is_refused_in_one_line(tmp_path, capsys, entry):
+    """Fourth sweep, cases 65-66: --help or --print-config in an entry is refused, naming it; nothing runs."""
+    code, err = fleet_of(tmp_path, [entry], capsys)
+    assert code == 2 and "entry 1" in err and "runs nothing" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "x").exists()
