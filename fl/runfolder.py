@@ -21,7 +21,7 @@ from fl.config import RunConfig, TrainConfig, from_dict, parse_override
 from fl.engine import EngineState
 from fl.metrics import CLIENTS_CSV, CURVE
 from fl.sinks import curves_of_run_removed
-from theory.cli import OWNER, make_dir
+from theory.cli import folder_owner, make_dir
 from theory.errors import InputError
 from theory.output import read_object, write_text_atomically
 
@@ -58,9 +58,7 @@ def run_files(out: Path) -> list[Path]:
 def is_runs_own(out: Path) -> bool:
     """Whether ``out`` is a folder fl.run made: its owner file says so, or it holds a run's rows (a run of a version
     before the owner file)."""
-    owner = out / OWNER
-    mine = owner.is_file() and not owner.is_symlink() and owner.read_text(errors="replace").strip() == "fl.run"
-    return mine or (out / "metrics.jsonl").is_file()
+    return folder_owner(out) == "fl.run" or (out / "metrics.jsonl").is_file()
 
 
 def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:

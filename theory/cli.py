@@ -162,6 +162,12 @@ OWNER = ".shufflefl-output"  # in every output folder a CLI made: the name of th
 SEED_MAX = 2**32 - 1  # seeds are whole numbers in [0, SEED_MAX] (numpy's SeedSequence and torch take them all)
 
 
+def folder_owner(path: Path) -> str | None:
+    """The tool whose output folder ``path`` is (what its :data:`OWNER` file names), or None without one."""
+    owner = Path(path) / OWNER
+    return owner.read_text(errors="replace").strip() if owner.is_file() else None
+
+
 def make_dir(path: Path, what: str = "output folder", tool: str | None = None, overwrite: bool = False) -> Path:
     """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it.
 
@@ -173,7 +179,7 @@ def make_dir(path: Path, what: str = "output folder", tool: str | None = None, o
         refuse_link(path, what)
     try:
         if tool is not None and path.is_dir() and any(path.iterdir()) and not overwrite:
-            owner = (path / OWNER).read_text().strip() if (path / OWNER).is_file() else None
+            owner = folder_owner(path)
             if owner != tool:
                 held = ", ".join(sorted(f.name for f in path.iterdir() if f.name != OWNER)[:3])
                 made = f"made by {owner}" if owner else "not made by it"

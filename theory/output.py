@@ -157,11 +157,12 @@ def read_text_bounded(path: Path, what: str, limit: int = MAX_TEXT) -> str:
     try:
         info = os.fstat(handle)
         if stat.S_ISDIR(info.st_mode):
-            raise InputError(f"{path}: a folder, not a {what}")
+            raise InputError(f"{path}: a folder, not a regular file: not a {what}")
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{path}: not a regular file (a FIFO, a device or a socket), not a {what}; refused")
         if info.st_size > limit:
-            raise InputError(f"{path}: {info.st_size} bytes, more than any {what} ({limit}); refused before reading")
+            raise InputError(f"{path}: {info.st_size:,} bytes, over the {limit:,} a {what} may hold (more than any "
+                             f"{what}); refused before reading")  # fmt: skip
         with os.fdopen(os.dup(handle), "rb") as stream:
             data = stream.read(limit + 1)
     finally:

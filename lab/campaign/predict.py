@@ -6,13 +6,13 @@ import json
 import math
 import os
 import re
-import stat
 from pathlib import Path
 from typing import NamedTuple
 
 from lab.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
 from lab.records.check import BENCH
 from theory.errors import InputError
+from theory.output import read_text_bounded
 
 
 class Price(NamedTuple):
@@ -116,24 +116,10 @@ def rates_text(path: Path) -> str:
     """The text of the rates file ``path``: a regular file of at most :data:`MAX_RATES_BYTES`, checked before it is
     read (opened without blocking, so a FIFO is refused at once; ``/dev/zero`` and any other device, a folder and a
     larger file likewise); InputError in one line naming it otherwise."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        return read_text_bounded(path, "rates file", MAX_RATES_BYTES)
     except OSError as error:
         raise InputError(f"{path}: no readable rates file ({error.strerror or error})") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RATES_BYTES:
-        os.close(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: not a regular file (a FIFO, a device or a folder); a rates file is a JSON file")
-        raise InputError(f"{path}: {info.st_size:,} bytes, over the {MAX_RATES_BYTES:,} a rates file may hold; not "
-                         "a rates file")  # fmt: skip
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(MAX_RATES_BYTES + 1)
-    if len(data) > MAX_RATES_BYTES:  # it grew while being read
-        raise InputError(f"{path}: over the {MAX_RATES_BYTES:,} bytes a rates file may hold; not a rates file")
-    try:
-        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text; not a rates file") from None
 
