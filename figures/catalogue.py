@@ -438,7 +438,7 @@ SIMULATORS = (
 def _registry() -> tuple[dict[str, Artefact], frozenset[str], frozenset[str]]:
     from figures import dynafed, fedcog, fedssyn_fl, fedssyn_table1, gpu, hfmds, methods_fl
 
-    fl_artefacts = (*fedssyn_fl.ARTEFACTS, fedssyn_table1.ARTEFACT, methods_fl.ARTEFACT)
+    fl_artefacts = (*fedssyn_fl.ARTEFACTS, fedssyn_table1.ARTEFACT, fedssyn_table1.PLAIN_ARTEFACT, methods_fl.ARTEFACT)
     scripted = (fedcog.ARTEFACT, dynafed.ARTEFACT, hfmds.ARTEFACT)
     names = {a.name: a for a in (*SIMULATORS, *fl_artefacts, *scripted, gpu.ARTEFACT)}
     return names, frozenset(a.name for a in fl_artefacts), frozenset(a.name for a in scripted)

@@ -64,7 +64,8 @@ class DataConfig:
     plug-in "package.module:function" returning those arrays. data_root: searched first (see fl.data).
     partition: natural (the clients an npz's client_ids name), iid, split-by-class, shards, dirichlet (each class
     split over the clients), dirichlet-capped (the same as NIID-Bench's code runs it, clients capped at n/N: MOON's
-    and FedCOG's code), dirichlet-balanced (DynaFed's code: Sinkhorn-balanced, clients of about n/N), dirichlet-hsu
+    and FedCOG's code), dirichlet-balanced (DynaFed's code: Sinkhorn-balanced, clients of about n/N), dirichlet-fedssyn
+    (Fedssyn's code after FedDF: grouped, capped Dirichlet shares, then clients of n/N), dirichlet-hsu
     (each client's class mix ~ Dir(α·prior), equal client sizes, Hsu et al. 2019), label-groups (FedCOG's code's
     k-label skew); see fl.data.partition; or a plug-in "package.module:function" called as f(labels, n_clients,
     rng, **those of alpha, min_size, classes_per_client it names) -> one index array per client.
@@ -122,6 +123,7 @@ class DataConfig:
             "dirichlet-hsu": {"alpha": self.alpha},
             "dirichlet-capped": {"alpha": self.alpha, "min_size": self.min_size},
             "dirichlet-balanced": {"alpha": self.alpha},
+            "dirichlet-fedssyn": {"alpha": self.alpha},
             "label-groups": {"classes_per_client": self.classes_per_client},
         }[self.partition]
 

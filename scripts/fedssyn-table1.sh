@@ -3,14 +3,16 @@
 # batch 128, lr tuned from {0.01, 0.05, 0.1}, 100 rounds, uniform average), six algorithms (the paper's five plus
 # FedAvgM, ours) x {D_i, D_i with the shuffled synthetic D~_si} x 3 seeds, column by column. Every sweep reuses
 # finished runs and resumes interrupted ones: run the script again after an interruption.
-#   bash scripts/fedssyn-table1.sh [COLUMN...] [-- ARM]
-#   bash scripts/fedssyn-table1.sh --ledger [COLUMN...]   # add the finished runs' small records to results/ledger
+#   bash scripts/fedssyn-table1.sh [--partition P] [COLUMN...] [-- ARM]
+#   bash scripts/fedssyn-table1.sh [--partition P] --ledger [COLUMN...]   # the finished runs' records to the ledger
 #     COLUMN: a01 (N = 10, C = 1, alpha = 0.1), a001 (alpha = 0.01), c04_a01, c04_a001 (N = 10, C = 0.4),
 #             n40_a01, n40_a001 (N = 40, C = 0.2), n100_a01, n100_a001 (N = 100, C = 0.1); default: all, in that order
 #     ARM: real (D_i), synthetic (D_i with D~_si) or both (default)
+#     P: dirichlet-fedssyn (default: the paper's partition, Fedssyn's code after FedDF) or dirichlet (plain
+#        Dirichlet shares, min 10 a client: the five columns a01 a001 c04_a01 c04_a001 n40_a01 only)
 #   SHUFFLEFL_RUNS (default ~/.cache/shufflefl/runs): where the sweeps live (outside the work tree);
 #   SUBSAMPLE (default 3000: the CPU's scale; 0 on a GPU: every image); JOBS (default 2: runs at a time)
-# Each algorithm's sweep is $RUNS/COLUMN/ALGORITHM: base/seedS (D_i) and method.name=fedssyn/seedS (D_i with D~_si).
+# Each algorithm's sweep is $RUNS/P/COLUMN/ALGORITHM: base/seedS (D_i) and method.name=fedssyn/seedS (D_i with D~_si).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
@@ -22,33 +24,41 @@ CONFIG=configs/paper/fedssyn_table1_fmnist.toml
 COLUMNS=()
 ARM=both
 LEDGER=
+PARTITION=dirichlet-fedssyn
 while [ $# -gt 0 ]; do
   case $1 in
     --ledger) LEDGER=1; shift ;;
+    --partition) PARTITION=${2:?"--partition needs a partition: dirichlet-fedssyn or dirichlet"}; shift 2 ;;
     --) ARM=${2:?"-- needs an arm: real, synthetic or both"}; shift 2 ;;
     *) COLUMNS+=("$1"); shift ;;
   esac
 done
-[ ${#COLUMNS[@]} -eq 0 ] && COLUMNS=(a01 a001 c04_a01 c04_a001 n40_a01 n40_a001 n100_a01 n100_a001)
 case $ARM in real|synthetic|both) ;; *) echo "ARM must be real, synthetic or both, not $ARM" >&2; exit 2 ;; esac
 case $SUBSAMPLE in ''|*[!0-9]*) echo "SUBSAMPLE must be a whole number (0: every image), not '$SUBSAMPLE'" >&2; exit 2 ;; esac
 
 
-# Each column's --set arguments (clients, participation, alpha, n_tilde = n / N at this SUBSAMPLE) come from the
-# grid's one declaration, figures/fedssyn_table1.py's COLUMNS, which the artefact reads the runs back by.
+# Each column's --set arguments (clients, participation, alpha, n_tilde = n / N at this SUBSAMPLE, the partition)
+# and the columns a partition runs come from the grid's one declaration, figures/fedssyn_table1.py's COLUMNS and
+# PARTITIONS, which the artefacts read the runs back by.
 SETS=$("$PYTHON" -c '
 import sys
-from figures.fedssyn_table1 import COLUMNS
-subsample, names = int(sys.argv[1]), sys.argv[2:]
-unknown = [name for name in names if name not in COLUMNS]
-if unknown:
-    print("unknown column", unknown[0], "(" + ", ".join(COLUMNS) + ")", file=sys.stderr)
+from figures.fedssyn_table1 import COLUMNS, PARTITIONS
+subsample, partition, names = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+if partition not in PARTITIONS:
+    print("unknown partition", partition, "(" + ", ".join(PARTITIONS) + ")", file=sys.stderr)
     sys.exit(2)
-for name in names:
-    print(name, *COLUMNS[name].overrides(subsample))
-' "$SUBSAMPLE" "${COLUMNS[@]}") || exit 2
+unknown = [name for name in names if name not in PARTITIONS[partition]]
+if unknown:
+    print("unknown column", unknown[0], "for partition", partition, "(" + ", ".join(PARTITIONS[partition]) + ")",
+          file=sys.stderr)
+    sys.exit(2)
+for name in names or PARTITIONS[partition]:
+    print(name, *COLUMNS[name].overrides(subsample, partition))
+' "$SUBSAMPLE" "$PARTITION" "${COLUMNS[@]}") || exit 2
 declare -A COLUMN_SETS
-while read -r col sets; do COLUMN_SETS[$col]=$sets; done <<< "$SETS"
+COLUMNS=()
+while read -r col sets; do COLUMN_SETS[$col]=$sets; COLUMNS+=("$col"); done <<< "$SETS"
+RUNS=$RUNS/$PARTITION
 
 if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder's parent is _runs: stage them so
   stage=$(mktemp -d)

@@ -13,11 +13,14 @@ function of its arguments (same ``rng`` state -> same partition) and never loops
   2022, "Federated learning on non-IID data silos: an experimental study"), without the cap at n/N samples that
   NIID-Bench's code (used by MOON and FedCOG's code) adds: that one is "dirichlet-capped". Fedssyn's partition
   (after FedDF, Lin et al. 2020) splits per class too, but caps a client at the average size and redraws until
-  every client has half of it (not implemented here).
+  every client has half of it: that one is "dirichlet-fedssyn".
 - :func:`dirichlet_capped` ("dirichlet-capped"): NIID-Bench's loop as its code runs it (FedCOG's NIID-1): as
   "dirichlet", but class by class, and a client that already holds n/N samples gets no share of later classes.
 - :func:`dirichlet_balanced` ("dirichlet-balanced"): DynaFed's code: the per-class Dirichlet matrix balanced by
   Sinkhorn's iteration, so clients hold about n/N samples each.
+- :func:`dirichlet_fedssyn` ("dirichlet-fedssyn"): Fedssyn's code (after FedDF): per group of 10 or 20 clients,
+  per class Dirichlet shares capped at the group's average, redrawn until every client holds half of it; then equal
+  client sizes n/N.
 - :func:`label_groups` ("label-groups"): FedCOG's code's k-label skew (its NIID-2): fixed groups of k labels.
 - :func:`dirichlet_hsu` ("dirichlet-hsu"): label skew by drawing each client's class mix, q_i ~ Dir_K(α·prior)
   with the prior the global class frequencies, for clients of equal size n/N (Hsu, Qi and Brown 2019,
@@ -255,6 +258,87 @@ def dirichlet_capped(
     )
 
 
+def fedssyn_group(n_clients: int, n_classes: int, alpha: float) -> int:
+    """The clients of one Dirichlet group in Fedssyn's code (``build_non_iid_by_dirichlet``, its
+    ``n_auxi_worker``): 20 for N = 40 at α = 0.1, 10 for N = 40 at α = 0.01 and for N = 100 with 10 classes, 20 for
+    N = 100 with 100 classes at α = 0.01, otherwise all N (one group).
+
+    >>> fedssyn_group(40, 10, 0.1), fedssyn_group(100, 10, 0.01), fedssyn_group(10, 10, 0.1)
+    (20, 10, 10)
+    """
+    if n_clients == 40 and alpha in (0.1, 0.01):
+        return 20 if alpha == 0.1 else 10
+    if n_clients == 100 and n_classes == 10:
+        return 10
+    if n_clients == 100 and n_classes == 100 and alpha == 0.01:
+        return 20
+    return n_clients
+
+
+def dirichlet_fedssyn(
+    labels: ArrayLike, n_clients: int, rng: np.random.Generator, alpha: float = 0.5, max_draws: int = 1000
+) -> Partition:
+    """Fedssyn's partition (its code's ``build_non_iid_by_dirichlet`` and ``DataPartitioner``, after FedDF, Lin et
+    al. 2020, the paper's [25]; shared/notes/fedssyn_code.md):
+
+    1. the samples in a random order are cut into groups, one per :func:`fedssyn_group` clients (groups of 10 or 20
+       when N = 40 or 100; one group otherwise);
+    2. within a group of g clients and s samples, class by class, q_c ~ Dirichlet(α·1_g), with no share for a
+       client that already holds s/g samples or more; the group is redrawn until every client holds at least
+       int(s / (2g)) samples (at most ``max_draws`` times; InputError after: the authors' loop has no bound);
+    3. the groups' clients' samples, concatenated in client order, are cut into N consecutive pieces of equal size:
+       client i gets the i-th piece, so every client holds n/N samples and its classes are mostly those of its
+       Dirichlet share, with a neighbour's at the edges.
+
+    Three deviations: so that every sample has one client, the last group takes the samples that the authors'
+    int() rounding of the group sizes leaves out, and the final pieces differ in size by at most one
+    (``np.array_split``) where theirs drop the n mod N samples left over; a class is cut at
+    floor(cumsum(q_c)·n_c + 1e-9), so that a cumulative share of 1 that floats round to 0.999… is not cut one
+    sample short (their int() does that).
+
+    >>> parts = dirichlet_fedssyn(np.repeat(np.arange(4), 20), 4, np.random.default_rng(0), alpha=0.1)
+    >>> [len(c) for c in parts], sorted(np.concatenate(parts).tolist()) == list(range(80))
+    ([20, 20, 20, 20], True)
+    """
+    labels, n_clients, alpha, _, max_draws = _dirichlet_args(labels, n_clients, alpha, 0, max_draws)
+    classes = np.unique(labels)
+    group = fedssyn_group(n_clients, classes.size, alpha)
+    counts = [group] * (-(-n_clients // group))
+    counts[-1] = n_clients - group * (len(counts) - 1)
+    order = rng.permutation(labels.size)
+    ends = np.cumsum([int(c / n_clients * labels.size) for c in counts])
+    ends[-1] = labels.size
+    shares: list[np.ndarray] = []
+    for members, g in zip(np.split(order, ends[:-1]), counts):
+        shares += _capped_group(members, labels[members], classes, g, alpha, rng, max_draws)
+    return [np.sort(piece) for piece in np.array_split(np.concatenate(shares), n_clients)]
+
+
+def _capped_group(members, member_labels, classes, g, alpha, rng, max_draws) -> list[np.ndarray]:
+    """Step 2 of :func:`dirichlet_fedssyn` for one group: each client's samples (as indices into the data set)."""
+    size = members.size
+    for _ in range(max_draws):
+        held: list[list[np.ndarray]] = [[] for _ in range(g)]
+        sizes = np.zeros(g, dtype=np.int64)
+        for cls in classes:
+            idx = members[member_labels == cls]
+            q = np.nan_to_num(rng.dirichlet(np.full(g, alpha)))
+            capped = q * (sizes < size / g)
+            q = capped if capped.sum() > 0 else q
+            if q.sum() <= 0:  # numpy's sampler can return a NaN row for tiny α: one owner
+                q = np.eye(g)[rng.integers(g)]
+            cuts = np.floor(np.cumsum(q / q.sum()) * idx.size + 1e-9).astype(np.int64)[:-1]  # int(), less float fuzz
+            for i, piece in enumerate(np.split(idx, cuts)):
+                held[i].append(piece)
+                sizes[i] += piece.size
+        if sizes.min() >= int(0.5 * size / g):
+            return [np.concatenate(h) for h in held]
+    raise InputError(
+        f"no Fedssyn Dirichlet(alpha={alpha:g}) draw in {max_draws} gave every one of a group's {g} clients at least "
+        f"half of its {size} samples' average; raise alpha"
+    )
+
+
 def dirichlet_balanced(
     labels: ArrayLike, n_clients: int, rng: np.random.Generator, alpha: float = 0.5, iterations: int = 1000
 ) -> Partition:
@@ -323,6 +407,7 @@ PARTITIONERS: dict[str, Callable[..., Partition]] = {
     "dirichlet-hsu": dirichlet_hsu,
     "dirichlet-capped": dirichlet_capped,
     "dirichlet-balanced": dirichlet_balanced,
+    "dirichlet-fedssyn": dirichlet_fedssyn,
     "label-groups": label_groups,
 }
 

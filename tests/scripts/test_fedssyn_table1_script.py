@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from figures.fedssyn_table1 import COLUMNS
+from figures.fedssyn_table1 import COLUMNS, PAPER_PARTITION, PARTITIONS, PLAIN_PARTITION
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "fedssyn-table1.sh"
@@ -43,6 +43,7 @@ def test_every_columns_sweeps_set_the_declared_knobs(tmp_path):
         words = line.split()
         out = Path(words[words.index("--out") + 1])
         column = out.parent.name
+        assert out.parent.parent == tmp_path / "runs" / "fedssyn_table1" / PAPER_PARTITION
         sets = {words[k + 1] for k, word in enumerate(words) if word == "--set"}
         knobs = {s for s in sets if not s.startswith(("method.cache_dir=", "algorithm.name="))}
         assert knobs == set(COLUMNS[column].overrides(3000)), line
@@ -53,6 +54,32 @@ def test_an_unknown_column_is_one_line_and_starts_nothing(tmp_path):
     done = run(tmp_path, "a01", "bogus")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "unknown column bogus (a01, a001, c04_a01, c04_a001, n40_a01, n40_a001, n100_a01, n100_a001)"
+        "unknown column bogus for partition dirichlet-fedssyn "
+        "(a01, a001, c04_a01, c04_a001, n40_a01, n40_a001, n100_a01, n100_a001)"
     ]
+    assert not (tmp_path / "sweeps.log").exists()
+
+
+def test_the_plain_partition_runs_its_five_columns_in_a_folder_of_its_own(tmp_path):
+    done = run(tmp_path, "--partition", PLAIN_PARTITION)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "sweeps.log").read_text().splitlines()
+    assert len(lines) == len(PARTITIONS[PLAIN_PARTITION]) * 6
+    for line in lines:
+        words = line.split()
+        out = Path(words[words.index("--out") + 1])
+        assert out.parent.parent == tmp_path / "runs" / "fedssyn_table1" / PLAIN_PARTITION
+        assert f"data.partition={PLAIN_PARTITION}" in words
+        sets = {words[k + 1] for k, word in enumerate(words) if word == "--set"}
+        assert {s for s in sets if s.startswith("data.")} <= set(COLUMNS[out.parent.name].overrides(3000, "dirichlet"))
+
+
+def test_a_column_the_partition_does_not_run_or_an_unknown_partition_is_one_line(tmp_path):
+    done = run(tmp_path, "--partition", PLAIN_PARTITION, "n100_a01")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "unknown column n100_a01 for partition dirichlet (a01, a001, c04_a01, c04_a001, n40_a01)"
+    ]
+    done = run(tmp_path, "--partition", "iid")
+    assert (done.returncode, done.stderr.strip()) == (2, "unknown partition iid (dirichlet-fedssyn, dirichlet)")
     assert not (tmp_path / "sweeps.log").exists()
