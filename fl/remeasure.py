@@ -6,7 +6,8 @@ logs every ``train.estimate_every`` rounds).
 A long run that logged no estimates (``estimate_every = 0``: at paper scale one estimate costs minutes) can be
 measured afterwards at every model it kept: ``checkpoint_round*.pt``, ``checkpoint.pt`` and ``snapshots/round*.pt``
 (files holding ``round`` (the next round to run), ``x`` and ``method``, the method's state: DynaFed's D_syn). The
-run's own config rebuilds its data and model; the estimates at the model after round t use the generator seed a run
+run's own config rebuilds its data and model, refused in one line as ``fl.run --resume`` refuses them when the data
+or a plug-in are no longer those the run ran on; the estimates at the model after round t use the generator seed a run
 would have used at round t, so a round the run measured itself gives the same numbers. One line per model goes to
 ``RUN_DIR/estimates_posthoc.jsonl``; models measured before are skipped, so an interrupted call resumes.
 ``--only delta2`` measures δ² alone (the clients' full-data gradients and the synthetic set's: no per-sample
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from fl import plugins, provenance
 from fl.config import from_dict
 from fl.estimators import delta2
 from fl.experiment import Experiment
@@ -93,7 +95,8 @@ def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int |
     if not models:
         raise InputError(f"{run}: no saved model (checkpoint*.pt or snapshots/round*.pt)")
     last = max(models)
-    exp = Experiment(from_dict(tree))
+    with plugins.expecting(provenance.recorded_plugins(run)):  # as fl.run --resume: a changed plug-in never runs,
+        exp = Experiment(from_dict(tree), resuming=run)  # and other data than the run's are refused (check_data)
     done = measured(run / OUT, exp.config.train.estimate_samples, only)  # the same measurement: samples and kind
     todo = [t for t in models if (t % every == 0 or t == last) and t not in done]
     if not todo:
