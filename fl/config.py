@@ -262,7 +262,8 @@ class TrainConfig:
         _require(self.batch_size >= 1, "train.batch_size", "must be >= 1")
         _require(len(self.lr) >= 1 and all(v > 0 for v in self.lr), "train.lr", "must be > 0 (a number or a list)")
         _require(len(self.lr) <= MAX_LR_GRID, "train.lr", f"a grid of {len(self.lr):,} step sizes is over the "
-                 f"{MAX_LR_GRID:,} a run tunes ({self.tune_rounds} round(s) each, before round 1); give fewer")  # fmt: skip
+                 f"{MAX_LR_GRID:,} a run tunes ({self.tune_rounds} round(s) each, before round 1); "
+                 "give fewer")  # fmt: skip
         _require(self.tune_rounds >= 1, "train.tune_rounds", "must be >= 1")
         _require(self.weighting in ("size", "uniform"), "train.weighting", "must be 'size' or 'uniform'")
         _require(self.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")
