@@ -72,6 +72,19 @@ class LocalConfig:
     budget: str = "epochs"
     graphs: str = "auto"
 
+    @classmethod
+    def of(cls, train) -> LocalConfig:
+        """The local-training settings of a run's ``[train]`` table (:class:`fl.config.TrainConfig`), by name."""
+        return cls(**{field: getattr(train, key) for field, key in TRAIN_KEYS.items()})
+
+
+TRAIN_KEYS = {  # LocalConfig's field -> the [train] key it comes from
+    "epochs": "local_epochs", "batch_size": "batch_size", "participation": "participation", "weighting": "weighting",
+    "steps": "local_steps", "momentum": "momentum", "optimizer": "optimizer", "weight_decay": "weight_decay",
+    "backend": "backend", "chunk": "client_chunk", "client_state": "client_state", "augment": "augment",
+    "optimizer_state": "optimizer_state", "budget": "local_budget", "graphs": "graphs",
+}  # fmt: skip
+
 
 BUDGETS = ("epochs", "real-steps")
 

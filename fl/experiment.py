@@ -134,11 +134,7 @@ class Experiment:
             self.data.x, self.data.test_x = self.data.x.to(dtype), self.data.test_x.to(dtype)
         self.algorithm = build_algorithm(config.algorithm)
         train = config.train
-        self.local = LocalConfig(
-            train.local_epochs, train.batch_size, train.participation, train.weighting, train.local_steps,
-            train.momentum, train.optimizer, train.weight_decay, train.backend, train.client_chunk, train.client_state,
-            train.augment, train.optimizer_state, train.local_budget, train.graphs,
-        )  # fmt: skip
+        self.local = LocalConfig.of(train)
         self.x0 = self.flat.params.detach().clone()
         self.n_head = int(self.flat.head_mask.sum())
         participants = n_participants(self.data.n_clients, train.participation)
