@@ -423,7 +423,8 @@ def run_arguments(spec: Path) -> list[list[str]]:
 
 def parsed_entry(argv: list[str], where: str, check_config: bool = False) -> argparse.Namespace:
     """A fleet entry's fl.run arguments, parsed and checked as fl.run checks them (one line naming the entry); with
-    ``check_config`` its config too (a start's), before any entry's folder is touched."""
+    ``check_config`` its config too (a start's), and a run its ``--out`` holds must be of that config
+    (:func:`same_run`), before any entry's folder is touched."""
     from fl.launch import build_parser
 
     parser = build_parser()
@@ -444,14 +445,52 @@ def parsed_entry(argv: list[str], where: str, check_config: bool = False) -> arg
     flags_as_fl_run(args, where)
     if check_config and not args.resume:
         try:
-            load_config(args.config, list(args.set), notes=[])
+            config = load_config(args.config, list(args.set), notes=[])
+            if args.out is not None and not args.overwrite:
+                same_run(config, args.out)
         except InputError as error:
             raise InputError(f"{where}: {error}") from None
     return args
 
 
+def same_run(config: RunConfig, out: Path) -> None:
+    """Refuse (one line) a run folder ``out`` that holds a run (its config.json) of another config than the entry's
+    ``config``: :func:`prepare` would take its finished run for the entry's, or continue its started one with its
+    own config. Compared as ``fl.sweep`` compares them (:meth:`fl.config.RunConfig.identity`), without what a
+    resumed run may change: its device, and its plug-ins' code (checked on the resume, ``--accept-code-change``)."""
+    from fl.checkpoints import config_key
+    from fl.sweep import saved_config
+
+    if not (out / "config.json").is_file():
+        return
+    saved = saved_config(out)
+    if config_key(saved) == config_key(config):
+        return
+    keys = differing_keys(saved.identity(), config.identity())
+    hint = f"; to extend it: --resume {out} --set train.rounds=N" if keys == ["train.rounds"] else ""
+    differ = f" (differing in {', '.join(keys[:3])})" if keys else ""
+    raise InputError(f"{out} holds a run of another config{differ}; use another --out or remove it{hint}")
+
+
+def differing_keys(theirs: dict, ours: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two config trees (either side's missing key included), sorted;
+    ``train.device`` and ``plugins`` left out (a resume may change them)."""
+    keys = []
+    for key in sorted(set(theirs) | set(ours)):
+        name = f"{prefix}{key}"
+        if name in ("train.device", "plugins"):
+            continue
+        a, b = theirs.get(key), ours.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += differing_keys(a, b, f"{name}.")
+        elif json.dumps(a) != json.dumps(b):
+            keys.append(name)
+    return keys
+
+
 def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, Path, RunConfig | None] | None:
-    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it: None when its folder holds a finished run
+    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it (checked first by :func:`parsed_entry` with
+    ``check_config``: a folder's run of another config refused): None when its folder holds a finished run
     (unless ``--overwrite``: then it starts again, as ``fl.run --overwrite`` would); else (its fl.run arguments, its
     folder, its config: None for a resume), a started one continued (unless ``--overwrite``), the others started
     (the folder made; the config written under the folder's lock by :func:`fl.launch.locked_config`). An empty entry

@@ -132,3 +132,43 @@ def test_an_entry_that_runs_nothing_is_refused_in_one_line(tmp_path, capsys, ent
     code, err = fleet_of(tmp_path, [entry], capsys)
     assert code == 2 and "entry 1" in err and "runs nothing" in err and err.count("\n") == 1, err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_an_entry_whose_folder_holds_a_run_of_another_config_is_refused(cifar_root, tmp_path, capsys, finished):
+    """Fourth sweep, case 47: an entry's --out holding a finished (or started: no summary.json) run of another
+    config is refused in one line naming the entry, as fl.run and fl.sweep refuse it, before any entry trains;
+    never taken for the entry's finished run, nor continued with the folder's own config."""
+    out = tmp_path / "r"
+    assert run_main([*sets(cifar_root), "--out", str(out), "--quiet"]) == 0
+    if not finished:
+        (out / "summary.json").unlink()
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    new = [*sets(cifar_root), "--out", str(tmp_path / "new")]
+    entries = [new, [*sets(cifar_root, "train.lr=0.3"), "--out", str(out)]]
+    code, err = fleet_of(tmp_path, entries, capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "entry 2" in err and "holds a run of another config (differing in train.lr)" in err, err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "new").exists()  # refused before any entry's folder is made
+
+
+def test_an_entry_asking_more_rounds_of_a_finished_run_is_told_how_to_extend_it(cifar_root, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert run_main([*sets(cifar_root), "--out", str(out), "--quiet"]) == 0
+    code, err = fleet_of(tmp_path, [[*sets(cifar_root, "train.rounds=3"), "--out", str(out)]], capsys)
+    assert code == 2 and err.count("\n") == 1 and "(differing in train.rounds)" in err, err
+    assert f"--resume {out} --set train.rounds=N" in err, err
+
+
+def test_an_entry_whose_folder_holds_its_own_finished_run_is_still_left_as_it_is(cifar_root, tmp_path, capsys):
+    """The same config (another train.device included: a resume may change it): left as it is, as before."""
+    out = tmp_path / "r"
+    assert run_main([*sets(cifar_root), "--out", str(out), "--quiet"]) == 0
+    before = (out / "metrics.jsonl").read_bytes()
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps([[*sets(cifar_root, "train.device='auto'"), "--out", str(out)]]))
+    capsys.readouterr()
+    assert fleet_main([str(spec)]) == 0
+    assert "finished" in capsys.readouterr().out
+    assert (out / "metrics.jsonl").read_bytes() == before
