@@ -6,7 +6,8 @@ deployment on loopback (SuperLink + one SuperNode per client on 127.0.0.1, :mod:
 Per way: start-up (wall time before the first round starts: imports, data, model, Ray or the SuperLink/SuperNodes
 and their ClientApp processes), seconds per round (from the run's ``metrics.jsonl``, test evaluation included),
 total wall time, and the test accuracy of every round, which must be the same in the three (every process runs
-one thread, so the arithmetic is the same). Writes ``flower_bench.json`` and a markdown table to ``OUT``.
+one thread, so the arithmetic is the same). Writes ``flower_bench.json`` and a markdown table to ``OUT``; an
+``OUT`` that already holds a bench's outputs is refused in one line (the bench never writes over earlier ones).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from fl.flower.loopback import Loopback  # noqa: E402
 from theory.cli import ArgumentParser, make_dir  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
+
+WAYS = ("fl.run", "flower-simulation", "flower-loopback")  # each way's run folder in OUT
+OUTPUTS = (*WAYS, "loopback", "flower_bench.json", "flower_bench.md")  # all the bench writes in OUT
 
 
 def metrics(run: Path) -> list[dict]:
@@ -51,6 +55,20 @@ def timed(command: list[str], env: dict) -> float:
     return time.monotonic() - start
 
 
+def fresh_out(out: Path) -> Path:
+    """``out`` made (a one-line InputError where it cannot be), refused in one line where it already holds a bench's
+    outputs (:data:`OUTPUTS`, a link included): a second bench would start its runs over the first one's, and its
+    Flower app, never given ``overwrite``, would refuse the loopback run's folder."""
+    try:
+        held = [name for name in OUTPUTS if (out / name).exists() or (out / name).is_symlink()]
+    except OSError as error:
+        raise InputError(f"cannot read output folder {out}: {error.strerror}") from None
+    if held:
+        raise InputError(f"{out} already holds a bench's outputs ({', '.join(held[:3])}); pick a new --out or "
+                         "remove it")  # fmt: skip
+    return make_dir(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="flower_bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/fmnist_quick.toml")
@@ -61,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:  # a missing or bad config stops here, before OUT is made (the three ways would each fail on it)
         config = load_config(Path(args.config), args.set)
-        out = make_dir(args.out.resolve())  # (a file there is refused in one line too)
+        out = fresh_out(args.out.resolve())  # (a file there is refused in one line too)
     except InputError as error:
         print(f"flower_bench.py: error: {error}", file=sys.stderr)
         return 2
@@ -74,13 +92,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    except (RuntimeError, TimeoutError) as error:  # the loopback deployment's (fl.flower.loopback); its logs named
+        print(f"flower_bench.py: error: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 1
 
 
 def bench(args, config, out: Path) -> int:
     """The three ways on ``config`` (read from ``args.config`` with ``args.set``), results into ``out``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     sets = [arg for item in args.set for arg in ("--set", item)]
-    runs = {name: out / name for name in ("fl.run", "flower-simulation", "flower-loopback")}
+    runs = {name: out / name for name in WAYS}
     results = {}
 
     base = [sys.executable, "-m"]
@@ -94,8 +115,7 @@ def bench(args, config, out: Path) -> int:
     results["flower-simulation"] = measured(runs["flower-simulation"], wall)
     print("flower-simulation", json.dumps(results["flower-simulation"]))
 
-    summary = runs["flower-loopback"] / "summary.json"
-    summary.unlink(missing_ok=True)
+    summary = runs["flower-loopback"] / "summary.json"  # none yet: OUT held no bench's outputs (fresh_out)
     start = time.monotonic()
     with Loopback(config.data.clients, out / "loopback", threads=1) as link:
         infrastructure = time.monotonic() - start

@@ -1,10 +1,10 @@
 """The benchmarks refuse bad command-line input in one line on stderr with exit 2, before any work and before they
 make any output folder or file: engine_bench's bad counts (``--clients 0``, ``--repeats 0``, ``--threads -1``),
-flower_bench's missing config (issue 44, class 7), and, run as the user runs them (a subprocess from the checkout's
-root), zero or negative counts, unknown names, missing files and options that ``--quick`` (or ``--paper``) would
-override in clients_bench, synthesis_bench, workers_bench, sweep_jobs_bench and quadratic_bench. The subprocesses
-run four at a time (each imports torch: ~2 s); the rest run in this process. The file takes about 30 s on 2 busy
-cores."""
+flower_bench's missing config (issue 44, class 7) and an ``--out`` that holds an earlier bench's outputs, and, run
+as the user runs them (a subprocess from the checkout's root), zero or negative counts, unknown names, missing files
+and options that ``--quick`` (or ``--paper``) would override in clients_bench, synthesis_bench, workers_bench,
+sweep_jobs_bench and quadratic_bench. The subprocesses run four at a time (each imports torch: ~2 s); the rest run
+in this process. The file takes about 30 s on 2 busy cores."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from theory.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,6 +50,33 @@ def test_flower_bench_refuses_a_missing_config_before_making_its_folder(tmp_path
     err = capsys.readouterr().err
     assert err == "flower_bench.py: error: config file missing.toml not found\n"
     assert not any(tmp_path.iterdir())  # not results/bench/flower/ (in the checkout, from its default --out)
+
+
+def test_flower_bench_refuses_an_out_that_holds_an_earlier_bench_before_anything_starts(tmp_path, monkeypatch, capsys):
+    """Fourth sweep, case 51: a second bench into the same --out once hung for 1800 s (its Flower app refused the
+    loopback run's folder, which held the first bench's run): it is refused in one line, nothing touched."""
+    monkeypatch.chdir(ROOT)
+    earlier = tmp_path / "B"
+    (earlier / "flower-loopback").mkdir(parents=True)
+    (earlier / "flower-loopback" / "summary.json").write_text("{}")
+    (earlier / "flower_bench.json").write_text("{}")
+    before = sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*"))
+    assert bench_main("flower_bench")(["--config", "configs/fmnist_quick.toml", "--out", str(earlier)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{earlier} already holds a bench's outputs" in err, err
+    assert "flower-loopback" in err and "pick a new --out or remove it" in err, err
+    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*")) == before
+    assert (earlier / "flower-loopback" / "summary.json").read_text() == "{}"
+
+
+def test_flower_bench_takes_a_new_or_unrelated_out(tmp_path):
+    fresh_out = load_bench("flower_bench").fresh_out
+    assert fresh_out(tmp_path / "new").is_dir()
+    (tmp_path / "notes.txt").write_text("a user's\n")  # not a bench's output: left as it is, the bench writes beside
+    assert fresh_out(tmp_path) == tmp_path and (tmp_path / "notes.txt").read_text() == "a user's\n"
+    (tmp_path / "fl.run").symlink_to(tmp_path / "elsewhere")  # a dangling link of a bench's name counts too
+    with pytest.raises(InputError, match=r"already holds a bench's outputs \(fl\.run\)"):
+        fresh_out(tmp_path)
 
 
 # (script, arguments, what the one line says after "SCRIPT: error: "); OUT stands for the case's own empty folder,
