@@ -28,12 +28,25 @@ def test_every_column_of_the_grid_loads_with_the_papers_knobs(scale, tmp_path):
             assert (data.clients, train.participation, data.alpha) == (column.clients, column.participation,
                                                                         column.alpha)  # fmt: skip
             assert data.subsample == t1.SUBSAMPLE[scale]
+            assert data.partition == "dirichlet-fedssyn"  # Fedssyn's code's partition (after FedDF)
             if config.method["name"] == "fedssyn":
                 assert config.method["n_tilde"] * data.clients == n  # ñ = n / N
                 assert config.method["rho"] == 0.75 and config.method["generator"] == "vae"
         names = {config_of(protocol, arm, 0, tmp_path).algorithm["name"] for arm in arms}
         assert names == {"fedavg", "scaffold", "fedprox", "feddyn", "fedpvr", "fedavgm"}
         assert set(column.paper) == set(t1.PAPER_ALGORITHMS)
+
+
+def test_the_plain_columns_are_the_first_five_on_plain_dirichlet(tmp_path):
+    """table1-plain reads the five columns run before the paper's partition was built: plain Dirichlet shares, every
+    client >= 10 samples (their identities are those in the ledger: ``figures check`` rebuilds them)."""
+    protocol = Protocol(t1.CONFIG, (), t1.SEEDS)
+    assert t1.PARTITIONS == {"dirichlet-fedssyn": tuple(t1.COLUMNS), "dirichlet": t1.PLAIN}
+    assert t1.PLAIN == ("a01", "a001", "c04_a01", "c04_a001", "n40_a01")
+    for name in t1.PLAIN:
+        for arm in t1.arms(name, 3000, "dirichlet"):
+            data = config_of(protocol, arm, 0, tmp_path).data
+            assert (data.partition, data.min_size) == ("dirichlet", 10)
 
 
 def rows(*accuracies: float) -> list[dict]:
