@@ -1,5 +1,6 @@
 """The figure of ``python -m fl.sweep``: per swept key, test accuracy per round (mean over seeds, min-max band)
-and the final accuracy of each value (mean ± standard deviation over seeds). The base arm is shown by its value of
+and the final accuracy of each value (mean ± standard deviation over the seeds whose model is a number; a value
+with diverged seeds says how many). The base arm is shown by its value of
 the panel's key, ``none (base)``, where ``results`` gives its values (``base_values``)."""
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> Non
     groups = _groups(results, keys, product)
     fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.6 * len(groups)), squeeze=False)
     for (key, names), (left, right) in zip(groups, axes):
-        finals, errors = [], []
+        finals, errors, ticks = [], [], []
         for name in names:
+            ticks.append(_label(name, key, results))
             curves = [c for c in results[name]["curves"] if c]
             if not curves:
                 finals.append(np.nan)
@@ -54,8 +56,11 @@ def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> Non
             line = left.plot(rounds, acc.mean(0), label=_label(name, key, results))[0]
             if len(acc) > 1:
                 left.fill_between(rounds, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.2)
-            final = [s["final_test_accuracy"] for s in results[name]["summaries"]]
-            finals.append(np.mean(final))
+            final = [a for a in (s.get("final_test_accuracy") for s in results[name]["summaries"])
+                     if isinstance(a, int | float) and np.isfinite(a)]  # a diverged run's is no number  # fmt: skip
+            finals.append(np.mean(final) if final else np.nan)
+            lost = len(results[name]["summaries"]) - len(final)
+            ticks[-1] += f" ({lost} of {len(results[name]['summaries'])} diverged)" if lost else ""
             errors.append(np.std(final, ddof=1) if len(final) > 1 else 0.0)
         left.set_xlabel("round")
         left.set_ylabel("test accuracy")
@@ -63,7 +68,7 @@ def plot_sweep(results: dict, keys: list[str], product: bool, path: Path) -> Non
         left.legend(fontsize=7)
         positions = np.arange(len(names))
         right.errorbar(positions, finals, yerr=errors, fmt="o", capsize=3)
-        right.set_xticks(positions, [_label(n, key, results) for n in names], rotation=30, ha="right", fontsize=7)
+        right.set_xticks(positions, ticks, rotation=30, ha="right", fontsize=7)
         right.set_ylabel("final test accuracy")
         right.set_title(f"{key}: final accuracy (mean ± sd over seeds)", fontsize=9)
     fig.tight_layout()
