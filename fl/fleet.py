@@ -459,7 +459,7 @@ def same_run(config: RunConfig, out: Path) -> None:
     own config. Compared as ``fl.sweep`` compares them (:meth:`fl.config.RunConfig.identity`), without what a
     resumed run may change: its device, and its plug-ins' code (checked on the resume, ``--accept-code-change``)."""
     from fl.checkpoints import config_key
-    from fl.sweep import saved_config
+    from fl.runfolder import saved_config
 
     if not (out / "config.json").is_file():
         return

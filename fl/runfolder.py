@@ -200,3 +200,15 @@ def extension_rounds(sets: Sequence[str]) -> int | None:
             raise InputError(f"config train.rounds: expected int, got {value!r}")
         rounds = value
     return rounds
+
+
+def saved_config(out: Path) -> RunConfig:
+    """The config of the run folder ``out`` (its config.json, earlier layouts too); a missing, corrupt or invalid
+    one is a one-line InputError."""
+    tree = read_object(out / "config.json", "config.json of a run")
+    try:
+        return from_dict(tree)
+    except InputError as error:
+        raise InputError(f"{out / 'config.json'}: not a valid run config ({error})") from None
+    except (TypeError, ValueError, KeyError, AttributeError) as error:  # a tree from_dict does not expect
+        raise InputError(f"{out / 'config.json'}: not a valid run config ({type(error).__name__}: {error})") from None

@@ -48,11 +48,11 @@ import numpy as np
 
 import fl.provenance as provenance
 from fl.atomic import locked
-from fl.config import RunConfig, from_dict, load_config, parse_override
+from fl.config import RunConfig, load_config, parse_override
 from fl.fleet import run_fleet
 from fl.loop import execute
 from fl.metrics import read_metrics
-from fl.runfolder import RUN_LOCK
+from fl.runfolder import RUN_LOCK, saved_config
 from fl.sinks import MLflow, curves_folder, curves_path, replay, require_mlflow, require_tensorboard
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
 from theory.errors import InputError
@@ -116,18 +116,6 @@ def run_dir_name(name: str) -> str:
     replaced (``data.data_root=/a/x``), a digest of the name follows, so two names never share a folder."""
     kept = "".join(c if c.isalnum() or c in "._=,-" else "_" for c in name)
     return kept if kept == name else f"{kept}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-
-
-def saved_config(out: Path) -> RunConfig:
-    """The config of the run folder ``out`` (its config.json, earlier layouts too); a missing, corrupt or invalid
-    one is a one-line InputError."""
-    tree = read_object(out / "config.json", "config.json of a run")
-    try:
-        return from_dict(tree)
-    except InputError as error:
-        raise InputError(f"{out / 'config.json'}: not a valid run config ({error})") from None
-    except (TypeError, ValueError, KeyError, AttributeError) as error:  # a tree from_dict does not expect
-        raise InputError(f"{out / 'config.json'}: not a valid run config ({type(error).__name__}: {error})") from None
 
 
 def plugin_change(config: RunConfig, out: Path) -> str | None:
