@@ -7,14 +7,16 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.campaign.status import refuse_linked_folders, rounds_left, store_path
+from lab.campaign.volumes import Large, send
 from lab.records.lease import (
     LEASE_FILE,
     RECORD_FILES,
@@ -24,9 +26,11 @@ from lab.records.lease import (
     MiB,
     campaign_status,
     extract_state,
+    gather_volumes,
     lease_files,
     read_archive,
     taken,
+    tar_size,
     write_archives,
 )
 from theory.errors import InputError
@@ -35,12 +39,15 @@ from theory.output import file_sha256, replace_durably, write_text_atomically
 
 @dataclass
 class Packed:
-    """What one pack left in $OUT: the files, the runs whose state is in them, the runs that restart and why."""
+    """What one pack left in $OUT: the files, the runs whose state is in them (a large state: once every volume has
+    gone out, this call included), the runs that restart and why, the notes; and the runs whose state is on its way
+    in volumes, each with how many are back and what brings the rest (:mod:`lab.campaign.volumes`)."""
 
     files: list[Path]
     resumable: list[str]
     restart: dict[str, str]
     notes: list[str]
+    partial: dict[str, str] = field(default_factory=dict)
 
 
 LIMITS = (("max_file", 15), ("max_total", 60), ("state", 60))  # CAMPAIGN_<KEY>_MIB and its default
@@ -191,19 +198,27 @@ def records(store: Path, skipped: list[str] | None = None) -> list[list[tuple[st
     return [g for g in groups if g]
 
 
+def on_disk(folder: Path, names: list[str]) -> int:
+    """Bytes the regular files ``names`` of ``folder`` would take in a tar (links and the missing count nothing)."""
+    paths = [folder / name for name in names]
+    return sum(512 + -(-p.stat().st_size // 512) * 512 for p in paths if p.is_file() and not p.is_symlink())
+
+
 def states(
-    status: dict, store: Path, skipped: list[str] | None = None
-) -> tuple[list[tuple[str, list]], dict[str, str]]:
+    status: dict, store: Path, skipped: list[str] | None = None, max_group: int | None = None
+) -> tuple[list[tuple[str, list]], list[Large], dict[str, str]]:
     """The state groups of the unfinished runs (and of the finished runs whose kept checkpoint an unfinished run
     still starts from), by value: those kept sources first, then the runs nearest to finishing (the fewest rounds
-    left), then priority; and the unfinished runs whose state cannot come back, with why. A run folder reached
-    through a symbolic link, and a file that is one, are never read (named in ``skipped``)."""
+    left), then priority; those whose files would take more than ``max_group`` bytes in a tar, unread and by value
+    too (their state goes in volumes: :mod:`lab.campaign.volumes`); and the unfinished runs whose state cannot come
+    back, with why. A run folder reached through a symbolic link, and a file that is one, are never read (named in
+    ``skipped``)."""
     rows, skipped = status["tasks"], skipped if skipped is not None else []
     kept: dict[str, list[str]] = {}
     for row in rows:
         if row["needs"] and row["after"] and row["state"] != "done":
             kept.setdefault(row["after"], []).append(row["needs"].rsplit("/", 1)[1])
-    groups, restart = [], {}
+    groups, large, restart = [], [], {}
     for row in sorted(rows, key=lambda r: r["priority"]):
         folder = store / row["run"] if row["run"] else None
         if folder is None or not folder.is_dir():
@@ -217,12 +232,6 @@ def states(
         wanted = list(dict.fromkeys(kept.get(row["name"], [])))  # one copy for the several arms it starts
         if finished and not wanted:
             continue
-        if not row["portable"]:
-            if not finished:
-                size = sum(p.stat().st_size for p in folder.glob("checkpoint*.pt")) / MiB
-                restart[row["name"]] = (f"its clients' optimiser moments ({size:.0f} MiB of checkpoints) cannot come "
-                                        "back: restarts from round 1")  # fmt: skip
-            continue
         if not finished and not (folder / "checkpoint.pt").exists() and not wanted:
             restart[row["name"]] = "no checkpoint yet: starts over"
             continue
@@ -230,6 +239,9 @@ def states(
         names += [*wanted, "config.json", "provenance.json", "init_from.txt", "metrics.jsonl"]
         names += ["summary.json"] if finished else []
         value = (0 if finished else 1, rounds_left(folder), row["priority"])
+        if max_group is not None and on_disk(folder, names) > max_group:
+            large.append((value, Large(row["name"], row["run"], folder, names)))
+            continue
         files = read_files(folder, names, row["run"], skipped)
         if not finished and f"{row['run']}/checkpoint.pt" not in {name for name, _ in files} and not wanted:
             restart[row["name"]] = ("its checkpoint.pt is a symbolic link or not a file, never read: its state did "
@@ -237,7 +249,8 @@ def states(
             continue
         groups.append((value, row["name"], files))
     # by value: a finished run's kept state that others start from first, then the runs nearest to finishing
-    return [(name, files) for _, name, files in sorted(groups, key=lambda g: g[0])], restart
+    by_value = [(name, files) for _, name, files in sorted(groups, key=lambda g: g[0])]
+    return by_value, [item for _, item in sorted(large, key=lambda g: g[0])], restart
 
 
 def pack_sets(
@@ -307,12 +320,16 @@ def link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
-def pack(status: dict | None, store: Path, out: Path) -> Packed:
+def pack(status: dict | None, store: Path, out: Path, call: str | None = None) -> Packed:
     """Everything that comes back, into ``out``: the records, the DDPM sets, the unfinished runs' state by priority,
-    within :func:`limits` (checked first: a bad value is refused before anything is written or removed). Only the
-    packing's own earlier files are written over or removed (:class:`Written`); what else ``out`` holds stays and
-    counts against the limits. A symbolic link in the store is never followed (left out, said in the notes)."""
+    within :func:`limits` (checked first: a bad value is refused before anything is written or removed); a state too
+    large for one archive goes in volumes with the room left, a few each call (:func:`lab.campaign.volumes.send`;
+    ``call`` names the device tool's call: every pack of one ``watch`` passes the same, and a pack without one is a
+    call of its own). Only the packing's own earlier files are written over or removed (:class:`Written`); what else
+    ``out`` holds stays and counts against the limits. A symbolic link in the store is never followed (left out,
+    said in the notes)."""
     limit = limits()
+    call = call or secrets.token_hex(8)
     refuse_linked_folders(store)  # before OUT is made
     out.mkdir(parents=True, exist_ok=True)
     mine = Written(store, out)
@@ -338,24 +355,40 @@ def pack(status: dict | None, store: Path, out: Path) -> Packed:
     files_left -= len(sets)
     bytes_left -= sum(p.stat().st_size for p in sets)
     state_files: list[Path] = []
-    resumable, restart = [], {}
+    resumable, restart, large = [], {}, []
+    lease = [(LEASE_FILE, json.dumps({"store": str(store), "packed": time.time()}).encode())]
+    state_left = max(0, min(limit["state"], bytes_left))
     if status is not None:
-        run_groups, restart = states(status, store, skipped)
-        lease = [(LEASE_FILE, json.dumps({"store": str(store), "packed": time.time()}).encode())]
+        max_group = limit["max_file"] - 2 * 10240 - tar_size(lease)  # what one archive holds of a run
+        run_groups, large, restart = states(status, store, skipped, max_group)
         state_files, left = write_archives(
-            [group for _, group in run_groups], out, STATE, limit["max_file"], max(0, files_left),
-            max(0, min(limit["state"], bytes_left)), every=lease, ours=mine.ours,
+            [group for _, group in run_groups], out, STATE, limit["max_file"], max(0, files_left), state_left,
+            every=lease, ours=mine.ours,
         )  # fmt: skip
         for k in left:
             restart[run_groups[k][0]] = ("no room in what comes back: starts over (or from the state that came back "
                                          "before)")  # fmt: skip
         resumable = [name for k, (name, _) in enumerate(run_groups) if k not in left]
+    room = (files_left - len(state_files), state_left - sum(p.stat().st_size for p in state_files), limit["max_file"])
+    sent = send(large, lambda item: read_large(item, skipped), store, out, room, lease, call, mine.ours)
+    state_files += sent.files
+    resumable += sent.complete
+    restart |= sent.restart
     mine.save(written + state_files)
     if skipped:
         shown = "; ".join(skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
         notes.append(f"{len(skipped)} symbolic links (or other non-files) in the store not packed, never followed: "
                      f"{shown}")  # fmt: skip
-    return Packed(written + state_files, resumable, restart, notes)
+    return Packed(written + state_files, resumable, restart, notes, sent.partial)
+
+
+def read_large(item: Large, skipped: list[str]) -> list[tuple[str, bytes]] | None:
+    """The files of a large state (:func:`read_files`), or None where an unfinished run's checkpoint.pt is a link
+    or not a file (never read: its state does not come back)."""
+    files = read_files(item.folder, item.names, item.run, skipped)
+    if "checkpoint.pt" in item.names and f"{item.run}/checkpoint.pt" not in {name for name, _ in files}:
+        return None
+    return files
 
 
 def finished_earlier(store: Path) -> set[str]:
@@ -378,7 +411,9 @@ def unpack(files: list[Path]) -> int:
     read whole first (:func:`lab.records.lease.read_archive`: sizes, names, no link, hard link, device or name
     twice) before anything is written; each run's state is placed as the intake places it
     (:func:`lab.records.lease.extract_state`: a run here of another config keeps its folder, the lease's state goes
-    beside it)."""
+    beside it). A large state's volumes may come over several calls: each call's are checked and gathered in
+    ``STORE/campaign/volumes-in/`` (:func:`lab.records.volumes.collect`), and the run is placed once all are there;
+    until then it is said to be partial (a later ``unpack`` of the rest completes it)."""
     store = store_path()
     kinds = lease_files(files)
     for archive in kinds["records"] + kinds["state"]:
@@ -388,11 +423,16 @@ def unpack(files: list[Path]) -> int:
         status = campaign_status(read_archive(archive), archive)
         done |= {str(row.get("name")) for row in status.get("tasks", []) if row.get("state") == "done"}
     refuse_linked_folders(store)
+    joined, partial = gather_volumes(kinds["volumes"], store / "campaign" / "volumes-in", store)
     (store / "campaign").mkdir(parents=True, exist_ok=True)
     write_text_atomically(store / "campaign" / "previous.json", json.dumps({"done": sorted(done)}))
     print(f"{len(done)} tasks finished in earlier leases")
     for archive in kinds["state"]:
         print("\n".join(extract_state(archive, store)))
+    if joined:
+        print("\n".join(extract_state(store / "campaign" / "volumes-in", store, joined)))
+    for name, line in partial.items():
+        print(f"{name}: {line}")
     if kinds["sets"]:
         from fl.synthesis.pack import unpack as unpack_sets
 

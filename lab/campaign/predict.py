@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from lab.campaign.status import rounds_done
 from lab.campaign.tasks import DDPM_STEPS, ROOT, Task, open_tasks, plan
 from lab.records.check import BENCH
 from theory.errors import InputError
@@ -47,11 +48,12 @@ def task_config(task: Task):
     return load_config(ROOT / config, sets), start
 
 
-def predict(task: Task, rates: dict) -> Price:
+def predict(task: Task, rates: dict, done: int = 0) -> Price:
     """(FLOPs, minutes on one H100 at ``rates``, what is counted) of a task: its clients' training and evaluation
     (HFMDs' inversions too) at the rate of "fl" (of "fl:MODEL" where the rates have one for the run's model: a
-    fleet of that model measured), DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (lab/cost.py); a
-    task that is no fl.run nor DDPM training (the benchmark): (0, its cap, ...)."""
+    fleet of that model measured), DynaFed's synthesis at "dynafed"'s, DDPM training at "ddpm"'s (lab/cost.py),
+    from round ``done`` + 1 where its run has that many rounds already (a run resumed); a task that is no fl.run
+    nor DDPM training (the benchmark): (0, its cap, ...)."""
 
     from lab.cost import ddpm_flops, minutes, run_cost
 
@@ -63,6 +65,7 @@ def predict(task: Task, rates: dict) -> Price:
         flop = per_image * DDPM_STEPS * batch * config.data.clients
         said = f"{config.data.clients} DDPMs x {DDPM_STEPS} steps x {batch} (at least; method.min_steps)"
         return Price(flop, minutes(flop, rates["ddpm"]), said)
+    start = max(start, done)  # a run's rows are every round it has done, those of the run it started from too
     cost = run_cost(config, start)  # a DynaFed arm started past its synthesis has none (its source made D_syn)
     dynafed = config.method.get("name") == "dynafed"
     said = f"rounds {start + 1}-{config.train.rounds}"
@@ -220,10 +223,12 @@ def measured_ddpm_rate() -> float:
     return per_image * dataset_sizes(config)[0] * int(config.method.get("epochs", 20)) / 320.0
 
 
-def predicted_minutes(task: Task) -> float:
+def predicted_minutes(task: Task, store: Path | None = None) -> float:
     """The task's own ``minutes``, else its predicted minutes on one H100 (:func:`predict` at the planned rates or
-    CAMPAIGN_RATES'), else 0 (unknown: a command that is no fl.run nor DDPM training)."""
+    CAMPAIGN_RATES', for the rounds its run in ``store`` has still to do: one resumed from an earlier lease's state
+    costs what is left), else 0 (unknown: a command that is no fl.run nor DDPM training)."""
     if task.minutes or "--config" not in task.command:
         return task.minutes
     rates = rates_from(Path(os.environ["CAMPAIGN_RATES"]) if os.environ.get("CAMPAIGN_RATES") else None)
-    return predict(task, rates).minutes
+    done = rounds_done(store / task.run) if store is not None and task.run else 0
+    return predict(task, rates, done).minutes

@@ -72,7 +72,8 @@ def report(status: dict | None, store: Path) -> list[str]:
 
 
 def summary(status: dict | None, store: Path, packed: Packed, started: float) -> list[str]:
-    """The one-screen summary at the end of a call: finished, will resume, restart, not started, failed; the files."""
+    """The one-screen summary at the end of a call: finished, will resume, coming in volumes (how many are back and
+    what brings the rest), restart, not started, failed; the files."""
     if status is None:
         return ["== summary: no campaign"]
     now, rows = time.time(), status["tasks"]
@@ -80,6 +81,7 @@ def summary(status: dict | None, store: Path, packed: Packed, started: float) ->
     before = [r["name"] for r in rows if r["state"] == "done" and r.get("note")]
     unfinished = [r for r in rows if r["state"] not in ("done", "blocked") and r["name"] in packed.resumable]
     resume = [f"{r['name']} ({progress(r, store)}, {seconds(r, now):.0f} s)" for r in unfinished]
+    coming = [f"{name} ({line})" for name, line in packed.partial.items()]
     restart = [f"{name} ({why})" for name, why in packed.restart.items()]
     waiting = [r["name"] for r in rows if r["state"] == "waiting" and r["name"] not in packed.resumable]
     failed = [f"{r['name']} (exit {r.get('rc')}: {log_tail(store, r['name'])})" for r in rows if r["state"] == "failed"]
@@ -91,10 +93,10 @@ def summary(status: dict | None, store: Path, packed: Packed, started: float) ->
         f"{status.get('limit_why', '?')}; {'scheduler ended' if status.get('ended') else 'scheduler still running'})"
     ]
     for label, items in (
-        ("finished", finished), ("finished before", before), ("will resume", resume), ("restart", restart),
-        ("not started", waiting), ("failed", failed), ("blocked", blocked),
+        ("finished", finished), ("finished before", before), ("will resume", resume), ("in volumes", coming),
+        ("restart", restart), ("not started", waiting), ("failed", failed), ("blocked", blocked),
     ):  # fmt: skip
-        if items or label != "blocked":
+        if items or label not in ("blocked", "in volumes"):
             lines.append(
                 textwrap.fill(f"{label} ({len(items)}): {', '.join(items) or '-'}", 120, subsequent_indent="    ")
             )
@@ -108,13 +110,14 @@ def watch(seconds_left: float) -> int:
     interval = setting("CAMPAIGN_REPORT_SECONDS", 60.0)
     limits()  # a bad CAMPAIGN_MAX_FILES or _MIB: one line before the first report, not after it
     started = time.time()
+    call = f"watch-{os.getpid()}-{started:.0f}"  # one call of the device tool: its last pack is what goes out
     end = started + seconds_left
     while True:
         status = read_status(store)
         last = status is None or status.get("ended") is not None or not alive(status.get("pid"))
         last = last or time.time() >= end
         print("\n".join(report(status, store)), flush=True)
-        packed = pack(status, store, out)
+        packed = pack(status, store, out, call)
         if last:
             break
         time.sleep(max(0.0, min(interval, end - time.time())))

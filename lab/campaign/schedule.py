@@ -104,7 +104,9 @@ def start(group: str) -> int:
     if skipped:
         print(f"{len(skipped)} task(s) already finished in the run ledger, left out: {', '.join(skipped)}")
     limit, why = job_limit()
-    rows = [asdict(t) | {"state": "waiting", "gib": needs_gib(t), "minutes": predicted_minutes(t)} for t in tasks]
+    rows = [
+        asdict(t) | {"state": "waiting", "gib": needs_gib(t), "minutes": predicted_minutes(t, store)} for t in tasks
+    ]
     seconds = setting("CAMPAIGN_SECONDS", 0.0)
     (store / "logs").mkdir(parents=True, exist_ok=True)
     with open_unlinked(store / "logs" / "campaign.log", "ab") as log:  # a planted link: refused before the status
@@ -188,16 +190,17 @@ def schedule() -> int:
                     row.update(state="blocked", note=f"{row['needs']} is not there")
                 continue
             left = (status["deadline"] - time.time()) / 60 if status.get("deadline") else None
-            if not row["portable"] and row.get("minutes") and left is not None and row["minutes"] > left:
+            if row["large_state"] and row.get("minutes") and left is not None and row["minutes"] > left:
                 row.update(state="skipped", note=f"predicted {row['minutes']:.1f} min, {left:.1f} min left, and its "
-                           "state cannot come back: not started")  # fmt: skip
+                           "state comes back only in volumes over several calls: not started")  # fmt: skip
                 continue
-            guarded = not row["portable"] or any(not tasks[n]["portable"] for n in running)
-            guarded = guarded or any(not r["portable"] for r in fleet)
+            guarded = row["large_state"] or any(tasks[n]["large_state"] for n in running)
+            guarded = guarded or any(r["large_state"] for r in fleet)
             ends = booked + 60 * (row.get("minutes") or 0)
             if guarded and status.get("deadline") and ends > status["deadline"]:
-                row["note"] = (f"waits: with the work started so far it would end {(ends - now) / 60:.1f} min from "
-                               f"now, {left:.1f} min left, and a task running or waiting cannot come back")  # fmt: skip
+                row["note"] = (f"waits: with the work started so far it would end {(ends - now) / 60:.1f} min "
+                               f"from now, {left:.1f} min left, and a task running or waiting has a large "
+                               "state")  # fmt: skip
                 break  # strict priority: nothing behind it starts, the chip drains, then it starts or is skipped
             slots = min(row["slots"], limit)
             joins = fleet_size > 1 and is_fl_run(row) and 0 < len(fleet) < fleet_size

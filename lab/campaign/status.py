@@ -71,7 +71,7 @@ def row_problem(row: dict) -> str | None:
     needed = {
         "name": lambda v: text(v) and v and "/" not in v and not v.startswith("."), "state": lambda v: v in STATES,
         "run": text, "needs": text, "after": text, "priority": whole, "slots": lambda v: whole(v) and v >= 1,
-        "portable": lambda v: isinstance(v, bool), "gib": number, "minutes": number,
+        "large_state": lambda v: isinstance(v, bool), "gib": number, "minutes": number,
         "command": lambda v: isinstance(v, list) and v and all(text(c) for c in v),
     }  # fmt: skip
     optional = {"pid": whole, "rc": whole, "start": number, "end": number, "note": text, "retries": whole,
@@ -151,6 +151,14 @@ def rounds_left(folder: Path) -> int:
         return max(0, int(rounds) - done)
     except (OSError, ValueError, KeyError, TypeError):
         return 10**9
+
+
+def rounds_done(folder: Path) -> int:
+    """The rounds a run has done: its metrics rows (0 without any, or where they cannot be read)."""
+    try:
+        return sum(1 for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip())
+    except (OSError, UnicodeDecodeError):
+        return 0
 
 
 def last_row(metrics: Path) -> dict | None:

@@ -32,7 +32,7 @@ class Task:
     needs: str = ""  # the file in the store it starts from
     after: str = ""  # the task that writes ``needs``
     slots: int = 1
-    portable: bool = True  # False: its state holds clients' optimiser moments, too large to come back
+    large_state: bool = False  # its state (clients' optimiser moments) comes back only in volumes, over calls
     gib: float = 0.0  # GPU memory it needs at its peak (0: its kind's, KIND_GIB)
     minutes: float = 0.0  # predicted minutes on the device (0: from its FLOPs at start, lab/cost.py; unknown: 0)
 
@@ -134,23 +134,24 @@ def dynafed(store: Path) -> list[Task]:
     """(4) DynaFed at the paper's settings (scripts/dynafed-experiments.sh's runs): the DynaFed arms of seeds 1 and 2
     (their FedAvg partners finished on the H200 lease of 2026-11-26: group ``seeds`` only); seed 0's DSA arm, FedAvg
     from its round-19 state, DSA off and N = 0 from the same state; the code's settings (N = 3000, L = 24) with
-    FedAvg from round 23. Every arm keeps its clients' Adam moments: none can come back unfinished."""
+    FedAvg from round 23. Every arm keeps its clients' Adam moments (206 MB): an unfinished arm's state comes back
+    in volumes over several calls (``large_state``: :mod:`lab.campaign.volumes`)."""
 
     def arm(name, groups, seed, iterations=1000, augment="dsa", setting="dynafed", keep=19, source="") -> Task:
         config = f"configs/paper/dynafed_fmnist_a001_{setting}.toml"
         args = ("--config", config, "--set", f"method.iterations={iterations}", "--set", f'method.augment="{augment}"')
         args += ("--set", f"train.keep_round={keep}", "--set", "train.estimate_every=20", "--set", f"train.seed={seed}")
         if not source:
-            return run_task(store, name, 4, groups, *args, portable=False)
+            return run_task(store, name, 4, groups, *args, large_state=True)
         kept = f"runs/{source}/checkpoint_round{keep}.pt"
         return run_task(store, name, 4, groups, *args, "--init-from", f"{store}/{kept}", needs=kept, after=source,
-                        portable=False)  # fmt: skip
+                        large_state=True)  # fmt: skip
 
     def fedavg(name, groups, seed, source, keep=19) -> Task:
         kept = f"runs/{source}/checkpoint_round{keep}.pt"
         args = ("--config", "configs/paper/dynafed_fmnist_a001.toml", "--set", "train.estimate_every=20")
         args += ("--set", f"train.seed={seed}", "--init-from", f"{store}/{kept}")
-        return run_task(store, name, 4, groups, *args, needs=kept, after=source, portable=False)
+        return run_task(store, name, 4, groups, *args, needs=kept, after=source, large_state=True)
 
     dsa, code = "dynafed_fmnist_a001_paper_n1000_dsa", "dynafed_fmnist_a001_code_n3000_dsa"
     return [
@@ -206,7 +207,7 @@ def plan_problem(entry: object) -> str | None:
     number = lambda value: whole(value) or (isinstance(value, float) and math.isfinite(value))  # noqa: E731
     kinds = {
         "priority": (whole, "a whole number"), "slots": (lambda v: whole(v) and v >= 1, "a whole number >= 1"),
-        "portable": (lambda v: isinstance(v, bool), "true or false"), "groups": (strings, "a list of group names"),
+        "large_state": (lambda v: isinstance(v, bool), "true or false"), "groups": (strings, "a list of group names"),
         "gib": (lambda v: number(v) and v >= 0, "a number >= 0"), "minutes": (lambda v: number(v) and v >= 0,
         "a number >= 0"), "run": (lambda v: isinstance(v, str), "a string"),
         "record": (lambda v: isinstance(v, str), "a string"), "needs": (lambda v: isinstance(v, str), "a string"),

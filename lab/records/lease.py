@@ -8,6 +8,9 @@ device tool to bring back (at most 8 files of under 16 MiB, 64 MiB together), an
   every random draw derives from (seed, round, client), so there is no generator state to keep), and a kept
   ``checkpoint_roundK.pt`` that another unfinished run still starts from; ``lease.json`` names the store they came
   from (an ``init_from.txt`` pointing into it is rewritten to the store they go to).
+- ``state-NAME-KEY.01-of-14.vol``, ... and ``state-NAME-KEY.vol.json``: the state of a run too large for one file
+  (a DynaFed arm's clients' Adam moments: 206 MB), a state archive of that run alone in volumes
+  (:mod:`lab.records.volumes`), a few a call over several calls of the device tool.
 - ``ddpm_sets.tar`` (``ddpm_sets-1.tar``, ...): the DDPM synthetic sets (:mod:`fl.synthesis.pack`).
 
 Older leases' ``metrics.tgz`` and ``dsyn.tgz`` read as records.
@@ -19,7 +22,9 @@ unpacks the DDPM sets into the generator cache (``STORE/_synthetic`` unless ``--
 runs' state into the run store (``STORE/runs/NAME``; STORE is ``--runs``, else ``$SHUFFLEFL_RUNS``, else ``results``),
 where ``python -m fl.run --resume STORE/runs/NAME`` or the next lease (``gpu-campaign.sh resume``) continues them.
 The records stay in ``STORE/leases/lease-DATE-TIME/`` (the ledger entries' source; an unfinished run's rows, which
-``ledger add`` takes by hand where a partial run is wanted).
+``ledger add`` takes by hand where a partial run is wanted). Volumes are gathered in ``STORE/leases/volumes/STEM/``
+from every folder given, now or in an earlier intake, and a run's state is placed once all its volumes are there:
+pass the folders of the calls that brought them (all at once, or the later ones later).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from fl.config import LATER_DEFAULTS, SPEED_ONLY
 from fl.synthesis.pack import unpack
 from lab.records.keys import RECORD_FILES, SYNTHETIC
 from lab.records.ledger import add
+from lab.records.volumes import Collected, collect, stem_of
 from theory.errors import InputError
 from theory.output import capped_tar, read_object, replace_durably
 
@@ -104,7 +110,7 @@ def write_archives(
             number += 1
         path = out / f"{name}-{number}.{extension}"
         files = [*every, *(item for k in part for item in groups[k])]
-        replace_durably(path, lambda tmp, files=files: _write_tar(tmp, files, compress))
+        replace_durably(path, lambda tmp, files=files: write_tar(tmp, files, compress))
         if path.stat().st_size > max_bytes:
             raise InputError(f"{path}: {path.stat().st_size} bytes, over the limit of {max_bytes}")
         written.append(path)
@@ -120,7 +126,9 @@ def taken(path: Path, ours: Callable[[Path], bool]) -> bool:
     return (path.exists() or path.is_symlink()) and not ours(path)
 
 
-def _write_tar(path: Path, files: Sequence[tuple[str, bytes]], compress: bool) -> None:
+def write_tar(path: Path, files: Sequence[tuple[str, bytes]], compress: bool = False) -> None:
+    """``files`` (name, bytes) into a new tar at ``path`` (gzip-compressed with ``compress``), as the packing writes
+    every lease archive: plain files, mode 644, time 0."""
     with tarfile.open(path, "w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as archive:
         for name, data in files:
             info = tarfile.TarInfo(name)
@@ -129,11 +137,14 @@ def _write_tar(path: Path, files: Sequence[tuple[str, bytes]], compress: bool) -
 
 
 def lease_files(paths: Sequence[Path]) -> dict[str, list[Path]]:
-    """The lease's archives by kind: ``records`` (``*.tgz``), ``state`` (``state-*.tar``), ``sets`` (any other
-    ``.tar``: packs of synthetic sets), ``other`` (the rest, e.g. logs the tool brought back beside them)."""
-    kinds: dict[str, list[Path]] = {"records": [], "state": [], "sets": [], "other": []}
+    """The lease's archives by kind: ``records`` (``*.tgz``), ``state`` (``state-*.tar``), ``volumes`` (a large
+    state's volumes and manifests: :mod:`lab.records.volumes`), ``sets`` (any other ``.tar``: packs of synthetic
+    sets), ``other`` (the rest, e.g. logs the tool brought back beside them)."""
+    kinds: dict[str, list[Path]] = {"records": [], "state": [], "volumes": [], "sets": [], "other": []}
     for path in sorted(paths):
-        if path.name.endswith(".tgz"):
+        if stem_of(path) is not None:
+            kinds["volumes"].append(path)
+        elif path.name.endswith(".tgz"):
             kinds["records"].append(path)
         elif path.name.startswith(f"{STATE}-") and path.suffix == ".tar":
             kinds["state"].append(path)
@@ -396,9 +407,18 @@ def split_state(files: dict[str, bytes], source: Path, store: Path) -> dict[str,
     return runs
 
 
-def extract_state(path: Path, store: Path) -> list[str]:
-    """A state archive's runs into the run store ``store`` (:func:`place_run` each). One line per run."""
-    runs = split_state(read_archive(path), path, store)
+def joined_state(path: Path, store: Path) -> dict[str, dict[str, bytes]]:
+    """The runs of a state archive joined from volumes (:func:`split_state`): read as any lease archive, capped at
+    its own size (its volumes were checked against their manifest: a DynaFed checkpoint is past
+    :data:`MAX_MEMBER`)."""
+    size = path.stat().st_size
+    return split_state(read_archive(path, max_member=size, max_total=size), path, store)
+
+
+def extract_state(path: Path, store: Path, runs: dict[str, dict[str, bytes]] | None = None) -> list[str]:
+    """A state archive's runs (or ``runs`` read from it already) into the run store ``store`` (:func:`place_run`
+    each). One line per run."""
+    runs = split_state(read_archive(path), path, store) if runs is None else runs
     lines = []
     for run, run_files in runs.items():
         refuse_links(store / run, store) if (store / run).exists() or (store / "runs").exists() else None
@@ -439,9 +459,9 @@ class Snapshot:
         if not folder.is_dir():
             raise InputError(f"{folder}: no such lease folder")
         kinds = lease_files([p for p in folder.iterdir() if p.is_file()])
-        if not (kinds["records"] or kinds["state"] or kinds["sets"]):
-            raise InputError(f"{folder}: no lease archives (records-*.tgz, state-*.tar, ddpm_sets*.tar)")
-        self.folder, self.sets = folder, kinds["sets"]
+        if not (kinds["records"] or kinds["state"] or kinds["sets"] or kinds["volumes"]):
+            raise InputError(f"{folder}: no lease archives (records-*.tgz, state-*.tar, *.vol, ddpm_sets*.tar)")
+        self.folder, self.sets, self.volumes = folder, kinds["sets"], kinds["volumes"]
         self.records: dict[str, bytes] = {}
         for archive in kinds["records"]:
             files = read_archive(archive)
@@ -536,17 +556,38 @@ def merge_records(snapshots: Sequence[Snapshot], home: Path) -> None:
         shutil.rmtree(old)
 
 
+def volumes_run(stem: str) -> str:
+    """The run whose state the volumes ``stem`` hold: the packing names them ``state-NAME-KEY``."""
+    return stem.removeprefix(f"{STATE}-").rsplit("-", 1)[0]
+
+
+def gather_volumes(paths: Sequence[Path], into: Path, store: Path) -> tuple[dict, dict[str, str]]:
+    """The volumes among ``paths`` gathered into ``into`` (:func:`lab.records.volumes.collect`): the runs of each
+    whole set's state archive ({runs/NAME: files}), and a line for each run whose set is still partial."""
+    collected: list[Collected] = collect(paths, into) if paths else []
+    runs: dict[str, dict[str, bytes]] = {}
+    for whole in (c.joined for c in collected if c.joined):
+        for run, files in joined_state(whole, store).items():
+            if run not in runs or further(files, runs[run]):
+                runs[run] = files
+    partial = {volumes_run(c.stem): f"{c.present} of {c.count} volumes of its state so far, in {c.folder}; not "
+               "joined: the later calls' files bring the rest" for c in collected if not c.joined}  # fmt: skip
+    return runs, partial
+
+
 def outcomes(
     snap: Snapshot, home: Path, store: Path, placed: dict[str, str], added: dict[str, str],
-    resumable: set[str] | frozenset[str] = frozenset(),
+    resumable: set[str] | frozenset[str] = frozenset(), partial: dict[str, str] | None = None,
 ) -> list[str]:  # fmt: skip
     """One line per run of the lease, by outcome: finished (what the ledger did), resumable (with its round and the
     command: only a run whose ``checkpoint.pt`` the intake placed in the store, ``resumable``), placed otherwise
     (its state came back but is not what the store's run goes on from: the copy here kept, or set aside beside a
-    run of another config or other rows; what :func:`place_run` said), lost (why: the campaign's word for it and
-    the round it had reached), not started."""
+    run of another config or other rows; what :func:`place_run` said), partial (some of its state's volumes came,
+    ``partial``: kept, not joined), lost (why: the campaign's word for it and the round it had reached), not
+    started."""
+    partial = partial or {}
     tasks = {str(t.get("run", "")).removeprefix("runs/"): t for t in snap.status.get("tasks", []) if t.get("run")}
-    names = sorted({*(p.name for p in (home / "runs").iterdir() if p.is_dir()), *placed, *tasks})
+    names = sorted({*(p.name for p in (home / "runs").iterdir() if p.is_dir()), *placed, *partial, *tasks})
     lines = []
     for name in names:
         rows = home / "runs" / name / "metrics.jsonl"
@@ -560,6 +601,8 @@ def outcomes(
             at = len(metric_rows((store / "runs" / name / "metrics.jsonl").read_bytes()))
             lines.append(f"resumable  {name}: round {at} done; python -m fl.run --resume {store / 'runs' / name}"
                          f"  ({placed[name]})")  # fmt: skip
+        elif name in partial:
+            lines.append(f"partial    {name}: round {reached}; {partial[name]}")
         elif reached or task.get("state") in ("running", "failed", "done"):
             state = task.get("state", "unknown")
             why = {
@@ -592,6 +635,8 @@ def bring_home(
     home = store / "leases" / snap.name
     if home.exists() and not (home / OURS).is_file():  # a folder the intake did not make: never merged into
         raise InputError(f"{home}: not made by the intake (no {OURS}); move it away or pass another --runs")
+    volumes = [p for s in snapshots for p in s.volumes]  # every volume checked before the records are merged
+    joined, partial = gather_volumes(volumes, store / "leases" / "volumes", store)
     home.parent.mkdir(parents=True, exist_ok=True)
     merge_records(snapshots, home)
     lines = [f"{home}: the lease's records ({len(snapshots)} snapshot(s); each run's newest)"]
@@ -607,8 +652,8 @@ def bring_home(
             added[run.name] = f"refused by the ledger: {error}"
             refused += 1
     state: dict[str, dict[str, bytes]] = {}
-    for older in snapshots:  # the newest state of each run
-        for run, files in older.state.items():
+    for older in [*(s.state for s in snapshots), joined]:  # the newest state of each run
+        for run, files in older.items():
             if run not in state or further(files, state[run]):
                 state[run] = files
     for run, files in sorted(state.items()):
@@ -623,7 +668,7 @@ def bring_home(
     if sets:
         unpacked = unpack(sets, cache_dir)
         lines.append(f"{len(unpacked)} generator folders unpacked into {cache_dir}")
-    lines += outcomes(snap, home, store, placed, added, resumable)
+    lines += outcomes(snap, home, store, placed, added, resumable, partial)
     if any(not v.startswith(("already", "refused")) for v in added.values()):
         lines.append("REPORT.md now lags the ledger: `python -m figures report` rebuilds it, then `figures check`")
     return lines, refused

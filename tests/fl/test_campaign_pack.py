@@ -31,7 +31,7 @@ def store_with_a_run(store: Path) -> dict:
     (store / "logs").mkdir()
     (store / "logs" / "r.log").write_text("round 1\n")
     generator_folder(store / "synthetic", 0)
-    row = {"name": "r", "run": "runs/r", "priority": 1, "needs": "", "after": "", "portable": True, "state": "running"}
+    row = {"name": "r", "run": "runs/r", "priority": 1, "needs": "", "after": "", "state": "running"}
     return {"tasks": [row]}
 
 

@@ -496,13 +496,13 @@ def test_state_is_packed_by_value_sources_first_then_the_runs_nearest_to_finishi
         (folder / ("summary.json" if finished else "checkpoint.pt")).write_text("{}")
         if finished:
             (folder / "checkpoint_round19.pt").write_text("x")
-        return {"name": name, "run": f"runs/{name}", "priority": 3, "needs": "", "after": "", "portable": True,
+        return {"name": name, "run": f"runs/{name}", "priority": 3, "needs": "", "after": "",
                 "state": "done" if finished else "running"}  # fmt: skip
 
     rows = [run("far", 50, 10), run("near", 50, 49), run("source", 50, 50, finished=True), run("mid", 50, 30)]
     rows.append({"name": "arm", "run": "runs/arm", "priority": 4, "needs": "runs/source/checkpoint_round19.pt",
-                 "after": "source", "portable": True, "state": "waiting"})  # fmt: skip
-    groups, _ = pack.states({"tasks": rows}, store)
+                 "after": "source", "state": "waiting"})  # fmt: skip
+    groups, _, _ = pack.states({"tasks": rows}, store)
     assert [name for name, _ in groups] == ["source", "near", "mid", "far"]
 
 
@@ -556,21 +556,22 @@ def test_admission_by_each_tasks_memory_never_commits_more_than_the_device_holds
     assert record.read_text().split() == ["10", "10", "10"]
 
 
-def test_a_task_whose_state_cannot_come_back_starts_only_when_its_predicted_time_fits(tmp_path):
-    """With 30 s of lease: a non-portable task predicted at 10 minutes is not started (it says why), one predicted
-    to fit runs, and a portable one runs whatever its prediction (its state comes home)."""
+def test_a_task_with_a_large_state_starts_only_when_its_predicted_time_fits(tmp_path):
+    """With 30 s of lease: a task whose state is large (it comes back only in volumes over several calls) predicted
+    at 10 minutes is not started (it says why), one predicted to fit runs, and a task of a small state runs whatever
+    its prediction (its state comes home in the call's archives)."""
     plan = [
-        {"name": "long", "priority": 1, "portable": False, "minutes": 10, "command": ["true"]},
-        {"name": "short", "priority": 2, "portable": False, "minutes": 0.01, "command": ["true"]},
-        {"name": "portable", "priority": 3, "minutes": 10, "command": ["true"]},
+        {"name": "long", "priority": 1, "large_state": True, "minutes": 10, "command": ["true"]},
+        {"name": "short", "priority": 2, "large_state": True, "minutes": 0.01, "command": ["true"]},
+        {"name": "small", "priority": 3, "minutes": 10, "command": ["true"]},
     ]
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     bin_dir, _, _ = stand_ins(tmp_path)
     env = environment(tmp_path, bin_dir, sys.executable, CAMPAIGN_JOBS="1", CAMPAIGN_PLAN=str(tmp_path / "plan.json"))
     campaign_call(env, "start", "all", "30")
     rows = {row["name"]: row for row in ended(tmp_path / "store")["tasks"]}
-    assert rows["long"]["state"] == "skipped" and "cannot come back" in rows["long"]["note"]
-    assert rows["short"]["state"] == "done" and rows["portable"]["state"] == "done"
+    assert rows["long"]["state"] == "skipped" and "only in volumes over several calls" in rows["long"]["note"]
+    assert rows["short"]["state"] == "done" and rows["small"]["state"] == "done"
 
 
 @pytest.mark.slow  # real tiny runs: one fleet process, then fl.run alone for each (~20-40 s on 2 cores)
@@ -620,20 +621,20 @@ def two_slots_30_s(tmp_path, plan: list[dict]) -> list[dict]:
     return ended(tmp_path / "store")["tasks"]
 
 
-def test_a_task_whose_state_cannot_come_back_fits_beside_the_work_already_started(tmp_path):
-    """Processes share the chip in time slices: with 30 s of lease and two slots, two non-portable tasks predicted
-    at 18 s each never run together (36 s of work), and a portable one does not start beside them either; each
-    starts once the chip is idle, and all three end."""
-    plan = [{"name": name, "priority": k, "portable": name == "portable", "minutes": 0.3,
-             "command": ["sleep", "0.5"]} for k, name in enumerate(("first", "second", "portable"))]  # fmt: skip
+def test_a_task_with_a_large_state_fits_beside_the_work_already_started(tmp_path):
+    """Processes share the chip in time slices: with 30 s of lease and two slots, two tasks of a large state
+    predicted at 18 s each never run together (36 s of work), and one of a small state does not start beside them
+    either; each starts once the chip is idle, and all three end."""
+    plan = [{"name": name, "priority": k, "large_state": name != "small", "minutes": 0.3,
+             "command": ["sleep", "0.5"]} for k, name in enumerate(("first", "second", "small"))]  # fmt: skip
     rows = two_slots_30_s(tmp_path, plan)
     assert all(row["state"] == "done" for row in rows)
     assert overlap([(row["start"], row["end"], 1) for row in rows]) == 1
-    assert [row["name"] for row in sorted(rows, key=lambda row: row["start"])] == ["first", "second", "portable"]
+    assert [row["name"] for row in sorted(rows, key=lambda row: row["start"])] == ["first", "second", "small"]
 
 
-def test_portable_tasks_alone_share_the_chip_whatever_their_predictions(tmp_path):
-    """Without a task that cannot come back, the booking holds nothing: two portable tasks predicted past the
+def test_tasks_of_a_small_state_alone_share_the_chip_whatever_their_predictions(tmp_path):
+    """Without a task of a large state, the booking holds nothing: two tasks of a small state predicted past the
     lease run together."""
     plan = [{"name": f"p{k}", "priority": 1, "minutes": 5, "command": ["sleep", "0.6"]} for k in range(2)]
     rows = two_slots_30_s(tmp_path, plan)

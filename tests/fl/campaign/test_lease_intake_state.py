@@ -104,6 +104,6 @@ def test_the_packing_never_lists_a_run_whose_checkpoint_is_a_link_as_resumable(t
     (run / "metrics.jsonl").write_text('{"round": 1}\n')
     (tmp_path / "elsewhere.pt").write_bytes(b"not the run's")
     (run / "checkpoint.pt").symlink_to(tmp_path / "elsewhere.pt")
-    row = {"name": "r", "run": "runs/r", "priority": 1, "needs": "", "after": "", "portable": True, "state": "failed"}
+    row = {"name": "r", "run": "runs/r", "priority": 1, "needs": "", "after": "", "state": "failed"}
     packed = pack.pack({"tasks": [row]}, store, out)
     assert "r" not in packed.resumable and "symbolic link" in packed.restart["r"]

@@ -92,7 +92,7 @@ def test_a_plan_that_cannot_be_read_is_one_line(store, tmp_path, monkeypatch, ca
 
 
 ROW = {"name": "t", "priority": 1, "command": ["true"], "groups": ["all"], "run": "", "record": "", "needs": "",
-       "after": "", "slots": 1, "portable": True, "gib": 0.0, "minutes": 0.0, "state": "running",
+       "after": "", "slots": 1, "large_state": False, "gib": 0.0, "minutes": 0.0, "state": "running",
        "pid": None}  # fmt: skip
 STATUSES = {
     "torn": '{"tasks": [], "limit": 2, "sta',

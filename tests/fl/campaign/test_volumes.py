@@ -1,7 +1,8 @@
 """A run's state too large for one file of the device tool, in volumes (issue #70, lab.records.volumes): cut with a
 manifest and joined back byte for byte; a missing, extra, damaged or reordered volume, a link or a manifest that does
 not add up is refused in one line before anything is written; volumes that arrive over several calls are gathered,
-a partial set kept and never joined."""
+a partial set kept and never joined. And a stand-in of a DynaFed arm's real state (206 MB) leaves a lease in calls
+of at most 8 files of 15 MiB, 60 MiB together, and is joined at home equal to its SHA-256."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from lab.campaign import pack
+from lab.campaign.__main__ import main as campaign_main
 from lab.records.volumes import MANIFEST, collect, join, split
 from theory.errors import InputError
+
+MiB = 2**20
 
 
 def small_set(tmp_path: Path, size: int = 10_000, max_bytes: int = 3_000) -> tuple[Path, bytes]:
@@ -103,3 +108,44 @@ def test_volumes_arriving_over_several_calls_are_kept_until_the_set_is_whole_the
     assert again.joined == whole.joined and again.joined.read_bytes() == data
     with pytest.raises(InputError, match="without their manifest"):
         collect([volume(manifest, 2)], tmp_path / "elsewhere")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(MiB), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@pytest.mark.slow  # 206 MB written, cut, copied over five calls and joined: ~10-30 s on 2 cores
+def test_a_dynafed_sized_state_leaves_in_calls_within_the_tools_limits_and_is_joined_at_home_equal(
+    tmp_path, monkeypatch, capsys
+):
+    store = tmp_path / "lease"
+    run = store / "runs" / "arm"
+    run.mkdir(parents=True)
+    with (run / "checkpoint.pt").open("wb") as handle:  # the measured size of a DynaFed arm's checkpoint
+        for _ in range(206):
+            handle.write(os.urandom(1_000_000))
+    (run / "config.json").write_text(json.dumps({"train": {"rounds": 200}}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"round": t}) + "\n" for t in range(1, 31)))
+    key = sha256(run / "checkpoint.pt")
+    row = {"name": "arm", "run": "runs/arm", "priority": 4, "needs": "", "after": "", "large_state": True,
+           "state": "running"}  # fmt: skip
+    calls, packed = [], None
+    while packed is None or "arm" not in packed.resumable:
+        calls.append(tmp_path / "calls" / str(len(calls) + 1))  # OUT is emptied before each call
+        packed = pack.pack({"tasks": [row]}, store, calls[-1], call=str(len(calls)))
+        sizes = [p.stat().st_size for p in calls[-1].iterdir()]
+        assert len(sizes) <= 8 and max(sizes) <= 15 * MiB and sum(sizes) <= 60 * MiB, sizes
+        assert len(calls) < 10, packed.partial
+    assert len(calls) == 5  # 14 volumes of 15 MiB, 3 a call beside the records (and the short last one first)
+    monkeypatch.setenv("SHUFFLEFL_RUNS", str(tmp_path / "home"))
+    capsys.readouterr()
+    assert campaign_main(["unpack", *(str(p) for call in calls[:2] for p in call.iterdir())]) == 0
+    assert "7 of 14 volumes of its state so far" in capsys.readouterr().out
+    assert not (tmp_path / "home" / "runs" / "arm").exists()  # a partial set is kept, never joined
+    assert campaign_main(["unpack", *(str(p) for call in calls[2:] for p in call.iterdir())]) == 0
+    assert "runs/arm: unpacked (30 rounds, resumable)" in capsys.readouterr().out
+    assert sha256(tmp_path / "home" / "runs" / "arm" / "checkpoint.pt") == key
