@@ -16,8 +16,10 @@
 #   state-1.tar ... each unfinished run's state (checkpoint.pt: server model, algorithm and method state; no
 #                   optimiser moments the method does not need), by priority: state-1.tar holds the first ones
 #                   (carry it to the next lease: ~20 MiB fit beside the code and the data; the rest resume at home)
-# Home: python -m figures ledger add --from-lease /work/.device/N (lab/records/lease.py).
-# DynaFed's runs keep each client's Adam moments (~200 MB at width 128): an arm cut off restarts from round 1.
+#   state-NAME-KEY.K-of-N.vol, state-NAME-KEY.vol.json   a state too large for one file (a DynaFed arm's Adam
+#                   moments, 206 MB) in volumes, a few a call: `wait 0` calls on the warm machine bring the rest
+#                   (the summary's "in volumes" line says how many are back; docs/guides/gpu.md)
+# Home: python -m figures ledger add --from-lease /work/.device/N [/work/.device/M ...] (lab/records/lease.py).
 # The groups, each runnable alone (`start GROUP`): all (every open one, in this priority order), ddpm-sets (seeds 0
 # and 1, DDPM_WORKERS = 4 clients at a time each), fedcog (Table 1 at the paper's and the code's settings, 3 seeds,
 # both partitions), hfmds (Fashion-MNIST, 3 seeds, both partitions, FedAvg, FMDS and the lr/10 control),

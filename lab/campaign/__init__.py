@@ -6,7 +6,8 @@ minute; and what the device tool brings back packed into $OUT (the format: :mod:
                                                # own session (it outlives the call that started it)
     python -m lab.campaign watch SECONDS   # report and pack every CAMPAIGN_REPORT_SECONDS until SECONDS have
                                                # passed or every task has ended; then a one-screen summary
-    python -m lab.campaign unpack FILE...  # a previous lease's files into the store, before start
+    python -m lab.campaign unpack FILE...  # a previous lease's files into the store, before start (a large
+                                               # state's volumes may come over several calls: see below)
     python -m lab.campaign schedule        # the scheduler's loop (start runs it)
 
 A task is one command: an ``fl.run`` through scripts/resumable.sh's ``run`` (skipped when finished, resumed when
@@ -20,9 +21,11 @@ each task is admitted by its peak GPU memory (``gib``, else its kind's: :data:`K
 every launch: the running tasks' memory plus its own stays within MARGIN of the device, and the free memory now
 holds it; the task then runs capped at it (``$SHUFFLEFL_GPU_GIB``: fl.run sets
 ``torch.cuda.set_per_process_memory_fraction``). An out-of-memory task goes back to the queue with 1.5 times its
-memory. A task whose state cannot come back (``portable`` false: DynaFed's arms) starts only when its predicted
-minutes (``minutes``, else lab/cost.py's FLOPs at the planned rates or CAMPAIGN_RATES', :func:`predict`) fit in
-what is left of the lease (``start``'s SECONDS); otherwise it is "skipped", saying why. Processes on one GPU share it
+memory. A task of a large state (``large_state``: DynaFed's arms, whose state comes back only in volumes over
+several calls, below) starts only when its predicted minutes (``minutes``, else lab/cost.py's FLOPs at the planned
+rates or CAMPAIGN_RATES' for the rounds its run has left, :func:`predict`) fit in what is left of the lease
+(``start``'s SECONDS); otherwise it is "skipped", saying why: bringing its state home and back costs more calls
+than the minutes it would run. Processes on one GPU share it
 in time slices (the 2026-11-27 lease: an HFMDs round took 23 s among 16 processes, 12.7 s among 9), so it must fit
 beside the work already started: the scheduler books the chip, each start adding its predicted minutes to when the
 started work ends at the latest (reset when the chip is idle), and such a task, or any task while one runs, starts
@@ -42,12 +45,17 @@ leave about 20 MiB of the tool's 64 MiB; the others continue at home. Measured c
 (the server model and 10 clients' local models, which FedCOG needs), its FedAvg run 0.18 MB, an HFMDs run after a
 synthesis 9.0 MB (its pool of 2,000 images), an HFMDs-protocol FedAvg 2.3 MB; no algorithm here keeps client
 state, and every random draw derives from (seed, round, client), so nothing else is needed. DynaFed's runs keep
-every client's Adam moments (206 MB measured at width 128), which cannot come back: an unfinished DynaFed arm
-restarts from round 1.
+every client's Adam moments (206 MB measured at width 128; 412 MB with its round-19 checkpoint while an arm still
+starts from that): a state that does not fit one archive goes in volumes (:mod:`lab.campaign.volumes`), cut into
+``STORE/campaign/volumes/NAME/`` as volumes of CAMPAIGN_MAX_FILE_MIB with a manifest, each call bringing as many as
+the room left holds, those not yet sent first (three of 15 MiB beside the records: 206 MB in 14 volumes over five
+calls, tested; ``gpu-campaign.sh wait 0`` on the warm machine is a call that only packs); ``sent.json`` records
+which call took which. The summary says how many of N are back and what brings the rest; the intake at home and
+``unpack`` gather the volumes of several calls and place the run, resumable, once all are there.
 
 CAMPAIGN_PLAN names a JSON list of tasks ({"name", "priority", "args" of fl.run, "run", "needs", "after",
-"portable"}) that replaces the built-in plan (the tests' tiny runs). Every input is checked before anything starts,
-each failure one line naming it (exit 2): the plan (:func:`~lab.campaign.tasks.custom_plan`), every CAMPAIGN_*
+"large_state"}) that replaces the built-in plan (the tests' tiny runs). Every input is checked before anything
+starts, each failure one line naming it (exit 2): the plan (:func:`~lab.campaign.tasks.custom_plan`), every CAMPAIGN_*
 number (:func:`~lab.campaign.schedule.check_settings`), the status (:func:`~lab.campaign.status.read_status`), a store
 or OUT that cannot be written (the path and why); ``unpack`` refuses an archive with a link or a name twice, and
 puts a lease's state beside a run here of another config rather than dropping it, as the intake does
@@ -56,6 +64,7 @@ puts a lease's state beside a run here of another config rather than dropping it
 The package's modules, each with one job: :mod:`~lab.campaign.tasks` (the experiments as tasks),
 :mod:`~lab.campaign.status` (the store: status, logs, run folders; nvidia-smi), :mod:`~lab.campaign.predict` (each
 task's FLOPs and minutes: ``plan``), :mod:`~lab.campaign.pack` (what comes back, and a previous lease's files in),
+:mod:`~lab.campaign.volumes` (a large state out in volumes over several calls),
 :mod:`~lab.campaign.schedule` (admission and launches), :mod:`~lab.campaign.report` (the reports and the summary);
 ``python -m lab.campaign`` (:mod:`lab.campaign.__main__`) and ``scripts/campaign.py`` are its entry points.
 """
