@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from figures.verdict import HELD, check
+from theory.cli import OWNER
 from theory.errors import InputError
-from theory.output import read_object, refuse_link, replace_durably
+from theory.output import read_object, refuse_link, replace_durably, write_text_atomically
 
 SCALES = ("quick", "cpu", "paper")
 ROOT = Path("results/figures")
@@ -36,6 +37,16 @@ def store(root: Path, runs: Path | None = None) -> Path:
     ``root``."""
     chosen = runs or os.environ.get("SHUFFLEFL_RUNS")
     return Path(chosen).expanduser() if chosen else root
+
+
+def mark_figures(*folders: Path) -> None:
+    """Mark ``folders`` (those figures made: the root where it made it, an artefact's folders) as the package's
+    output (:data:`theory.cli.OWNER` naming figures; one there already, another tool's included, stays): a command
+    run from inside one then takes the working directory off ``sys.path`` (:mod:`theory.datafolder`), so nothing
+    planted there runs."""
+    for folder in dict.fromkeys(folders):
+        if not os.path.lexists(folder / OWNER):
+            write_text_atomically(folder / OWNER, "figures\n")
 
 
 @dataclass
@@ -177,7 +188,9 @@ class Artefact:
             return done, False
         for folder in (root / self.name, ctx.folder):  # never a user's folder through a link planted there
             refuse_link(folder, f"artefact folder of {self.name}")
+        made = [f for f in (ctx.folder, *ctx.folder.parents) if not os.path.lexists(f)]
         ctx.folder.mkdir(parents=True, exist_ok=True)
+        mark_figures(*made, root / self.name, ctx.folder)
         start = time.perf_counter()
         built = self.build(ctx)
         assert built is not None  # None only while planning
