@@ -41,11 +41,11 @@ def store(root: Path, runs: Path | None = None) -> Path:
 
 def mark_figures(*folders: Path) -> None:
     """Mark ``folders`` (those figures made: the root where it made it, an artefact's folders) as the package's
-    output (:data:`theory.cli.OWNER` naming figures; one there already, another tool's included, stays): a command
+    output (:data:`theory.cli.OWNER` naming figures; a file there already, another tool's included, stays): a command
     run from inside one then takes the working directory off ``sys.path`` (:mod:`theory.datafolder`), so nothing
     planted there runs."""
-    for folder in dict.fromkeys(folders):
-        if not os.path.lexists(folder / OWNER):
+    for folder in dict.fromkeys(folders):  # a link planted at the mark is replaced, never followed
+        if (folder / OWNER).is_symlink() or not os.path.lexists(folder / OWNER):
             write_text_atomically(folder / OWNER, "figures\n")
 
 

@@ -18,6 +18,7 @@ from fl.quality import main as quality_main
 from tests.figures.test_ledger import make_run
 from tests.fl.test_quality import blobs, fake_cache
 from tests.test_links import assert_replaced, one_line, relink, victim_of
+from theory.cli import OWNER
 
 ROOT = Path(__file__).resolve().parents[1]
 QUALITY = ROOT / "results" / "ledger" / "quality" / "ddpm-fmnist-seed0.json"  # a quality report the ledger holds
@@ -36,7 +37,7 @@ def test_figures_rebuilds_an_artefact_over_the_links_planted_at_its_files(tmp_pa
     victim = victim_of(tmp_path, "figures\n")
     folders = [root / "fig2" / "quick", root / "lemma1" / "quick"]  # fig2's figures are its simulator run's
     names = {folder: relink(folder, victim) for folder in folders}
-    assert list(names.values()) == [["result.json"], ["lemma1.pdf", "lemma1.png", "result.json"]]
+    assert list(names.values()) == [[OWNER, "result.json"], [OWNER, "lemma1.pdf", "lemma1.png", "result.json"]]
     capsys.readouterr()
     assert figures_main(argv) == 2  # a linked result.json is no result of the tool's: never read as one
     one_line(capsys.readouterr().err, "symbolic link", str(folders[0] / "result.json"), "--force")
