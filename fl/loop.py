@@ -42,7 +42,7 @@ from fl.runfolder import (
     relative_origin,
     write_rounds,
 )
-from fl.sinks import MLflow, TensorBoard
+from fl.sinks import MLflow, TensorBoard, curves_inside
 from fl.workers import WorkerLost
 from theory.cli import held, stop_requested
 from theory.errors import InputError
@@ -138,6 +138,9 @@ def open_sinks(config: RunConfig, rows: list[dict], out: Path, stack: contextlib
     """The live-curve sinks ``config.log`` names (:mod:`fl.sinks`: TensorBoard, MLflow), opened in ``stack`` with
     the run's ``rows`` so far; each is handed every row to come."""
     owner, sinks = str(out.resolve()), []
+    for target in (config.log.tensorboard, config.log.mlflow):
+        if target:
+            curves_inside(out, target)
     if config.log.tensorboard:
         sinks.append(stack.enter_context(TensorBoard(Path(config.log.tensorboard), rows, owner)))
     if config.log.mlflow:

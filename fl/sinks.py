@@ -53,6 +53,18 @@ def curves_path(root: Path, *parts: str) -> Path:
     return path
 
 
+def curves_inside(out: Path, target: str | Path) -> None:
+    """A curves folder ``target`` inside the run folder ``out`` is the package's: a link at any folder of it, from
+    ``out`` down, was planted and is refused in one line (:func:`curves_path`), on a first start as on a resume.
+    Compared lexically, never resolved; a target outside ``out`` is a root its user named (it may be a link to a
+    bigger disk)."""
+    try:
+        inside = Path(os.path.abspath(target)).relative_to(os.path.abspath(out)).parts
+    except ValueError:
+        return
+    curves_path(out, *inside)
+
+
 def require_tensorboard() -> None:
     """One line naming the extra where ``tensorboard`` is not installed."""
     try:
@@ -221,12 +233,7 @@ def resumed_curves(out: Path, log: object, tensorboard: Path | None = None, mlfl
         target = log.get(kind)
         if not target or not isinstance(target, str) or given is not None:
             continue
-        try:  # lexically, never resolved: a link is what is looked for
-            inside = Path(os.path.abspath(target)).relative_to(os.path.abspath(out)).parts
-        except ValueError:
-            inside = None  # outside the run folder: a root its user named, which may be a link (to a bigger disk)
-        if inside is not None:  # a curves folder inside the run folder is the package's: a link there was planted
-            curves_path(out, *inside)
+        curves_inside(out, target)
         if not holds_curves_of(kind, Path(target), owner):
             raise InputError(
                 f"{out / 'config.json'}: log.{kind} = {target} holds no curves of this run (config.json edited "

@@ -143,3 +143,17 @@ def test_a_resume_refuses_a_curves_folder_in_the_run_folder_that_became_a_link(c
     before = sorted(p.name for p in users.iterdir())
     assert run_main(["--resume", str(out), "--quiet"]) == 2
     assert sorted(p.name for p in users.iterdir()) == before
+
+
+def test_a_first_start_refuses_a_curves_folder_in_the_run_folder_that_is_a_link(cifar_root, tmp_path, capsys):
+    """Sweep 5 case 105: ``--out RUN --tensorboard RUN/tb`` where RUN/tb was planted as a link to a user's folder
+    (RUN made by fl.run before): a first start refuses it as a resume does, nothing written there."""
+    out, users = tmp_path / "run", users_folder(tmp_path)
+    out.mkdir()
+    (out / ".shufflefl-output").write_text("fl.run\n")
+    (out / "tb").symlink_to(users)
+    before = sorted(p.name for p in users.iterdir())
+    capsys.readouterr()
+    assert run_main(base_args(cifar_root, out, "--tensorboard", str(out / "tb"))) == 2
+    one_line(capsys.readouterr().err, "a curves folder", "symbolic link")
+    assert sorted(p.name for p in users.iterdir()) == before
