@@ -17,18 +17,21 @@ gradients, no second pass over the shuffled sets).
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from fl import plugins, provenance
-from fl.config import from_dict
+from fl.checkpoints import config_key
+from fl.config import RunConfig, from_dict
 from fl.estimators import delta2
 from fl.experiment import Experiment
+from fl.runfolder import extended_key
 from fl.torchfiles import load_safely
 from theory.cli import ArgumentParser, guarded
 from theory.errors import InputError
@@ -45,6 +48,8 @@ def saved_models(run: Path) -> dict[int, Path]:
         *sorted(run.glob("checkpoint_round*.pt")),
         *sorted(run.glob("snapshots/round*.pt")),
     ]:
+        if path.is_symlink():  # another run's file, or anything: never read through a link planted here
+            raise InputError(f"{path}: a symbolic link, never read as this run's model; move it out of the run folder")
         if path.exists():
             found.setdefault(saved_round(path), path)
     return dict(sorted(found.items()))
@@ -56,6 +61,25 @@ def saved_round(path: Path) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{path}: its round is {value!r}, not a round number; move it out of the run folder")
     return value - 1
+
+
+def run_keys(config: RunConfig) -> Callable[[int], set[str]]:
+    """The config keys a checkpoint of the run of ``config`` may hold (:func:`fl.checkpoints.config_key`), given the
+    ``train.rounds`` it was saved with: the run's own, or the key it had before an extension to more rounds."""
+    return lambda rounds: {config_key(config), extended_key(config, rounds)} - {None}
+
+
+def of_this_run(payload: dict, path: Path, keys: Callable[[int], set[str]]) -> None:
+    """A checkpoint whose config key (``extra["config_key"]``) is not one of the run's (:func:`run_keys`) is another
+    run's: one line, as ``fl.run --resume`` refuses it. A snapshot (round, x, method) holds no key."""
+    extra = payload.get("extra")
+    key = extra.get("config_key") if isinstance(extra, dict) else None
+    if key is None:
+        return
+    rounds = extra.get("config_rounds")
+    if key not in keys(rounds if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 1 else 1):
+        raise InputError(f"{path}: a checkpoint of another run (its config key {key} is none of this run's); move "
+                         "it out of the run folder")  # fmt: skip
 
 
 def load(path: Path) -> dict:
@@ -88,14 +112,15 @@ def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int |
     train = tree.setdefault("train", {})
     if not isinstance(train, dict):
         raise InputError(f"{run / 'config.json'}: its [train] is not a table")
-    if samples is not None:
-        train["estimate_samples"] = samples
-    train["device"] = "cpu"
     models = saved_models(run)
     if not models:
         raise InputError(f"{run}: no saved model (checkpoint*.pt or snapshots/round*.pt)")
     last = max(models)
     with plugins.expecting(provenance.recorded_plugins(run)):  # as fl.run --resume: a changed plug-in never runs,
+        keys = run_keys(from_dict(copy.deepcopy(tree)))  # the run's own config, before the settings below
+        if samples is not None:
+            train["estimate_samples"] = samples
+        train["device"] = "cpu"
         exp = Experiment(from_dict(tree), resuming=run)  # and other data than the run's are refused (check_data)
     done = measured(run / OUT, exp.config.train.estimate_samples, only)  # the same measurement: samples and kind
     todo = [t for t in models if (t % every == 0 or t == last) and t not in done]
@@ -104,6 +129,7 @@ def remeasure(run: Path, only: str | None = None, every: int = 1, samples: int |
     lines = []
     for t in tqdm(todo, desc="models", unit="model", disable=quiet or None):
         payload = load(models[t])
+        of_this_run(payload, models[t], keys)
         x, method_state = payload["x"].to(exp.device), payload.get("method", {})
         if only == "delta2":
             synthetic = exp.method.synthetic_set(method_state)

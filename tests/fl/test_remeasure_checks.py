@@ -17,7 +17,7 @@ def toy_run(tmp_path, partition: str = "natural"):
     np.savez(tmp_path / "toy.npz", **toy())
     (tmp_path / "toy.toml").write_text(
         f'[data]\ndataset = "npz:{tmp_path / "toy.npz"}"\npartition = "{partition}"\nclients = 4\n'
-        '[model]\nname = "mlp"\n[train]\nrounds = 2\nworkers = 1\ncheckpoint_every = 1\n'
+        '[model]\nname = "mlp"\n[train]\nrounds = 2\nworkers = 1\ncheckpoint_every = 1\nkeep_round = 1\n'
     )
     out = tmp_path / "out"
     assert run_main(["--config", str(tmp_path / "toy.toml"), "--out", str(out), "--quiet"]) == 0
@@ -55,3 +55,27 @@ def test_the_same_run_unchanged_is_measured(tmp_path):
     out = toy_run(tmp_path)
     assert main([str(out), "--quiet"]) == 0
     assert (out / OUT).read_text().strip()
+
+
+def test_another_runs_checkpoint_linked_or_copied_is_refused(tmp_path, capsys):
+    """Sweep 5 case 128: a round's checkpoint replaced by another seed's (a link, then a copy): never measured as
+    this run's; the run's own checkpoints, those from before an extension to more rounds included, are."""
+    out = toy_run(tmp_path)
+    other = tmp_path / "other"
+    argv = ["--config", str(tmp_path / "toy.toml"), "--out", str(other), "--set", "train.seed=5", "--quiet"]
+    assert run_main(argv) == 0
+    own = out / "checkpoint_round1.pt"
+    kept = own.read_bytes()
+    own.unlink()
+    own.symlink_to(other / "checkpoint_round1.pt")
+    assert main([str(out), "--quiet"]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    own.unlink()
+    own.write_bytes((other / "checkpoint_round1.pt").read_bytes())
+    assert main([str(out), "--quiet"]) == 2
+    assert "a checkpoint of another run" in capsys.readouterr().err
+    assert not (out / OUT).exists()
+    own.write_bytes(kept)
+    assert run_main(["--resume", str(out), "--set", "train.rounds=3", "--quiet"]) == 0  # extended: older keys stay
+    assert main([str(out), "--quiet"]) == 0
+    assert len((out / OUT).read_text().splitlines()) >= 2
