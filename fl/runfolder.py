@@ -64,7 +64,8 @@ def is_runs_own(out: Path) -> bool:
 def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
     """``out`` made ready for a new run (fl.run's folder, :func:`theory.cli.make_dir`): refused in one line when it
     holds a run already and not ``overwrite`` (``instead``: what to do, in the caller's terms). With ``overwrite``
-    the earlier run's files go, every one fl.run or fl.remeasure wrote (:func:`run_files`: its checkpoints,
+    the earlier run's files go, every one fl.run or fl.remeasure wrote (:func:`run_files`: its checkpoints, the
+    ``checkpoint_roundK.pt`` of its ``train.keep_round`` alone,
     post-hoc estimates, per-client table and pictures too, so none is read as the new run's) and nothing else (a
     user's notes stay), under the folder's lock: never while a run is going on in it."""
     if (out / "metrics.jsonl").exists() and not overwrite:
@@ -77,9 +78,27 @@ def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
     if overwrite:
         with locked(out / RUN_LOCK, busy=f"run directory {out}"):
             curves_of_run_removed(out)  # the earlier run's TensorBoard curves (by its config.json, before it goes)
+            kept = kept_round(out)
             for path in run_files(out):
-                path.unlink()
+                if path.is_symlink() or kept_name(path.name) in (None, kept):  # a checkpoint_roundK.pt file only
+                    path.unlink()  # where the run kept round K (a user's copy of another round stays); a link goes
     return folder
+
+
+def kept_name(name: str) -> int | None:
+    """K of ``checkpoint_roundK.pt`` (or a temporary of it); None for any other name."""
+    found = re.fullmatch(r"checkpoint_round([0-9]+)\.pt(\.[0-9a-f]{16}\.tmp)?", name)
+    return int(found.group(1)) if found else None
+
+
+def kept_round(out: Path) -> int:
+    """The round whose checkpoint the run in ``out`` kept as ``checkpoint_roundK.pt`` (its config's
+    ``train.keep_round``); -1 where it kept none or its config.json does not say: then no such file is its."""
+    try:
+        keep = read_object(out / "config.json", "config.json of the run").get("train", {}).get("keep_round", 0)
+    except (InputError, OSError, AttributeError):
+        return -1
+    return keep if isinstance(keep, int) and not isinstance(keep, bool) and keep > 0 else -1
 
 
 def read_run_config(out: Path) -> RunConfig:

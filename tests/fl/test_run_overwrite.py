@@ -36,12 +36,15 @@ def test_overwrite_removes_every_file_of_the_earlier_run_and_nothing_else(cifar_
     (out / "checkpoint_round3.pt").symlink_to(tmp_path / "elsewhere.pt")  # a link at a name of the run's: removed
     (out / "plots").mkdir()
     (out / "plots" / "clients.png").write_bytes(b"mine too")
+    (out / "checkpoint_round7.pt").write_bytes(b"a user's copy")  # a round the run never kept (sweep 5, case 102)
     assert main(base_args(cifar_root, out, "--set", "train.rounds=2", "--overwrite")) == 0
     left = {p.name for p in out.iterdir()} - THE_RUNS
     assert left == {"config.json", "provenance.json", "metrics.jsonl", "checkpoint.pt", "summary.json", "curve.png",
-                    "NOTES.md", "plots", "checkpoint.pt.tmp"}  # fmt: skip
+                    "NOTES.md", "plots", "checkpoint.pt.tmp", "checkpoint_round7.pt"}  # fmt: skip
     assert (out / "NOTES.md").read_text() == "mine" and (out / "plots" / "clients.png").read_bytes() == b"mine too"
     assert (tmp_path / "elsewhere.pt").read_bytes() == b"not the run's"  # the link went, never what it points to
+    assert (out / "checkpoint_round7.pt").read_bytes() == b"a user's copy"
+    (out / "checkpoint_round7.pt").unlink()  # remeasure refuses another run's checkpoint: the user moves it out
     assert [line["round"] for line in remeasure.remeasure(out, samples=2, quiet=True)] == [
         2
     ]  # the new run's model, measured
