@@ -31,3 +31,22 @@ def locked(lock_file: Path, busy: str | None = None) -> Iterator[None]:
         lock.write(str(os.getpid()))
         lock.flush()
         yield
+
+
+def check_free(lock_file: Path, busy: str) -> None:
+    """Refuse (one line, as :func:`locked` with ``busy``) a lock that another process holds now, taking nothing:
+    ``lock_file`` is opened for reading (never created, never through a symbolic link), tried and let go at once.
+    A missing lock file is free."""
+    try:
+        fd = os.open(lock_file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise InputError(f"{busy}: its lock {lock_file.name} cannot be opened ({error.strerror})") from None
+    with os.fdopen(fd) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = lock.read().strip() or "unknown"
+            raise InputError(f"{busy} is in use by another process (pid {holder}); wait for it or stop it") from None
+        fcntl.flock(lock, fcntl.LOCK_UN)

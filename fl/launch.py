@@ -13,7 +13,7 @@ import fl.provenance as provenance
 from fl.checkpoints import check_init_from
 from fl.config import RunConfig, from_dict, load_config
 from fl.data import load
-from fl.runfolder import extension_rounds, new_run_folder
+from fl.runfolder import check_run_folder, extension_rounds, new_run_folder
 from fl.sinks import curves_folder, require_mlflow, require_tensorboard, resumed_curves
 from theory.cli import ArgumentParser
 from theory.errors import InputError
@@ -95,8 +95,18 @@ def resume_in_place(run: Path | None, out: Path | None, overwrite: bool, accept_
 
 
 def start_or_resume(args) -> tuple[Path, RunConfig | None]:
-    """What ``fl.run ARGS`` (a start or a ``--resume``) checks before it takes the run folder's lock: the folder and,
-    for a start, the config (its folder made: :func:`new_run_folder`); one line for what is refused."""
+    """What ``fl.run ARGS`` (a start or a ``--resume``) checks before it takes the run folder's lock
+    (:func:`checked_start`): the folder and, for a start, the config, its folder then made (:func:`new_run_folder`);
+    one line for what is refused."""
+    out, config = checked_start(args)
+    if config is not None:
+        new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
+    return out, config
+
+
+def checked_start(args) -> tuple[Path, RunConfig | None]:
+    """What :func:`start_or_resume` checks, reading only (no folder made, no earlier run removed): (the run folder,
+    the config of a start; None for a resume). A start's folder is checked as :func:`new_run_folder` checks it."""
     overrides = list(args.set) + ([f"train.device={json.dumps(args.device)}"] if args.device else [])
     overrides += [f"train.workers={args.workers}"] if args.workers is not None else []
     overrides += [f"log.tensorboard={json.dumps(str(args.tensorboard))}"] if args.tensorboard else []
@@ -121,9 +131,9 @@ def start_or_resume(args) -> tuple[Path, RunConfig | None]:
     out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
     if args.init_from:
         check_init_from(config, args.init_from)  # refused before the folder is made
+    check_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
     if args.overwrite and (out / "metrics.jsonl").exists():  # the new run's data found before the old run goes
         load(config.data.dataset, config.data.data_root or None)
-    new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
     return out, config
 
 

@@ -378,18 +378,12 @@ def origin(config: RunConfig, out: Path, resume: bool, start_from: Path | None) 
     return resume, start_from
 
 
-def resumed(config: RunConfig, out: Path, exp: Experiment, synthetic: str, accept_code_change: bool) -> tuple:
-    """The state and rows the run in ``out`` continues from (its checkpoint and the rows before it), after what a
-    resume checks: the data it started on, its plug-ins' and the rest of its code (``accept_code_change``), the
-    config its checkpoint was trained with (or a shorter one it extends: :func:`fl.runfolder.extend`)."""
+def resume_point(config: RunConfig, out: Path, state: EngineState) -> tuple[int, list[dict]]:
+    """What a resume of the run in ``out`` with ``config`` checks of its checkpoint's ``state``, reading only: the
+    config it was trained with is ``config`` or a shorter one ``config`` extends (:func:`fl.runfolder.extend`), and
+    its rows up to it can be extended; (the rounds of the config it was trained with, the rows before it). One line
+    for what is refused (fl.fleet checks every entry's resume with it before anything is written)."""
     rounds = config.train.rounds
-    state = load_checkpoint(out / "checkpoint.pt", exp.device, exp.local.client_state, exp.x0, rounds)
-    data_note = provenance.check_data(out, exp.data_used)  # first: never train the rest on other data
-    if data_note:
-        print(data_note, file=sys.stderr)
-    note = provenance.check_plugins(out, config.plugins(), state.round, accept_code_change)
-    if note:
-        print(note, file=sys.stderr)
     before = keyed_rounds(out, state.extra)
     if before > rounds:
         raise InputError(
@@ -406,6 +400,22 @@ def resumed(config: RunConfig, out: Path, exp: Experiment, synthetic: str, accep
     why = extension_refusal(config, before, rows) if before < rounds else None
     if why:  # refused before anything is recorded
         raise InputError(f"--set train.rounds={rounds}: {why}")
+    return before, rows
+
+
+def resumed(config: RunConfig, out: Path, exp: Experiment, synthetic: str, accept_code_change: bool) -> tuple:
+    """The state and rows the run in ``out`` continues from (its checkpoint and the rows before it), after what a
+    resume checks: the data it started on, its plug-ins' and the rest of its code (``accept_code_change``), the
+    config its checkpoint was trained with (or a shorter one it extends: :func:`resume_point`)."""
+    rounds = config.train.rounds
+    state = load_checkpoint(out / "checkpoint.pt", exp.device, exp.local.client_state, exp.x0, rounds)
+    data_note = provenance.check_data(out, exp.data_used)  # first: never train the rest on other data
+    if data_note:
+        print(data_note, file=sys.stderr)
+    note = provenance.check_plugins(out, config.plugins(), state.round, accept_code_change)
+    if note:
+        print(note, file=sys.stderr)
+    before, rows = resume_point(config, out, state)
     note = provenance.check_resume(out, synthetic, state.round, accept_code_change, where_it_ran(exp))
     if note:
         print(note, file=sys.stderr)

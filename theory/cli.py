@@ -168,17 +168,14 @@ def folder_owner(path: Path) -> str | None:
     return owner.read_text(errors="replace").strip() if owner.is_file() else None
 
 
-def make_dir(path: Path, what: str = "output folder", tool: str | None = None, overwrite: bool = False) -> Path:
-    """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it.
-
-    With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's: an existing folder that is
-    not empty and was not made by ``tool`` (its :data:`OWNER` file names another, or none) is refused in one line
-    unless ``overwrite``, so that a CLI never writes over files it did not make; ``path`` itself a symbolic link is
-    refused in one line (never written through), and the owner file is replaced whole, never through a link."""
-    if tool is not None:
-        refuse_link(path, what)
+def check_dir(path: Path, what: str = "output folder", tool: str | None = None, overwrite: bool = False) -> None:
+    """What :func:`make_dir` refuses of ``path`` with ``tool``, in one line, reading only (nothing made): ``path``
+    a symbolic link, or a folder that is not empty and was not made by ``tool`` (unless ``overwrite``)."""
+    if tool is None:
+        return
+    refuse_link(path, what)
     try:
-        if tool is not None and path.is_dir() and any(path.iterdir()) and not overwrite:
+        if path.is_dir() and any(path.iterdir()) and not overwrite:
             owner = folder_owner(path)
             if owner != tool:
                 held = ", ".join(sorted(f.name for f in path.iterdir() if f.name != OWNER)[:3])
@@ -186,6 +183,19 @@ def make_dir(path: Path, what: str = "output folder", tool: str | None = None, o
                 raise InputError(
                     f"{what} {path} is not empty and {made} (it holds {held}...); use --overwrite or another --out"
                 )
+    except OSError as error:
+        raise InputError(f"cannot create {what} {path}: {error.strerror}") from None
+
+
+def make_dir(path: Path, what: str = "output folder", tool: str | None = None, overwrite: bool = False) -> Path:
+    """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it.
+
+    With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's: an existing folder that is
+    not empty and was not made by ``tool`` (its :data:`OWNER` file names another, or none) is refused in one line
+    unless ``overwrite``, so that a CLI never writes over files it did not make; ``path`` itself a symbolic link is
+    refused in one line (never written through), and the owner file is replaced whole, never through a link."""
+    check_dir(path, what, tool, overwrite)
+    try:
         path.mkdir(parents=True, exist_ok=True)
         if tool is not None:
             write_text_atomically(path / OWNER, tool + "\n")
