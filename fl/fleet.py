@@ -404,8 +404,17 @@ def _is_stop(error: BaseException) -> bool:
     return isinstance(error, KeyboardInterrupt | Interrupted)
 
 
+MAX_ENTRIES = 1_000  # runs a fleet spec lists at most, refused before any entry is read further: each entry is a run
+# in this one process (a thread holding its model, optimiser and clients' state; only the data shared) that every
+# round of the others waits for, and each is checked (config, folder, checkpoint, data) before anything starts. Past
+# a thousand, one process is the wrong tool: several specs (or fl.sweep, whose runs are processes: MAX_RUNS) are not.
+
+PATH_FLAGS = ("--config", "--out", "--resume", "--init-from", "--tensorboard", "--mlflow", "--compare")
+
+
 def run_arguments(spec: Path) -> list[list[str]]:
-    """The runs of a fleet spec: a JSON list of ``python -m fl.run`` argument lists (one in one line if not)."""
+    """The runs of a fleet spec: a JSON list of at most :data:`MAX_ENTRIES` ``python -m fl.run`` argument lists
+    (one in one line if not)."""
     try:
         entries = json.loads(read_text_bounded(spec, "fleet spec (JSON)"))
     except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested too deep
@@ -418,13 +427,37 @@ def run_arguments(spec: Path) -> list[list[str]]:
         raise InputError(
             f'{spec}: expected a list of fl.run argument lists, e.g. [["--config", "a.toml", "--out", "runs/a"]]'
         )
+    if len(entries) > MAX_ENTRIES:
+        raise InputError(f"{spec}: {len(entries):,} entries, over the {MAX_ENTRIES:,} runs a fleet takes in one "
+                         "process; split it into several specs")  # fmt: skip
     return entries
 
 
-def parsed_entry(argv: list[str], where: str, check_config: bool = False) -> argparse.Namespace:
-    """A fleet entry's fl.run arguments, parsed and checked as fl.run checks them (one line naming the entry); with
-    ``check_config`` its config too (a start's), and a run its ``--out`` holds must be of that config
-    (:func:`same_run`), before any entry's folder is touched."""
+def odd_argument(argv: list[str], where: str) -> None:
+    """Refuse (one line naming the entry and the flag) an argument that no path or value may hold: a NUL byte, or
+    a character no file name holds (a lone surrogate from a JSON escape), before anything looks at a path."""
+    for k, arg in enumerate(argv):
+        why = "a NUL byte" if "\0" in arg else None if file_name_text(arg) else "a character no file name holds"
+        if why is None:
+            continue
+        flag, value = arg.split("=", 1) if arg.startswith("--") and "=" in arg else (None, arg)
+        flag = flag or (argv[k - 1] if k and argv[k - 1].startswith("-") else f"argument {k + 1}")
+        raise InputError(f"{where}: {flag} {value!r} holds {why}; no path or value may")
+
+
+def file_name_text(text: str) -> bool:
+    """Whether ``text`` can be a file name's (encoded as the file system encodes names: a lone surrogate cannot)."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def parsed_entry(argv: list[str], where: str) -> argparse.Namespace:
+    """A fleet entry's fl.run arguments, parsed and checked as fl.run checks them (one line naming the entry), and
+    what a fleet refuses besides: an empty entry, one that runs nothing, one that names no run (fl.run's default
+    config), an odd argument (:func:`odd_argument`)."""
     from fl.launch import build_parser
 
     parser = build_parser()
@@ -436,27 +469,24 @@ def parsed_entry(argv: list[str], where: str, check_config: bool = False) -> arg
     if not argv:
         raise InputError(f"{where}: empty; a fleet entry is a run's fl.run arguments (its --config or --set, and "
                          "--out), never the default config")  # fmt: skip
+    odd_argument(argv, where)
     if "-h" in argv or "--help" in argv:
         raise InputError(f"{where}: --help runs nothing; a fleet entry starts or continues a run")
     args = parser.parse_args(argv)
     if args.compare or args.print_config:
         flag = "--compare" if args.compare else "--print-config"
         raise InputError(f"{where}: {flag} runs nothing; a fleet entry starts or continues a run")
+    if not (args.config or args.resume or (args.set and args.out)):
+        raise InputError(f"{where}: names no run; a fleet entry needs --config (or --set with --out) to start one, "
+                         "or --resume to continue one, never fl.run's default config")  # fmt: skip
     flags_as_fl_run(args, where)
-    if check_config and not args.resume:
-        try:
-            config = load_config(args.config, list(args.set), notes=[])
-            if args.out is not None and not args.overwrite:
-                same_run(config, args.out)
-        except InputError as error:
-            raise InputError(f"{where}: {error}") from None
     return args
 
 
 def same_run(config: RunConfig, out: Path) -> None:
     """Refuse (one line) a run folder ``out`` that holds a run (its config.json) of another config than the entry's
-    ``config``: :func:`prepare` would take its finished run for the entry's, or continue its started one with its
-    own config. Compared as ``fl.sweep`` compares them (:meth:`fl.config.RunConfig.identity`), without what a
+    ``config``: :func:`checked_run` would take its finished run for the entry's, or continue its started one with
+    its own config. Compared as ``fl.sweep`` compares them (:meth:`fl.config.RunConfig.identity`), without what a
     resumed run may change: its device, and its plug-ins' code (checked on the resume, ``--accept-code-change``)."""
     from fl.checkpoints import config_key
     from fl.runfolder import saved_config
@@ -488,24 +518,140 @@ def differing_keys(theirs: dict, ours: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-def prepare(argv: list[str], where: str, accept: bool = False) -> tuple[object, Path, RunConfig | None] | None:
-    """One fleet entry, ``fl.run ARGV``, as scripts/resumable.sh runs it (checked first by :func:`parsed_entry` with
-    ``check_config``: a folder's run of another config refused): None when its folder holds a finished run
-    (unless ``--overwrite``: then it starts again, as ``fl.run --overwrite`` would); else (its fl.run arguments, its
-    folder, its config: None for a resume), a started one continued (unless ``--overwrite``), the others started
-    (the folder made; the config written under the folder's lock by :func:`fl.launch.locked_config`). An empty entry
-    (fl.run's default config) and the flags fl.run refuses together are one line naming the entry."""
-    from fl.launch import start_or_resume
+@dataclass(frozen=True)
+class Checked:
+    """A fleet entry that passed every check, nothing of it made or changed yet (:func:`checked_run`): its fl.run
+    arguments (a started run's turned into its ``--resume``), its run folder, and its config (a start's; a resume's
+    as :func:`fl.launch.locked_config` reads it)."""
 
-    args = parsed_entry(argv, where)
-    out = args.resume or args.out
-    if out is not None and (out / "summary.json").is_file() and not args.overwrite:
+    args: argparse.Namespace
+    out: Path
+    config: RunConfig
+
+
+def checked_run(args: argparse.Namespace, accept: bool = False) -> Checked | None:
+    """What a fleet entry (parsed: :func:`parsed_entry`) will do, everything that can refuse it checked, reading
+    only (no folder made, no earlier run removed): None when its folder holds its finished run (unless
+    ``--overwrite``: then it starts again, as ``fl.run --overwrite`` would); a started run of its config continued
+    (unless ``--overwrite``; ``accept``: the fleet's ``--accept-code-change``), the others started. Refused: a folder
+    holding a run of another config (:func:`same_run`), what ``fl.run`` refuses before it takes the folder's lock
+    (:func:`fl.launch.checked_start`: the config, ``--init-from``, the folder), a folder another process runs in, a
+    resume's config and checkpoint (:func:`resumable`)."""
+    from fl.atomic import check_free
+    from fl.launch import checked_start, locked_config
+    from fl.runfolder import RUN_LOCK
+
+    out = entry_folder(args)
+    if not args.resume and not args.overwrite:
+        same_run(load_config(args.config, list(args.set), notes=[]), out)
+    if (out / "summary.json").is_file() and not args.overwrite:
         return None
-    if not args.resume and out is not None and (out / "config.json").is_file() and not args.overwrite:
-        args.resume, args.config, args.set, args.init_from, args.out = out, None, [], None, None  # started: continue
-        args.overwrite, args.accept_code_change = False, args.accept_code_change or accept
-    out, config = start_or_resume(args)
-    return args, out, config
+    if not args.resume and (out / "config.json").is_file() and not args.overwrite:
+        args = continued(args, out, accept)
+    out, config = checked_start(args)
+    check_free(out / RUN_LOCK, f"run directory {out}")
+    if config is None:
+        config = locked_config(args, out, None)  # a resume's: reads only (a start's is written under the lock)
+        resumable(config, out)
+    return Checked(args, out, config)
+
+
+def continued(args: argparse.Namespace, out: Path, accept: bool) -> argparse.Namespace:
+    """The arguments of an entry whose folder holds a started run of its config: ``--resume`` of that run (as
+    scripts/resumable.sh continues it), the fleet's ``accept`` (``--accept-code-change``) with it."""
+    resume = argparse.Namespace(**vars(args))
+    resume.resume, resume.config, resume.set, resume.init_from, resume.out = out, None, [], None, None
+    resume.overwrite, resume.accept_code_change = False, args.accept_code_change or accept
+    return resume
+
+
+def resumable(config: RunConfig, out: Path) -> None:
+    """What the resume of the run in ``out`` (of ``config``) reads before it trains, checked now (one line; reading
+    only): its checkpoint loads safely, whole and keyed with its config (:func:`fl.loop.resume_point`); a run
+    stopped before its first checkpoint, the checkpoint its ``init_from.txt`` names, as ``--init-from`` checks it."""
+    from fl.checkpoints import check_init_from, load_checkpoint
+    from fl.loop import resume_point
+    from fl.runfolder import read_origin
+
+    if (out / "checkpoint.pt").exists():
+        state = load_checkpoint(out / "checkpoint.pt", torch.device("cpu"), rounds=config.train.rounds)
+        resume_point(config, out, state)
+        return
+    start = read_origin(out)
+    if start is not None:
+        check_init_from(config, start)
+
+
+def checked_entries(
+    entries: list[argparse.Namespace], spec: Path, accept: bool = False
+) -> list[tuple[int, Checked | None]]:
+    """Every entry checked (:func:`checked_run`), then the checkpoints the started ones start from
+    (:func:`own_origins`) and every run's data (:func:`data_found`), before any entry's folder is made or changed;
+    [(entry index, its check: None when finished)]. What is refused is one line naming the entry."""
+    checked = []
+    for k, args in enumerate(entries):
+        with entry_errors(f"{spec} entry {k + 1}"):
+            checked.append((k, checked_run(args, accept)))
+    own_origins(checked, spec)
+    data_found(checked, spec)
+    return checked
+
+
+@contextlib.contextmanager
+def entry_errors(where: str) -> Iterator[None]:
+    """An InputError, or an OS error on a path the entry names, as one line naming the entry (``where``)."""
+    try:
+        yield
+    except InputError as error:
+        raise InputError(f"{where}: {error}") from None
+    except OSError as error:
+        named = f" {error.filename}:" if error.filename else ""
+        raise InputError(f"{where}:{named} {error.strerror or error}") from None
+
+
+def own_origins(checked: list[tuple[int, Checked | None]], spec: Path) -> None:
+    """Refuse (one line naming both entries) an entry whose ``--init-from`` checkpoint lies in a run folder that
+    another entry of the fleet writes (a run it starts again or continues): that run rewrites or removes its
+    checkpoints while this one would read them."""
+    writers = {entry.out.resolve(): k for k, entry in checked if entry is not None}
+    for k, entry in checked:
+        start = entry.args.init_from if entry is not None else None
+        writer = writers.get(start.parent.resolve()) if start is not None else None
+        if writer is not None and writer != k:
+            raise InputError(f"{spec} entry {k + 1}: --init-from {start} is in the run folder entry {writer + 1} "
+                             "writes in this fleet; start it once that run has finished")  # fmt: skip
+
+
+def data_found(checked: list[tuple[int, Checked | None]], spec: Path) -> None:
+    """Every run's data found and read as the run reads it (:func:`fl.data.load`; each dataset once), before any
+    entry's folder is made or changed: data that are missing refuse the spec naming the entry, never after an
+    earlier entry's ``--overwrite`` removed its finished run."""
+    from fl.data import load
+
+    seen = set()
+    for k, entry in checked:
+        key = None if entry is None else (entry.config.data.dataset, entry.config.data.data_root or None)
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        with entry_errors(f"{spec} entry {k + 1}"):
+            load(*key)
+
+
+def made_ready(entry: Checked, locks: contextlib.ExitStack) -> tuple[RunConfig, Path, bool, Path | None, bool]:
+    """A checked entry's folder made ready as ``fl.run`` makes it (a start's made, an ``--overwrite``'s earlier run
+    removed: :func:`fl.runfolder.new_run_folder`), its lock held in ``locks`` and its config written (a start's) or
+    read (a resume's) under it (:func:`fl.launch.locked_config`); the run as :func:`run_fleet` takes it."""
+    from fl.atomic import locked
+    from fl.launch import locked_config
+    from fl.runfolder import RUN_LOCK, new_run_folder
+
+    args, out = entry.args, entry.out
+    if not args.resume:
+        new_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")
+    locks.enter_context(locked(out / RUN_LOCK, busy=f"run directory {out}"))
+    config = locked_config(args, out, None if args.resume else entry.config)
+    return config, out, bool(args.resume), args.init_from, args.accept_code_change
 
 
 def flags_as_fl_run(args: argparse.Namespace, where: str) -> None:
@@ -517,41 +663,29 @@ def flags_as_fl_run(args: argparse.Namespace, where: str) -> None:
     try:
         if args.init_from and args.resume:
             raise InputError("--init-from starts a new run; --resume continues one: use one of them")
-        # --accept-code-change without --resume is checked later: a started entry is continued with it (prepare)
+        # --accept-code-change without --resume is checked later: a started entry is continued with it (checked_run)
         resume_in_place(args.resume, args.out, args.overwrite, args.accept_code_change and bool(args.resume))
     except InputError as error:
         raise InputError(f"{where}: {error}") from None
 
 
-def entry_folder(argv: list[str]) -> Path | None:
-    """The run folder a fleet entry writes (``--resume``, else ``--out``, else fl.run's default
-    ``results/runs/<config name>``), read from its arguments alone; None where they do not parse (:func:`prepare`
-    says why)."""
-    from fl.launch import build_parser
-
-    def refuse(message: str):
-        raise InputError(message)
-
-    if "-h" in argv or "--help" in argv:  # argparse would print the help and exit: prepare refuses it
-        return None
-    parser = build_parser()
-    parser.error = refuse  # no exit: prepare says it, naming the entry
-    try:
-        args = parser.parse_args(argv)
-    except InputError:
-        return None
+def entry_folder(args: argparse.Namespace) -> Path:
+    """The run folder a fleet entry writes: ``--resume``, else ``--out``, else fl.run's default
+    ``results/runs/<config name>``."""
     return args.resume or args.out or Path("results/runs") / (args.config.stem if args.config else "default")
 
 
-def one_folder_each(entries: list[list[str]], spec: Path) -> None:
+def one_folder_each(entries: list[argparse.Namespace], spec: Path) -> None:
     """Refuse (one line naming both entries) two entries that write one run folder: the second would wait on the
     lock the fleet itself holds for the first."""
     seen: dict[Path, int] = {}
-    for k, entry in enumerate(entries):
-        folder = entry_folder(entry) if entry else None
-        if folder is None:
-            continue
-        key = folder.resolve()
+    for k, args in enumerate(entries):
+        folder = entry_folder(args)
+        with entry_errors(f"{spec} entry {k + 1}"):
+            try:
+                key = folder.resolve()
+            except RuntimeError:  # a loop of symbolic links
+                raise InputError(f"{folder}: a loop of symbolic links") from None
         if key in seen:
             raise InputError(f"{spec} entries {seen[key] + 1} and {k + 1} both write the run folder {folder}; give "
                              "each entry its own --out")  # fmt: skip
@@ -562,32 +696,26 @@ def one_folder_each(entries: list[list[str]], spec: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fl.fleet SPEC.json``: the runs SPEC lists (each a list of ``python -m fl.run`` arguments) in one
     process as a fleet; a finished run is left as it is, a started one continues, the others start (``--overwrite``
-    in an entry: its run starts again). Two entries of one run folder are refused before anything starts."""
-    from fl.atomic import locked
-    from fl.launch import locked_config
-    from fl.runfolder import RUN_LOCK
-
+    in an entry: its run starts again). Every entry is checked (:func:`checked_entries`) before any entry's folder
+    is made or changed; then the folders are made ready (:func:`made_ready`) and the runs train together."""
     parser = ArgumentParser(prog="python -m fl.fleet", description="Many fl.run runs in one process (a fleet).")
     parser.add_argument("spec", type=Path, help="JSON list of fl.run argument lists")
     parser.add_argument(
         "--accept-code-change", action="store_true", help="continue started runs that other code started (recorded)"
     )
     args = parser.parse_args(argv)
-    entries = run_arguments(args.spec)
+    entries = [parsed_entry(entry, f"{args.spec} entry {k + 1}") for k, entry in enumerate(run_arguments(args.spec))]
     one_folder_each(entries, args.spec)
+    checked = checked_entries(entries, args.spec, args.accept_code_change)
+    for k, entry in checked:
+        if entry is None:
+            print(f"{args.spec} entry {k + 1} ({entry_folder(entries[k])}): finished", flush=True)
     with contextlib.ExitStack() as locks:
         runs = []
-        for k, entry in enumerate(entries):  # every entry checked before any folder changes (--overwrite)
-            parsed_entry(entry, f"{args.spec} entry {k + 1}", check_config=True)
-        for k, entry in enumerate(entries):
-            prepared = prepare(entry, f"{args.spec} entry {k + 1}", args.accept_code_change)
-            if prepared is None:
-                print(f"{entry}: finished", flush=True)
-                continue
-            run_args, out, config = prepared
-            locks.enter_context(locked(out / RUN_LOCK, busy=f"run directory {out}"))
-            config = locked_config(run_args, out, config)
-            runs.append((config, out, bool(run_args.resume), run_args.init_from, run_args.accept_code_change))
+        for k, entry in checked:
+            if entry is not None:
+                with entry_errors(f"{args.spec} entry {k + 1}"):
+                    runs.append(made_ready(entry, locks))
         if runs:
             run_fleet(runs, quiet=True)
     return 0
