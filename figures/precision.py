@@ -39,6 +39,7 @@ from theory.output import write_text_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 
+OUTPUTS = ("precision.json", "precision.png")  # what it writes into --out
 LAST = 5  # rounds averaged at the end (accuracy_numbers' "last5")
 
 
@@ -175,24 +176,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", type=Path, nargs="+", help="DynaFed arms: an FP32 one per seed, and the others")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "precision",
                         help="the output folder (refused when it holds files another tool made)")  # fmt: skip
-    parser.add_argument("--overwrite", action="store_true", help="write into an --out another tool made")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="write into a non-empty --out it did not make, beside the files there (refused where one "
+                        "has a name it writes, or another tool made it)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         runs = [arm(run) for run in args.runs]
         twins, pairs = pair(runs)
         if not pairs:
             raise InputError("no arm in another precision than FP32 among the runs given")
-        make_dir(args.out, "output folder", tool="figures.precision", overwrite=args.overwrite)
+        make_dir(args.out, "output folder", tool="figures.precision", overwrite=args.overwrite, writes=OUTPUTS)
     except InputError as error:
         parser.error(str(error))
     rows = [compare(twin, other) for twin, other in pairs]
     summary = summaries(twins, pairs)
     result = {"rows": rows, "precisions": summary, "fp32_arms": {str(k): v["run"] for k, v in sorted(twins.items())}}
-    write_text_atomically(args.out / "precision.json", json.dumps(result, indent=1))
+    write_text_atomically(args.out / OUTPUTS[0], json.dumps(result, indent=1))
     labels = [f"{'fp32' if is_fp32(a) else a['precision']} (seed {a['seed']})" for a in runs]
     curves = {label: tuple(map(list, zip(*a["numbers"]["curve"]))) for label, a in zip(labels, runs)}
     losses = {label: tuple(map(list, zip(*a["synthesis"]["loss"]))) for label, a in zip(labels, runs)}
-    plot_precision(curves, losses, args.out / "precision.png", "DynaFed: the matching in FP32, TF32, BF16")
+    plot_precision(curves, losses, args.out / OUTPUTS[1], "DynaFed: the matching in FP32, TF32, BF16")
     print(table(rows))
     for entry in summary:
         print(f"{entry['precision']} ({seed_list(entry['seeds'])}) against FP32 ({seed_list(entry['fp32_seeds'])}): "

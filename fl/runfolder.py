@@ -21,7 +21,7 @@ from fl.config import RunConfig, TrainConfig, from_dict, parse_override
 from fl.engine import EngineState
 from fl.metrics import CLIENTS_CSV, CURVE
 from fl.sinks import curves_of_run_removed
-from theory.cli import check_dir, folder_owner, make_dir
+from theory.cli import check_dir, make_dir
 from theory.errors import InputError
 from theory.output import read_object, write_text_atomically
 
@@ -55,38 +55,41 @@ def run_files(out: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if RUN_FILE.fullmatch(p.name) and (p.is_symlink() or p.is_file()))
 
 
-def is_runs_own(out: Path) -> bool:
-    """Whether ``out`` is a folder fl.run made: its owner file says so, or it holds a run's rows (a run of a version
-    before the owner file)."""
-    return folder_owner(out) == "fl.run" or (out / "metrics.jsonl").is_file()
+class RunFileNames:
+    """The names a run writes in its folder (:data:`RUN_FILE`), as a container: ``name in RUN_NAMES``."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and RUN_FILE.fullmatch(name) is not None
+
+
+RUN_NAMES = RunFileNames()  # what theory.cli.make_dir refuses to replace in a folder fl.run did not make
 
 
 def check_run_folder(out: Path, overwrite: bool, instead: str) -> None:
     """What :func:`new_run_folder` refuses of ``out``, in one line, reading only (nothing made or removed): a run
-    there already (unless ``overwrite``), a run's file names in a folder fl.run did not make, the folder rules of
-    :func:`theory.cli.check_dir`, and a folder that cannot be made (its nearest existing parent not a writable
+    there already (unless ``overwrite``); a folder fl.run did not make (its mark, or a run's rows of a version before
+    marks) holding a file of a name a run writes (:data:`RUN_NAMES`), ``overwrite`` too (the folder rules of
+    :func:`theory.cli.check_dir`); and a folder that cannot be made (its nearest existing parent not a writable
     folder)."""
     if (out / "metrics.jsonl").exists() and not overwrite:
         raise InputError(f"{out} already holds a run; {instead}")
-    if not is_runs_own(out) and run_files(out):  # a run would write over them: --overwrite too
-        names = ", ".join(p.name for p in run_files(out)[:3])
-        raise InputError(f"run directory {out} was not made by fl.run and holds {names}, which a run would replace "
-                         "(--overwrite too); choose another --out")  # fmt: skip
-    check_dir(out, "run directory", tool="fl.run", overwrite=overwrite)
+    earlier = (out / "metrics.jsonl").is_file()  # a run of a version before the owner file
+    check_dir(out, "run directory", tool="fl.run", overwrite=overwrite, writes=RUN_NAMES, earlier=earlier)
     parent = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"cannot create run directory {out}: {parent} is not a folder this process may write in")
 
 
 def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
-    """``out`` made ready for a new run (fl.run's folder, :func:`theory.cli.make_dir`): refused in one line when it
-    holds a run already and not ``overwrite`` (``instead``: what to do, in the caller's terms). With ``overwrite``
-    the earlier run's files go, every one fl.run or fl.remeasure wrote (:func:`run_files`: its checkpoints, the
+    """``out`` made ready for a new run (fl.run's folder, :func:`theory.cli.make_dir`), refused in one line where
+    :func:`check_run_folder` says (``instead``: what to do, in the caller's terms). With ``overwrite`` the earlier
+    run's files go, every one fl.run or fl.remeasure wrote (:func:`run_files`: its checkpoints, the
     ``checkpoint_roundK.pt`` of its ``train.keep_round`` alone, post-hoc estimates, per-client table and pictures
     too, so none is read as the new run's) and nothing else (a user's notes stay), under the folder's lock: never
     while a run is going on in it."""
     check_run_folder(out, overwrite, instead)
-    folder = make_dir(out, "run directory", tool="fl.run", overwrite=overwrite)
+    earlier = (out / "metrics.jsonl").is_file()
+    folder = make_dir(out, "run directory", tool="fl.run", overwrite=overwrite, writes=RUN_NAMES, earlier=earlier)
     if overwrite:
         with locked(out / RUN_LOCK, busy=f"run directory {out}"):
             curves_of_run_removed(out)  # the earlier run's TensorBoard curves (by its config.json, before it goes)

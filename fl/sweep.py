@@ -13,7 +13,8 @@ Runs live in ``OUT/<name>/seed<s>/`` (ordinary ``fl.run`` directories, each run 
 holds it): a finished run is reused, an interrupted one resumed, so re-running the same command after Ctrl-C
 continues where it stopped. Outputs: ``table.csv``, ``sweep.json`` (every run's summary), ``sweep.png`` (accuracy
 per round; final accuracy against each value). OUT is fl.sweep's own (theory.cli.make_dir): a non-empty folder that
-fl.sweep did not make needs ``--overwrite``.
+fl.sweep did not make is refused; ``--overwrite`` writes beside its files, unless one has a name the sweep writes,
+which is refused even so (a sweep never replaces a file it did not write).
 
 ``--jobs N`` runs N of the runs at a time, each in its own ``python -m fl.run --resume FOLDER`` process with one torch
 thread and no client workers (:func:`run_processes`, the pool ``python -m figures --jobs`` runs its arms in): every
@@ -52,9 +53,9 @@ from fl.config import RunConfig, load_config, parse_override
 from fl.fleet import run_fleet
 from fl.loop import execute
 from fl.metrics import read_metrics
-from fl.runfolder import RUN_LOCK, saved_config
+from fl.runfolder import RUN_LOCK, RUN_NAMES, saved_config
 from fl.sinks import MLflow, curves_folder, curves_path, replay, require_mlflow, require_tensorboard
-from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir
+from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir, refuse_foreign_folder
 from theory.errors import InputError
 from theory.output import read_object, refuse_link, to_json, write_csv, write_text_atomically
 from theory.verdict import sample_mean_sd as mean_sd
@@ -148,8 +149,9 @@ def run_state(config: RunConfig, out: Path, overwrite: bool = False) -> str:
     """What the run folder ``out`` holds for ``config``, read only: "done" (a readable summary.json), "resume" (a
     checkpoint), "restart" (a run of this config that stopped before its first checkpoint) or "start" (no folder,
     an empty one, or one fl.run made). A folder holding another config, a corrupt config.json or summary.json, and
-    a non-empty folder without a config.json that fl.run did not make (unless ``overwrite``) are one-line errors, and
-    so is ``out`` itself a symbolic link (a run folder is never written through one)."""
+    a non-empty folder without a config.json that fl.run did not make (unless ``overwrite``, and even then where it
+    holds a file of a name a run writes: theory.cli.refuse_foreign_folder) are one-line errors, and so is ``out``
+    itself a symbolic link (a run folder is never written through one)."""
     refuse_link(out, "run directory")
     if (out / "config.json").exists():
         if saved_config(out).identity() != json.loads(json.dumps(config.identity())):
@@ -161,11 +163,7 @@ def run_state(config: RunConfig, out: Path, overwrite: bool = False) -> str:
                 raise InputError(f"{out}: {changed} since this run finished; restore it, or remove {out} to run again")
             return "done"
         return "resume" if (out / "checkpoint.pt").exists() else "restart"
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        owner = (out / OWNER).read_text().strip() if (out / OWNER).is_file() else None
-        if owner != "fl.run":
-            held = ", ".join(sorted(f.name for f in out.iterdir() if f.name != OWNER)[:3])
-            raise InputError(f"run directory {out} is not empty and holds no run ({held}...); use --overwrite")
+    refuse_foreign_folder(out, "run directory", "fl.run", overwrite, RUN_NAMES)
     return "start"
 
 
@@ -175,7 +173,7 @@ def prepare_run(config: RunConfig, out: Path, overwrite: bool = False) -> str:
     state = run_state(config, out, overwrite)
     if state in ("done", "resume"):
         return state
-    make_dir(out, "run directory", tool="fl.run", overwrite=overwrite or state == "restart")
+    make_dir(out, "run directory", tool="fl.run", overwrite=overwrite, writes=RUN_NAMES, earlier=state == "restart")
     write_text_atomically(out / "config.json", json.dumps(config.to_dict(), indent=2))
     return "start"
 
@@ -523,11 +521,10 @@ def earlier_sweep(out: Path) -> bool:
 
 def sweep_folder(out: Path, overwrite: bool = False) -> Path:
     """``out`` made (or taken) as fl.sweep's folder: a non-empty folder that fl.sweep did not make is refused in
-    one line unless ``overwrite`` (theory.cli.make_dir), except a sweep folder of before owner files
-    (:func:`earlier_sweep`), which is taken as fl.sweep's."""
-    if not overwrite and out.is_dir() and earlier_sweep(out):
-        overwrite = True
-    return make_dir(out, "sweep folder", tool=TOOL, overwrite=overwrite)
+    one line unless ``overwrite``, and even then where it holds a file of a name the sweep writes (:data:`OUTPUTS`;
+    theory.cli.make_dir), except a sweep folder of before owner files (:func:`earlier_sweep`), which is taken as
+    fl.sweep's."""
+    return make_dir(out, "sweep folder", tool=TOOL, overwrite=overwrite, writes=OUTPUTS, earlier=earlier_sweep(out))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -552,7 +549,8 @@ def build_parser() -> ArgumentParser:
     add("--out", type=Path, help="sweep folder (default results/sweeps/<config name>)")
     add(
         "--overwrite", action="store_true",
-        help="write into a non-empty --out (and run folders in it) that fl.sweep (fl.run) did not make",
+        help="write into a non-empty --out (and run folders in it) that fl.sweep (fl.run) did not make, beside the "
+        "files there; one holding a file of a name it writes is refused even so",
     )  # fmt: skip
     add("--no-base", action="store_true", help="run only the variations, not the base config itself")
     add("--quiet", action="store_true", help="no per-round progress bars")

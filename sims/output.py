@@ -25,18 +25,19 @@ def earlier_output(out: Path, names: Collection[str], summary_keys: Collection[s
 
 
 def output_folder(out: Path, tool: str, overwrite: bool, names: Collection[str], summary_keys: Collection[str]) -> Path:
-    """``out`` made (or taken) as ``tool``'s output folder: a non-empty folder that ``tool`` did not make is refused
-    in one line unless ``overwrite`` (:func:`theory.cli.make_dir`), except ``tool``'s own output from before owner
-    files (:func:`earlier_output`), which is taken as its own."""
-    if not overwrite and out.is_dir() and earlier_output(out, names, summary_keys):
-        overwrite = True
-    return make_dir(out, "output folder", tool=tool, overwrite=overwrite)
+    """``out`` made (or taken) as ``tool``'s output folder (:func:`theory.cli.make_dir`): a non-empty folder that
+    ``tool`` did not make is refused in one line unless ``overwrite``, and even then where it holds a file of one of
+    ``names`` (what ``tool`` writes there: it never replaces a file it did not write), except ``tool``'s own
+    output from before owner files (:func:`earlier_output`), which is taken as its own."""
+    earlier = earlier_output(out, names, summary_keys)
+    return make_dir(out, "output folder", tool=tool, overwrite=overwrite, writes=names, earlier=earlier)
 
 
 def drop_own(out: Path, names: Collection[str]) -> None:
-    """Remove the files ``names`` from ``out``, the tool's own folder (:func:`output_folder` took it): outputs of an
-    earlier run this run does not write again (the figures under ``--no-plot``), which would otherwise sit beside
-    the new results as if they were drawn from them. A link there is removed itself, never followed."""
+    """Remove the files ``names`` from ``out``, the tool's own folder (:func:`output_folder` took it; one the tool
+    did not make it takes only where it holds none of these names): outputs of an earlier run this run does not
+    write again (the figures under ``--no-plot``), which would otherwise sit beside the new results as if they were
+    drawn from them. A link there is removed itself, never followed."""
     for name in names:
         path = out / name
         if path.is_symlink() or path.is_file():

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -168,33 +168,91 @@ def folder_owner(path: Path) -> str | None:
     return owner.read_text(errors="replace").strip() if owner.is_file() else None
 
 
-def check_dir(path: Path, what: str = "output folder", tool: str | None = None, overwrite: bool = False) -> None:
+def marked_by(path: Path) -> str | None:
+    """Who marked ``path`` as their output folder, as a message names it: the tool its :data:`OWNER` file names, or
+    "another tool" where the mark is not one printable name in a plain file (a link there is never read); None
+    where there is no mark."""
+    mark = Path(path) / OWNER
+    if not (mark.is_symlink() or mark.exists()):
+        return None
+    owner = None if mark.is_symlink() else folder_owner(path)
+    return owner if owner and owner.isprintable() and len(owner) <= 60 else "another tool"
+
+
+def refuse_foreign_folder(
+    path: Path,
+    what: str,
+    tool: str,
+    overwrite: bool = False,
+    writes: Container[str] | None = None,
+    earlier: bool = False,
+) -> None:
+    """A one-line InputError unless ``tool`` may write into ``path`` (nothing written here): a folder that is new,
+    empty or ``tool``'s own (its :data:`OWNER` file names ``tool``; or, without one, ``earlier``: the caller
+    recognised ``tool``'s output of before owner files). Any other folder is not ``tool``'s: refused where it holds
+    a file of a name ``tool`` writes (``writes``; None: any name), another tool's :data:`OWNER` mark among them, even
+    with ``overwrite``, since ``tool`` would replace a file it did not write; else refused unless ``overwrite``,
+    which writes beside the files there. ``--overwrite`` is never offered for a folder ``tool`` did not make."""
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    owner = folder_owner(path)
+    if owner == tool or (owner is None and earlier):
+        return
+    named = marked_by(path)
+    if named is not None:
+        raise InputError(f"{what} {path} is the output folder of {named}, not one {tool} made; choose another --out")
+    held = sorted(entry.name for entry in path.iterdir())
+    taken = [name for name in held if name == OWNER or writes is None or name in writes]
+    if taken:
+        raise InputError(f"{what} {path} was not made by {tool} and holds {first_names(taken)}, which {tool} would "
+                         "replace (--overwrite too); choose another --out")  # fmt: skip
+    if not overwrite:
+        raise InputError(f"{what} {path} is not empty and was not made by {tool} (it holds {first_names(held)}); "
+                         "choose another --out")  # fmt: skip
+
+
+def first_names(names: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c`` and, past ``shown`` names, how many more: a folder's files named in one line (a name that does
+    not print, a line break in it, as Python's ascii() writes it)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(name if name.isprintable() else ascii(name) for name in names[:shown]) + more
+
+
+def check_dir(
+    path: Path,
+    what: str = "output folder",
+    tool: str | None = None,
+    overwrite: bool = False,
+    writes: Container[str] | None = None,
+    earlier: bool = False,
+) -> None:
     """What :func:`make_dir` refuses of ``path`` with ``tool``, in one line, reading only (nothing made): ``path``
-    a symbolic link, or a folder that is not empty and was not made by ``tool`` (unless ``overwrite``)."""
+    a symbolic link, or a folder ``tool`` may not write into (:func:`refuse_foreign_folder`)."""
     if tool is None:
         return
     refuse_link(path, what)
     try:
-        if path.is_dir() and any(path.iterdir()) and not overwrite:
-            owner = folder_owner(path)
-            if owner != tool:
-                held = ", ".join(sorted(f.name for f in path.iterdir() if f.name != OWNER)[:3])
-                made = f"made by {owner}" if owner else "not made by it"
-                raise InputError(
-                    f"{what} {path} is not empty and {made} (it holds {held}...); use --overwrite or another --out"
-                )
+        refuse_foreign_folder(path, what, tool, overwrite, writes, earlier)
     except OSError as error:
         raise InputError(f"cannot create {what} {path}: {error.strerror}") from None
 
 
-def make_dir(path: Path, what: str = "output folder", tool: str | None = None, overwrite: bool = False) -> Path:
+def make_dir(
+    path: Path,
+    what: str = "output folder",
+    tool: str | None = None,
+    overwrite: bool = False,
+    writes: Container[str] | None = None,
+    earlier: bool = False,
+) -> Path:
     """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it.
 
-    With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's: an existing folder that is
-    not empty and was not made by ``tool`` (its :data:`OWNER` file names another, or none) is refused in one line
-    unless ``overwrite``, so that a CLI never writes over files it did not make; ``path`` itself a symbolic link is
-    refused in one line (never written through), and the owner file is replaced whole, never through a link."""
-    check_dir(path, what, tool, overwrite)
+    With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's, where
+    :func:`refuse_foreign_folder` lets it (``overwrite``, ``writes``, ``earlier``: as there), so that a CLI never
+    writes over files it did not make and ``--overwrite`` applies to its own folders alone; ``path`` itself a
+    symbolic link is refused in one line (never written through), and the owner file is replaced whole, never
+    through a link."""
+    check_dir(path, what, tool, overwrite, writes, earlier)
     try:
         path.mkdir(parents=True, exist_ok=True)
         if tool is not None:

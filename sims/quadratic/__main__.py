@@ -3,7 +3,8 @@
 Writes fig2.png, summary.json and CSVs of every curve into --out (default results/quadratic/) and prints a table:
 p, L_p, measured ζ*² ratio, (1-p)², fitted A_p/A_0, theory ratio (1-p)√(1-p+p·L_avg/L_max), κ, rounds to ε.
 
-Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite), a
+Before any work it refuses, in one line: an --out that is not empty and not its own output (unless --overwrite,
+which writes beside the files there; never where one has a name it writes, nor another tool's folder), a
 request that needs more memory than is free (experiment.memory_needed) or whose loop would run for days
 (experiment.loop_steps), a seed outside [0, 2^32-1] and a non-finite number; a problem on which p can have no
 effect or whose numbers overflow (Config.check_meaningful), --tau with the epoch solver, a ζ² whose starting error
@@ -69,7 +70,8 @@ def build_parser() -> ArgumentParser:
     add("--out", type=Path, default=Path("results/quadratic"), help="output folder (default results/quadratic)")
     add(
         "--overwrite", action="store_true",
-        help="write into a non-empty --out that sims.quadratic did not make (its files of the same names are replaced)",
+        help="write into a non-empty --out that sims.quadratic did not make, beside the files there "
+        "(one holding a file of a name it writes is refused even so: it never replaces a file it did not write)",
     )  # fmt: skip
     add("--no-plot", action="store_true", help="skip fig2.png")
     add("--seed", type=seed_arg, help="base seed (0 to 2^32-1): every curve is repeatable from it")

@@ -118,7 +118,7 @@ def test_out_on_a_folder_fl_run_did_not_make_is_refused(cifar_root, tmp_path, ca
     assert (mine / "summary.json").read_text() == '{"mine": 1}'
     (mine / "summary.json").rename(mine / "notes.json")  # nothing a run writes: --overwrite makes it fl.run's
     assert main(base_args(cifar_root, mine)) == 2
-    one_line_error(capsys, "not made by it", "--overwrite")
+    assert "--overwrite" not in one_line_error(capsys, "not made by fl.run", "notes.json", "another --out")
     assert main(base_args(cifar_root, mine, "--overwrite")) == 0
     assert (mine / "notes.json").read_text() == '{"mine": 1}'
 

@@ -134,8 +134,12 @@ def test_sweep_refuses_a_folder_it_did_not_make_unless_overwrite(cifar_root, tmp
     before = snapshot(out)
     args = [*sets(cifar_root), "--seeds", "0", "--out", str(out), "--quiet"]
     assert main(args) == 2
-    assert "--overwrite" in one_line_error(capsys) and snapshot(out) == before
-    assert main([*args, "--overwrite"]) == 0
+    assert "(--overwrite too)" in one_line_error(capsys) and snapshot(out) == before
+    assert main([*args, "--overwrite"]) == 2  # the sweep would replace the user's table.csv: --overwrite too
+    assert "table.csv" in one_line_error(capsys) and snapshot(out) == before
+    (out / "table.csv").rename(out / "notes.csv")  # nothing of a name the sweep writes: --overwrite writes beside
+    assert main(args) == 2 and "use --overwrite" not in one_line_error(capsys)
+    assert main([*args, "--overwrite"]) == 0 and (out / "notes.csv").read_text() == "my own table\n"
     assert (out / OWNER).read_text() == "fl.sweep\n" and (out / "base" / "seed0" / OWNER).read_text() == "fl.run\n"
     assert main(args) == 0  # now its own: reused
 
@@ -151,7 +155,7 @@ def test_sweep_takes_a_sweep_folder_of_before_owner_files_as_its_own(cifar_root,
     (out / OWNER).unlink()
     (out / "notes.txt").write_text("mine")  # no longer only a sweep's files
     assert not earlier_sweep(out)
-    assert main(args) == 2 and "--overwrite" in one_line_error(capsys)
+    assert main(args) == 2 and "another --out" in one_line_error(capsys)
 
 
 def test_sweep_refuses_a_foreign_folder_where_a_run_goes(cifar_root, tmp_path, capsys):

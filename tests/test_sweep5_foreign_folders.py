@@ -1,0 +1,148 @@
+"""Fifth sweep, cases 100, 122, 123 (an --out folder the user made, holding files of the names a tool writes: with
+--overwrite sims.quadratic, sims.mnist and fl.sweep replaced them), 121 (a benchmark's --out naming the user's own
+JSON file) and 135, 117 (curves written into another tool's output folder). The rule: no tool replaces a file it did
+not write. theory.cli.make_dir takes a folder as a tool's only where the tool marked it (or recognises its output of
+before marks); --overwrite writes into another folder only beside its files, never over one of a name the tool
+writes, nor into another tool's marked folder, and it is never offered for a folder the tool did not make. Every
+benchmark that writes an --out JSON refuses a file it did not write (theory.cli.json_out_problem). A --tensorboard or
+--mlflow folder that a tool marked as its output (other than the run's own folder) is refused in one line. Nothing
+here trains a model: every refusal comes before any work."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fl.runfolder import RUN_NAMES
+from fl.sweep import run_state, sweep_folder
+from sims.mnist.__main__ import main as mnist_main
+from sims.quadratic.__main__ import OUTPUTS as QUADRATIC_OUTPUTS
+from sims.quadratic.__main__ import main as quadratic_main
+from theory.cli import OWNER, first_names, make_dir
+from theory.errors import InputError
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def users_folder(path: Path, *names: str) -> Path:
+    """A folder the user made (no tool's mark), holding ``names``, each with the text "user NAME"."""
+    path.mkdir()
+    for name in names:
+        (path / name).write_text(f"user {name}")
+    return path
+
+
+def one_line(err: str, *fragments: str) -> str:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+# ------------------------------------------------------------------------ theory.cli.make_dir
+
+
+def test_overwrite_never_takes_a_users_folder_holding_a_name_the_tool_writes(tmp_path):
+    out = users_folder(tmp_path / "proj", "summary.json", "notes.txt")
+    before = snapshot(out)
+    for overwrite in (False, True):
+        with pytest.raises(InputError) as refused:
+            make_dir(out, tool="sims.quadratic", overwrite=overwrite, writes=QUADRATIC_OUTPUTS)
+        said = str(refused.value)
+        assert "not made by sims.quadratic" in said and "summary.json" in said and "another --out" in said
+        assert "use --overwrite" not in said
+    assert snapshot(out) == before and not (out / OWNER).exists()
+
+
+def test_overwrite_writes_beside_a_users_files_of_other_names_and_is_not_offered(tmp_path):
+    out = users_folder(tmp_path / "proj", "notes.txt")
+    with pytest.raises(InputError) as refused:
+        make_dir(out, tool="sims.quadratic", writes=QUADRATIC_OUTPUTS)
+    assert "not made by sims.quadratic" in str(refused.value) and "--overwrite" not in str(refused.value)
+    make_dir(out, tool="sims.quadratic", overwrite=True, writes=QUADRATIC_OUTPUTS)
+    assert (out / OWNER).read_text() == "sims.quadratic\n" and (out / "notes.txt").read_text() == "user notes.txt"
+    make_dir(out, tool="sims.quadratic", writes=QUADRATIC_OUTPUTS)  # now its own: taken without --overwrite
+
+
+def test_another_tools_folder_is_refused_even_with_overwrite_its_mark_kept(tmp_path):
+    out = users_folder(tmp_path / "q", "notes.txt")
+    (out / OWNER).write_text("sims.mnist\n")
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match=re.escape("output folder of sims.mnist, not one sims.quadratic made")):
+            make_dir(out, tool="sims.quadratic", overwrite=overwrite, writes=QUADRATIC_OUTPUTS)
+    assert (out / OWNER).read_text() == "sims.mnist\n"
+
+
+def test_a_tool_that_does_not_say_what_it_writes_takes_no_users_folder(tmp_path):
+    out = users_folder(tmp_path / "proj", "anything.txt")
+    with pytest.raises(InputError, match=re.escape("which figures.precision would replace")):
+        make_dir(out, tool="figures.precision", overwrite=True)  # writes=None: any name may be one of its own
+    assert not (out / OWNER).exists()
+
+
+def test_output_of_before_marks_is_the_tools_own(tmp_path):
+    out = users_folder(tmp_path / "old", "summary.json")
+    make_dir(out, tool="sims.quadratic", writes=QUADRATIC_OUTPUTS, earlier=True)
+    assert (out / OWNER).read_text() == "sims.quadratic\n"
+
+
+def test_an_odd_mark_or_odd_names_stay_one_line(tmp_path):
+    out = users_folder(tmp_path / "odd", "notes.txt")
+    (out / OWNER).write_text("a\nb\n")
+    with pytest.raises(InputError) as refused:
+        make_dir(out, tool="fl.sweep", overwrite=True, writes=("table.csv",))
+    assert "\n" not in str(refused.value) and "another tool" in str(refused.value)
+    assert first_names(["a\nb", "c", "d", "e", "f"]) == "'a\\nb', c, d and 2 more"
+
+
+def test_the_run_folder_names_are_every_file_a_run_writes():
+    for name in ("summary.json", "checkpoint_round4.pt", "metrics.jsonl", "checkpoint.pt.0123456789abcdef.tmp"):
+        assert name in RUN_NAMES
+    for name in ("notes.txt", "summary.json.bak", 7):
+        assert name not in RUN_NAMES
+
+
+# ----------------------------------------------------------------------------- the tools' CLIs
+
+
+@pytest.mark.parametrize(
+    ("main", "names"),
+    [
+        (quadratic_main, ("summary.json", "table.csv", "fig2.png", "fig2.pdf", "rounds.csv", "notes.txt")),
+        (mnist_main, ("summary.json", "table.csv", "estimates.csv", "curves.csv", "fig_b2.png", "notes.txt")),
+    ],
+    ids=["sims.quadratic", "sims.mnist"],
+)
+def test_a_simulator_with_overwrite_keeps_a_users_files_of_its_names(main, names, tmp_path, capsys):
+    """Cases 100 and 122: refused in one line, with and without --overwrite; nothing of the user's replaced."""
+    out = users_folder(tmp_path / "proj", *names)
+    before = snapshot(out)
+    for extra in ([], ["--overwrite"]):
+        assert main(["--quick", "--quiet", "--no-plot", "--out", str(out), *extra]) == 2
+        err = one_line(capsys.readouterr().err, "was not made by", "another --out")
+        assert "use --overwrite" not in err
+    assert snapshot(out) == before and not (out / OWNER).exists()
+
+
+def test_quadratic_with_overwrite_writes_beside_a_users_notes(tmp_path, capsys):
+    out = users_folder(tmp_path / "proj", "notes.txt")
+    assert quadratic_main(["--quick", "--quiet", "--no-plot", "--out", str(out)]) == 2
+    assert "--overwrite" not in one_line(capsys.readouterr().err, "not made by sims.quadratic")
+    assert quadratic_main(["--quick", "--quiet", "--no-plot", "--out", str(out), "--overwrite"]) == 0
+    assert (out / "notes.txt").read_text() == "user notes.txt" and (out / "summary.json").is_file()
+
+
+def test_sweep_folder_and_its_run_folders_keep_a_users_files_of_their_names(tmp_path):
+    """Case 123: fl.sweep --overwrite into a folder it did not make (and a run folder in it fl.run did not make)."""
+    out = users_folder(tmp_path / "proj", "table.csv", "sweep.png", "sweep.json", "notes.txt")
+    before = snapshot(out)
+    with pytest.raises(InputError, match=re.escape("which fl.sweep would replace")):
+        sweep_folder(out, overwrite=True)
+    run = users_folder(tmp_path / "run", "summary.json")
+    with pytest.raises(InputError, match=re.escape("which fl.run would replace")):
+        run_state(None, run, overwrite=True)  # no config.json there: the config is not read
+    assert snapshot(out) == before and snapshot(run) == {"summary.json": b"user summary.json"}
