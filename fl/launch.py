@@ -14,7 +14,7 @@ from fl.checkpoints import check_init_from
 from fl.config import RunConfig, from_dict, load_config
 from fl.data import load
 from fl.runfolder import check_run_folder, extension_rounds, new_run_folder
-from fl.sinks import curves_folder, require_mlflow, require_tensorboard, resumed_curves
+from fl.sinks import curves_folder, refuse_tools_folders, require_mlflow, require_tensorboard, resumed_curves
 from theory.cli import ArgumentParser
 from theory.errors import InputError
 from theory.output import read_object, refuse_link, write_text_atomically
@@ -120,15 +120,17 @@ def checked_start(args) -> tuple[Path, RunConfig | None]:
         extension_rounds(args.set)  # a key other than train.rounds refused before the lock
         if not (args.resume / "config.json").is_file():
             raise InputError(f"{args.resume}: not a run directory (no config.json)")
+        refuse_tools_folders(args.resume, args.tensorboard, args.mlflow)
         if args.mlflow:
             require_mlflow()
         return args.resume, None
     config = load_config(args.config, overrides)
+    out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
+    refuse_tools_folders(out, config.log.tensorboard, config.log.mlflow)  # curves never among another tool's files
     if config.log.tensorboard:
         require_tensorboard()  # before anything is written: one line naming the extra
     if config.log.mlflow:
         require_mlflow()
-    out = args.out or Path("results/runs") / (args.config.stem if args.config else "default")
     if args.init_from:
         check_init_from(config, args.init_from)  # refused before the folder is made
     check_run_folder(out, args.overwrite, f"use --resume {out}, --overwrite, or another --out")

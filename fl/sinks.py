@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from theory.cli import marked_by
 from theory.errors import InputError
 from theory.output import refuse_link, write_text_atomically
 
@@ -157,10 +158,29 @@ def has_events(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob("events.out.tfevents.*"))
 
 
+def refuse_tools_folder(folder: Path, flag: str, owner: str) -> None:
+    """Refuse (one line) the curves folder ``folder`` (of ``flag``) where a tool marked it as its output folder
+    (:data:`theory.cli.OWNER`: a simulator's results, another run's folder, a sweep's), unless it is the folder of
+    the run ``owner`` itself: a run's curves are never written among another tool's files."""
+    named = marked_by(folder)
+    if named is not None and str(folder.resolve()) != owner:
+        raise InputError(f"{flag} {folder}: the output folder of {named}, not a curves folder; give the curves a "
+                         "folder of their own")  # fmt: skip
+
+
+def refuse_tools_folders(out: Path, tensorboard: str | Path | None, mlflow: str | Path | None) -> None:
+    """:func:`refuse_tools_folder` for each curves folder given (``--tensorboard``, ``--mlflow``) of the run (or
+    sweep) in ``out``, before anything is written."""
+    for flag, folder in (("--tensorboard", tensorboard), ("--mlflow", mlflow)):
+        if folder:
+            refuse_tools_folder(Path(folder), flag, str(Path(out).resolve()))
+
+
 def claim(folder: Path, owner: str, unmarked_ok: bool) -> None:
-    """Refuse (one line) the curves folder ``folder`` for the run ``owner`` where its :data:`OWNER` mark names
-    another run, or where it holds events without a mark and not ``unmarked_ok`` (a resumed run's own folder
-    written before marks were kept)."""
+    """Refuse (one line) the curves folder ``folder`` for the run ``owner`` where a tool marked it as its output
+    (:func:`refuse_tools_folder`), where its :data:`OWNER` mark names another run, or where it holds events without
+    a mark and not ``unmarked_ok`` (a resumed run's own folder written before marks were kept)."""
+    refuse_tools_folder(folder, "--tensorboard", owner)
     mark = folder / OWNER
     try:
         held = mark.read_text().strip() if mark.is_file() and not mark.is_symlink() else None
@@ -301,6 +321,7 @@ class MLflow:
         self, folder: Path, earlier: list[dict] = (), owner: str = "", name: str | None = None,
         params: dict | None = None, rounds: int | None = None,
     ) -> None:  # fmt: skip
+        refuse_tools_folder(folder, "--mlflow", owner)  # before anything of MLflow: never another tool's folder
         require_mlflow()
         # MLflow 3 keeps its file store behind this switch (it favours a database server); local files are all
         # this sink may write, so it opts in, for this process only

@@ -54,7 +54,15 @@ from fl.fleet import run_fleet
 from fl.loop import execute
 from fl.metrics import read_metrics
 from fl.runfolder import RUN_LOCK, RUN_NAMES, saved_config
-from fl.sinks import MLflow, curves_folder, curves_path, replay, require_mlflow, require_tensorboard
+from fl.sinks import (
+    MLflow,
+    curves_folder,
+    curves_path,
+    refuse_tools_folders,
+    replay,
+    require_mlflow,
+    require_tensorboard,
+)
 from theory.cli import OWNER, ArgumentParser, check_seed, format_table, guarded, make_dir, refuse_foreign_folder
 from theory.errors import InputError
 from theory.output import read_object, refuse_link, to_json, write_csv, write_text_atomically
@@ -390,13 +398,15 @@ def planned(s: Sweep) -> Planned:
 
 
 def prepared(s: Sweep, runs: list[tuple[str, list[str]]], configs: dict) -> dict:
-    """Check every run folder before anything is written, claim ``s.out``, and point each run's curves at its own
-    TensorBoard folder (DIR/<arm>/seed<s>) and the MLflow store: the configs the runs run with."""
+    """Check every run folder and the curves folders (none another tool's output folder) before anything is
+    written, claim ``s.out``, and point each run's curves at its own TensorBoard folder (DIR/<arm>/seed<s>) and
+    the MLflow store: the configs the runs run with."""
     refuse_link(s.out, "sweep folder")
     for name, _ in runs:
         refuse_link(s.out / run_dir_name(name), "a sweep's folder of runs")
         for seed in s.seeds:
             run_state(configs[name, seed], s.folder(name, seed), s.overwrite)
+    refuse_tools_folders(s.out, s.tensorboard, s.mlflow)  # never among another tool's files
     sweep_folder(s.out, s.overwrite)
     if s.tensorboard is not None:
         require_tensorboard()

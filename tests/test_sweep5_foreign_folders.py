@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from fl.run import main as run_main
 from fl.runfolder import RUN_NAMES
+from fl.sinks import refuse_tools_folder, refuse_tools_folders
 from fl.sweep import run_state, sweep_folder
 from sims.mnist.__main__ import main as mnist_main
 from sims.quadratic.__main__ import OUTPUTS as QUADRATIC_OUTPUTS
 from sims.quadratic.__main__ import main as quadratic_main
+from tests.fl.test_run import base_args
 from theory.cli import OWNER, first_names, make_dir
 from theory.errors import InputError
 
@@ -146,3 +149,48 @@ def test_sweep_folder_and_its_run_folders_keep_a_users_files_of_their_names(tmp_
     with pytest.raises(InputError, match=re.escape("which fl.run would replace")):
         run_state(None, run, overwrite=True)  # no config.json there: the config is not read
     assert snapshot(out) == before and snapshot(run) == {"summary.json": b"user summary.json"}
+
+
+# ----------------------------------------------------------------------------- curves folders
+
+
+def quadratic_folder(tmp_path: Path) -> Path:
+    """sims.quadratic's own output folder (its mark), as case 135 makes it."""
+    folder = users_folder(tmp_path / "q", "summary.json")
+    (folder / OWNER).write_text("sims.quadratic\n")
+    return folder
+
+
+@pytest.mark.parametrize("flag", ["--tensorboard", "--mlflow"])
+def test_a_run_refuses_curves_into_another_tools_folder_before_anything(flag, cifar_root, tmp_path, capsys):
+    """Cases 135 and 117: nothing written into the simulator's folder, and no run folder made."""
+    q, out = quadratic_folder(tmp_path), tmp_path / "r"
+    before = snapshot(q)
+    capsys.readouterr()
+    assert run_main(base_args(cifar_root, out, flag, str(q))) == 2
+    one_line(capsys.readouterr().err, f"{flag} {q}", "output folder of sims.quadratic")
+    assert snapshot(q) == before and not out.exists()
+
+
+def test_a_curves_folder_that_is_another_runs_folder_is_refused(tmp_path):
+    other, mine = tmp_path / "a", tmp_path / "b"
+    users_folder(other, "metrics.jsonl")
+    (other / OWNER).write_text("fl.run\n")
+    with pytest.raises(InputError, match=re.escape("output folder of fl.run")):
+        refuse_tools_folders(mine, other, None)
+    refuse_tools_folder(other, "--tensorboard", str(other.resolve()))  # the run's own folder: its own curves
+    refuse_tools_folders(mine, tmp_path / "tb", tmp_path / "mlruns")  # new folders: nothing to refuse
+
+
+def test_the_sinks_refuse_another_tools_folder_themselves(tmp_path):
+    """The sinks' own check (fl.fleet's entries and fl.sweep's runs open them too): TensorBoard's claim and the
+    MLflow store (checked before MLflow is imported), before either writes a file."""
+    from fl.sinks import MLflow, claim
+
+    q = quadratic_folder(tmp_path)
+    before = snapshot(q)
+    with pytest.raises(InputError, match="--tensorboard"):
+        claim(q, str(tmp_path / "r"), unmarked_ok=True)
+    with pytest.raises(InputError, match="--mlflow"):
+        MLflow(q, [], owner=str(tmp_path / "r"))
+    assert snapshot(q) == before
