@@ -45,8 +45,8 @@ from fl.flat import FlatModel  # noqa: E402
 from fl.models import build_model  # noqa: E402
 from theory.cli import (  # noqa: E402
     ArgumentParser,
+    json_out_problem,
     non_negative_int,
-    output_file_problem,
     positive_float,
     positive_int,
 )
@@ -152,6 +152,9 @@ def device_names(text: str) -> list[torch.device]:
         raise argparse.ArgumentTypeError(str(error).removeprefix("--devices: ")) from None
 
 
+OWN_KEYS = ("meta", "rows")  # in every JSON the bench writes (--out)
+
+
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="clients_bench.py", description=__doc__.split("\n")[0])
     add = parser.add_argument
@@ -176,7 +179,7 @@ def main(argv=None) -> int:
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if (problem := output_file_problem(args.out, "clients.json")) is not None:
+    if (problem := json_out_problem(args.out, "clients.json", OWN_KEYS, parser.prog)) is not None:
         parser.error(problem)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from theory.cli import ArgumentParser, output_file_problem, positive_int  # noqa: E402
+from theory.cli import ArgumentParser, json_out_problem, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
 
@@ -92,6 +92,9 @@ def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+OWN_KEYS = ("config", "seed", "client", "client_sizes", "trained")  # in every JSON the bench writes (--out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="ddpm_steps.py", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "fedssyn_fmnist_ddpm.toml")
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "ddpm_steps.json")
     args = parser.parse_args(argv)
-    if (problem := output_file_problem(args.out, "ddpm_steps.json")) is not None:
+    if (problem := json_out_problem(args.out, "ddpm_steps.json", OWN_KEYS, parser.prog)) is not None:
         parser.error(problem)
     if not args.config.is_file():
         parser.error(f"--config {args.config}: no such file")

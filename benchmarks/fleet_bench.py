@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # sweep_timing, beside this script
 
 from sweep_timing import timed_sweep  # noqa: E402 (beside this script)
 
-from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
+from theory.cli import ArgumentParser, json_out_problem, non_negative_int, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
 
@@ -46,6 +46,9 @@ SETTINGS = (
     ("--fleet, batched", ["--fleet"], ["train.backend='batched'"]),
 )
 SMALL = ["model.name='mlp'", "data.clients=10", "train.batch_size=32", "data.test_subsample=2000"]
+
+
+OWN_KEYS = ("cpu_count", "load_average_before", "rows", "runs")  # in every JSON the bench writes (--out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(f"--only {args.only!r}: numbers from 1 to {len(SETTINGS)}")
     except (InputError, ValueError) as error:
         parser.error(str(error))
-    if (problem := output_file_problem(args.out, "fleet.json")) is not None:
+    if (problem := json_out_problem(args.out, "fleet.json", OWN_KEYS, parser.prog)) is not None:
         parser.error(problem)
     load = os.getloadavg()
     rows, tables = [], {}

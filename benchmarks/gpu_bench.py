@@ -65,9 +65,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fl.precision import PRECISIONS, arithmetic  # noqa: E402
-from theory.cli import ArgumentParser, output_file_problem, signals_as_interrupts  # noqa: E402
-from theory.errors import InputError  # noqa: E402
-from theory.output import refuse_foreign_json, write_text_atomically  # noqa: E402
+from theory.cli import ArgumentParser, json_out_problem, signals_as_interrupts  # noqa: E402
+from theory.output import write_text_atomically  # noqa: E402
 
 FULL = {"peak_n": 8192, "runs": (1, 4, 16, 64), "clients": 20, "steps": 10, "long_runs": 16, "long_steps": 100,
         "batch": 10, "ddpm_batch": 128, "ddpm_base": 32, "ddpm_clients": 10, "ddpm_steps": 10,
@@ -374,14 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "gpu.json")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (all)")
     args = parser.parse_args(argv)
-    if (problem := output_file_problem(args.out, "gpu.json")) is not None:
-        parser.error(problem)
-    if args.out.exists() and not args.out.is_symlink() and not args.out.is_file():  # a link is replaced, never followed
-        parser.error(f"--out {args.out}: not a regular file (a device, a pipe or a socket); give a file name")
-    try:  # a user's own file there is never replaced; an earlier bench's JSON is
-        refuse_foreign_json(args.out, OWN_KEYS, "gpu-bench.sh", links=True)
-    except InputError as error:
-        parser.error(str(error))
+    if (problem := json_out_problem(args.out, "gpu.json", OWN_KEYS, parser.prog)) is not None:
+        parser.error(problem)  # a user's own file there is never replaced; an earlier bench's JSON is
     parts = [part for part in args.parts.split(",") if part]
     if not parts or set(parts) - set(PARTS):
         parser.error(f"--parts {args.parts!r}: expected some of {', '.join(PARTS)}")

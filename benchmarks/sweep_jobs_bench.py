@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # sweep_timing, beside this script
 
 from sweep_timing import timed_sweep  # noqa: E402 (beside this script)
 
-from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
+from theory.cli import ArgumentParser, json_out_problem, non_negative_int, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
 
@@ -44,6 +44,9 @@ def job_counts(text: str) -> str:
         except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(f"expected whole numbers >= 1 separated by commas, got {text!r}") from None
     return text
+
+
+OWN_KEYS = ("cpu_count", "load_average_before", "rows", "runs")  # in every JSON the bench writes (--out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         load_config(ROOT / args.config, [*base, *args.set, "data.p=0.5", "train.workers=1"])
     except InputError as error:
         parser.error(str(error))
-    if (problem := output_file_problem(args.out, "sweep_jobs.json")) is not None:
+    if (problem := json_out_problem(args.out, "sweep_jobs.json", OWN_KEYS, parser.prog)) is not None:
         parser.error(problem)
     settings = [("serial", 1, ["train.workers=1"])] + [(f"--jobs {j}", int(j), []) for j in args.jobs.split(",")]
     load = os.getloadavg()

@@ -45,7 +45,7 @@ from fl.methods.dynafed import SWITCHES, DynaFed, MatchingPath, iterate_together
 from fl.methods.dynafed import Synthesis as DynaFedSynthesis  # noqa: E402
 from fl.models import build_model  # noqa: E402
 from fl.precision import PRECISIONS  # noqa: E402
-from theory.cli import ArgumentParser, non_negative_int, output_file_problem, positive_int  # noqa: E402
+from theory.cli import ArgumentParser, json_out_problem, non_negative_int, positive_int  # noqa: E402
 from theory.errors import InputError  # noqa: E402
 from theory.output import write_text_atomically  # noqa: E402
 
@@ -156,6 +156,9 @@ PAPER = {"width": 128}
 DEFAULTS = {"width": 32, "size": 28, "per_class": 15, "inner_steps": 20, "iterations": 5, "repeats": 2}
 
 
+OWN_KEYS = ("device", "args", "rows")  # in every JSON the bench writes (--out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="synthesis_bench.py", description=__doc__.split("\n")[0])
     add = parser.add_argument
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         DynaFed(inner_steps=args.inner_steps, per_class=args.per_class, segment=5)
     except InputError as error:
         parser.error(str(error))
-    if args.out is not None and (problem := output_file_problem(args.out, "synthesis.json")) is not None:
+    if args.out is not None and (problem := json_out_problem(args.out, "synthesis.json", OWN_KEYS, parser.prog)):
         parser.error(problem)
     if args.threads:
         torch.set_num_threads(args.threads)

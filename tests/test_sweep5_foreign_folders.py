@@ -10,6 +10,7 @@ here trains a model: every refusal comes before any work."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from fl.sweep import run_state, sweep_folder
 from sims.mnist.__main__ import main as mnist_main
 from sims.quadratic.__main__ import OUTPUTS as QUADRATIC_OUTPUTS
 from sims.quadratic.__main__ import main as quadratic_main
+from tests.benchmarks.test_bench_bad_inputs import load_bench
 from tests.fl.test_run import base_args
-from theory.cli import OWNER, first_names, make_dir
+from theory.cli import OWNER, first_names, json_out_problem, make_dir
 from theory.errors import InputError
 
 
@@ -194,3 +196,52 @@ def test_the_sinks_refuse_another_tools_folder_themselves(tmp_path):
     with pytest.raises(InputError, match="--mlflow"):
         MLflow(q, [], owner=str(tmp_path / "r"))
     assert snapshot(q) == before
+
+
+# ------------------------------------------------------------------------------------ benchmarks
+
+BENCHES = {  # bench: its arguments before --out (small sizes, should a check come late)
+    "sweep_jobs_bench": ["--jobs", "1", "--seeds", "0", "--rounds", "1"],
+    "fleet_bench": ["--seeds", "0", "--rounds", "1", "--only", "1"],
+    "clients_bench": ["--quick", "--devices", "cpu"],
+    "ddpm_steps": [],
+    "synthesis_bench": ["--quick", "--device", "cpu"],
+    "gpu_bench": ["--dry", "--parts", "peak"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_every_bench_refuses_a_users_json_at_out_and_keeps_it(name, tmp_path, capsys):
+    """Case 121: refused in one line before any work; the user's file left as it is."""
+    bench = load_bench(name)
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"mine": "user data"}')
+    with pytest.raises(SystemExit) as stop:
+        bench.main([*BENCHES[name], "--out", str(mine)])
+    assert stop.value.code == 2
+    one_line(capsys.readouterr().err, "did not write")
+    assert mine.read_text() == '{"mine": "user data"}'
+
+
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_every_bench_replaces_its_own_earlier_json(name, tmp_path):
+    bench = load_bench(name)
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({key: None for key in bench.OWN_KEYS}))
+    assert json_out_problem(earlier, "x.json", bench.OWN_KEYS, name) is None
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    assert json_out_problem(link, "x.json", bench.OWN_KEYS, name) is None  # replaced by the rename, not followed
+    assert "a folder" in json_out_problem(tmp_path, "x.json", bench.OWN_KEYS, name)
+
+
+@pytest.mark.parametrize("name", ["sweep_jobs_bench", "fleet_bench"])
+def test_a_sweep_bench_writes_its_json_again_over_its_own(name, tmp_path, monkeypatch):
+    """The keys that tell its own JSON are in what it writes: a second bench into the same --out replaces it (the
+    sweeps it times stubbed: seconds and a table)."""
+    bench = load_bench(name)
+    monkeypatch.setattr(bench, "timed_sweep", lambda *args: (1.0, "the table"))
+    out = tmp_path / "bench.json"
+    for _ in range(2):
+        assert bench.main([*BENCHES[name], "--out", str(out)]) == 0
+        assert set(bench.OWN_KEYS) <= set(json.loads(out.read_text()))

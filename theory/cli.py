@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from theory.errors import InputError, user_code_failure
-from theory.output import refuse_link, write_text_atomically
+from theory.output import refuse_foreign_json, refuse_link, write_text_atomically
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -138,6 +138,23 @@ def output_file_problem(path: Path, example: str = "out.json") -> str | None:
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         return f"--out {path}: cannot create a file under {folder}"
     return None
+
+
+def json_out_problem(path: Path, example: str, keys: Sequence[str], tool: str) -> str | None:
+    """Why the JSON a bench writes cannot go to ``--out path`` (None: it can), seen before any work: what
+    :func:`output_file_problem` says, something other than a regular file there (a device, a pipe), or a file the
+    bench did not write (:func:`theory.output.refuse_foreign_json`: a JSON object without every one of ``keys``, what
+    ``tool`` writes): a user's own file is never replaced; an earlier JSON of the bench is, and a link there is
+    replaced by the new file, never written through."""
+    problem = output_file_problem(path, example)
+    if problem is None and path.exists() and not path.is_symlink() and not path.is_file():
+        problem = f"--out {path}: not a regular file (a device, a pipe or a socket); give a file name"
+    if problem is None:
+        try:
+            refuse_foreign_json(path, keys, tool, links=True)
+        except InputError as error:
+            problem = str(error)
+    return problem
 
 
 def format_number(value: object) -> str:

@@ -50,6 +50,7 @@ def test_the_smallest_clients_ddpm_at_min_steps_beside_its_other_set(cifar_root,
     args = [*tiny(cifar_root), "--min-steps", "3", "--threads", "1"]
     assert module.main([*args, "--cache", str(other), "--out", str(tmp_path / "first.json")]) == 0
     first = json.loads((tmp_path / "first.json").read_text())
+    assert set(module.OWN_KEYS) <= set(first)  # what tells its own earlier JSON (replaced) from a user's (refused)
     assert (
         module.main([*args, "--min-steps", "5", "--cache", str(cache), "--compare", str(other), "--out", str(out)]) == 0
     )

@@ -21,4 +21,4 @@ def test_a_users_file_at_out_is_refused_in_one_line_and_kept(tmp_path, capsys):
     assert mine.read_text() == '{"my": "numbers"}'
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({key: None for key in bench.OWN_KEYS}))
-    bench.refuse_foreign_json(earlier, bench.OWN_KEYS, "gpu-bench.sh", links=True)  # its own: replaced as before
+    assert bench.json_out_problem(earlier, "gpu.json", bench.OWN_KEYS, "gpu-bench.sh") is None  # its own: replaced

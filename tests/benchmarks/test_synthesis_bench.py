@@ -13,6 +13,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests.benchmarks.test_bench_bad_inputs import load_bench
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks" / "synthesis_bench.py"
 
@@ -30,6 +32,7 @@ def test_the_quick_benchmark_reports_both_paths(tmp_path):
     rows = result["rows"]
     assert [(r["path"], r["ran"]) for r in rows] == [("reference", "reference"), ("auto", "fast+instance_norm")]
     assert result["device"] == "CPU, 1 threads" and result["args"]["width"] == 4
+    assert set(load_bench("synthesis_bench").OWN_KEYS) <= set(result)  # its own earlier JSON: replaced, not refused
     for row in rows:
         assert row["iterations_per_second"] > 0 and row["tflops"] > 0
         assert row["tflops"] == pytest.approx(row["gflop_per_iteration"] / 1e3 * row["iterations_per_second"])

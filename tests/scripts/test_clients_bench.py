@@ -27,6 +27,7 @@ def test_a_cell_out_of_memory_is_skipped_and_the_rest_run(tmp_path, monkeypatch)
     out = tmp_path / "bench.json"
     assert bench.main(["--quick", "--devices", "cpu", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
+    assert set(bench.OWN_KEYS) <= set(json.loads(out.read_text()))  # its own earlier JSON: replaced, not refused
     assert [r["clients"] for r in rows] == [4, 8]
     assert rows[0]["skipped"].startswith("batched out of device memory (CUDA out of memory")
     assert rows[1]["speedup"] > 0 and "skipped" not in rows[1]
