@@ -27,6 +27,21 @@ def test_an_entry_point_in_a_data_folder_imports_nothing_from_it(tmp_path, modul
     assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]  # help or usage
 
 
+@pytest.mark.parametrize("module", ["sims.quadratic", "figures", "lab.campaign", "fl.run"])
+def test_a_theory_package_planted_in_a_data_folder_never_runs(tmp_path, module):
+    """Sweep 5 case 134: a package named as one of ours (``theory``) in a data folder: every package runs the guard
+    by its file's path, not by the name a planted package would answer to."""
+    folder = tmp_path / "out"
+    (folder / "theory").mkdir(parents=True)
+    (folder / OWNER).write_text("fl.run\n")
+    marker = tmp_path / "imported"
+    (folder / "theory" / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('theory')\n")
+    done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=folder, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert not marker.exists(), f"{module} imported the planted theory package"
+    assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
 def test_a_users_folder_keeps_its_place_on_the_path(tmp_path):
     (tmp_path / "mine.py").write_text("VALUE = 7\n")
     done = subprocess.run([sys.executable, "-c", "import theory, mine; print(mine.VALUE)"], cwd=tmp_path,

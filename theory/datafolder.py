@@ -4,9 +4,12 @@
 --resume .`` in a run folder start with the working directory first on ``sys.path``: a ``numpy.py`` or ``PIL.py``
 lying there would shadow the library for everything imported after. Importing this module (every package's
 ``__init__`` does, first) takes the working directory off the path where it is a folder the package wrote
-(:func:`written_folder`): nothing runs from a data folder. A folder of the user's keeps it (a user's plug-in module
-there is found). A package of our own name in the working directory (``fl/``) is found by Python before any of our
-code runs: no code can refuse that; run from the project or another folder, or with ``python -P``.
+(:func:`written_folder`): nothing runs from a data folder. ``fl``, ``sims``, ``figures`` and ``lab`` run this file
+by its path before anything else (so that a ``theory/`` planted in the working directory is never imported in its
+stead).
+A folder of the user's keeps it (a user's plug-in module there is found). A package of the very name ``python -m``
+starts (``fl/`` for ``python -m fl.run``) is found by Python before any of our code runs: no code can refuse that;
+run from the project or another folder, or with ``python -P``.
 
 The rule (:func:`is_data_folder`) is the one :mod:`fl.plugins` and the tools share. It uses only ``os`` and ``sys``,
 which Python imports before any user code, so nothing in the working directory is imported while it decides.
