@@ -4,7 +4,7 @@ naming it, never torch's advice to retry with ``weights_only=False``, which is w
 
 from __future__ import annotations
 
-import pickle
+import warnings
 from pathlib import Path
 
 import torch
@@ -27,8 +27,10 @@ def load_safely(path: Path, what: str, fix: str, map_location: str | torch.devic
     if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device: torch.load would block or never end
         raise InputError(f"{path}: not a regular file, not a {what}; {fix}")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a damaged file's odd "pickle protocol" is said by the error, in one line
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise InputError(f"{path}: no {what}; {fix}") from None
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError, OSError) as error:
+    except Exception as error:  # damaged bytes raise whatever the zip and pickle readers meet first
         raise InputError(f"{path}: not a {what} that loads safely ({first_reason(error)}); {fix}") from None
