@@ -41,9 +41,9 @@ RUN_FILES = (
 
 
 # a write cut short leaves NAME.<16 hex>.tmp (theory.output.temporary_beside); a plain NAME.tmp is a user's file
-RUN_FILE = re.compile(
-    r"(" + "|".join(map(re.escape, RUN_FILES)) + r"|checkpoint_round[0-9]+\.pt)(\.[0-9a-f]{16}\.tmp)?"
-)
+KEPT = r"checkpoint_round(?P<kept>[0-9]+)\.pt"  # train.keep_round's checkpoint
+TEMPORARY = r"(\.[0-9a-f]{16}\.tmp)?"  # a write's temporary of the name (theory.output.temporary_beside)
+RUN_FILE = re.compile(r"(" + "|".join(map(re.escape, RUN_FILES)) + "|" + KEPT + ")" + TEMPORARY)
 
 
 def run_files(out: Path) -> list[Path]:
@@ -102,8 +102,8 @@ def new_run_folder(out: Path, overwrite: bool, instead: str) -> Path:
 
 def kept_name(name: str) -> int | None:
     """K of ``checkpoint_roundK.pt`` (or a temporary of it); None for any other name."""
-    found = re.fullmatch(r"checkpoint_round([0-9]+)\.pt(\.[0-9a-f]{16}\.tmp)?", name)
-    return int(found.group(1)) if found else None
+    found = re.fullmatch(KEPT + TEMPORARY, name)
+    return int(found.group("kept")) if found else None
 
 
 def kept_round(out: Path) -> int:

@@ -254,22 +254,15 @@ def check_dir(
         raise InputError(f"cannot create {what} {path}: {error.strerror}") from None
 
 
-def make_dir(
-    path: Path,
-    what: str = "output folder",
-    tool: str | None = None,
-    overwrite: bool = False,
-    writes: Container[str] | None = None,
-    earlier: bool = False,
-) -> Path:
+def make_dir(path: Path, what: str = "output folder", tool: str | None = None, **rules: object) -> Path:
     """Create ``path`` (and its parents); an OS error becomes a one-line InputError naming it.
 
-    With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's, where
-    :func:`refuse_foreign_folder` lets it (``overwrite``, ``writes``, ``earlier``: as there), so that a CLI never
-    writes over files it did not make and ``--overwrite`` applies to its own folders alone; ``path`` itself a
-    symbolic link is refused in one line (never written through), and the owner file is replaced whole, never
-    through a link."""
-    check_dir(path, what, tool, overwrite, writes, earlier)
+    With ``tool`` (the CLI's name, e.g. "sims.quadratic") the folder becomes that tool's, where :func:`check_dir`
+    lets it (``rules``: its ``overwrite``, ``writes``, ``earlier``, as :func:`refuse_foreign_folder` takes them), so
+    that a CLI never writes over files it did not make and ``--overwrite`` applies to its own folders alone; ``path``
+    itself a symbolic link is refused in one line (never written through), and the owner file is replaced whole,
+    never through a link."""
+    check_dir(path, what, tool, **rules)
     try:
         path.mkdir(parents=True, exist_ok=True)
         if tool is not None:
