@@ -203,12 +203,18 @@ def quality_sentence(reports: list[dict]) -> str:
             " The DDPM sets' quality is not measured: `python -m fl.quality STORE/_synthetic --seed S --out "
             "results/ledger/quality/ddpm-fmnist-seedS.json` measures it."
         )
+    return " " + sets_sentence("The DDPM sets", reports)
+
+
+def sets_sentence(sets: str, reports: Sequence[dict]) -> str:
+    """The quality (:mod:`fl.quality`) of the synthetic ``sets`` ("The DDPM sets") in one sentence, each number over
+    the seeds' ``reports`` (mean ± sd)."""
     seeds = ", ".join(str(r["seed"]) for r in reports)
     worst = max(max(r["noise_by_client"]) for r in reports)
     each = {key: percent([r[key] for r in reports]) for key in (
         "noise_fraction", "label_agreement", "synthetic_trained_accuracy", "real_trained_accuracy")}  # fmt: skip
     return (
-        f" The DDPM sets (seed {seeds}; `python -m fl.quality`): {each['noise_fraction']} % of the images are noise "
+        f"{sets} (seed {seeds}; `python -m fl.quality`): {each['noise_fraction']} % of the images are noise "
         f"(total variation above the real images' 99.9th percentile; {100 * worst:.0f} % for the noisiest client), "
         f"a classifier trained on real images gives {each['label_agreement']} % of them their label, and one "
         f"trained on them reaches {each['synthetic_trained_accuracy']} % on real test against "

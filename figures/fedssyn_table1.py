@@ -32,9 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from figures.artefacts import Artefact, Build, Built, Claim
+from figures.fedssyn_fl import QUALITY, sets_sentence
 from figures.flruns import Arm, NotInStore, Protocol, Result, config_of, plt, progress, run_arms, run_folder, save
 from figures.verdict import HELD, NOT_MEASURED, bounded_size, censored_mark, combine, direction
 from fl.sweep import mean_sd
+from theory.output import read_object
 
 CONFIG = "configs/paper/fedssyn_table1_fmnist.toml"
 SEEDS = (0, 1, 2)
@@ -105,6 +107,7 @@ PARTITIONS = {PAPER_PARTITION: tuple(COLUMNS), PLAIN_PARTITION: PLAIN}  # what t
 # --- the numbers, from accuracy curves alone ----------------------------------------------------------------------
 
 
+QUALITY_NUMBERS = ("noise_fraction", "label_agreement", "synthetic_trained_accuracy", "real_trained_accuracy")
 BUDGET = 100  # the protocol's rounds (train.rounds of CONFIG)
 
 
@@ -191,6 +194,38 @@ def column_state(protocol: Protocol, column_arms: Sequence[Arm], base: Path) -> 
     return done, len(states), [s["round"] for s in states if s["state"] == "partial"]
 
 
+def sets_quality(ctx: Build, protocol: Protocol, column_arms: Sequence[Arm]) -> tuple[list[dict], dict[int, Path]]:
+    """The quality reports (``python -m fl.quality --run``) of the β-VAE sets a column's synthetic arms dealt, one per
+    seed, found in the store's ``quality/`` by the sets' digest (every algorithm's arm of a seed deals the same
+    sets, :func:`fl.quality.report_name`); and, per seed without one, the run folder whose sets would be measured."""
+    found, missing = [], {}
+    for seed in protocol.seeds:
+        folders = [run_folder(config_of(protocol, arm, seed, ctx.store), ctx.store) for arm in column_arms
+                   if "method.name=fedssyn" in arm.overrides]  # fmt: skip
+        digests = {read_object(f / "provenance.json", "provenance.json of a run").get("synthetic_sha256")
+                   for f in folders}  # fmt: skip
+        reports = [path for digest in sorted(map(str, digests))
+                   for path in sorted((ctx.store / QUALITY).glob(f"*-seed{seed}-sets{digest}.json"))]  # fmt: skip
+        if reports:
+            found.append(read_object(reports[0], "a quality report"))
+        else:
+            missing[seed] = folders[0]
+    return found, missing
+
+
+def quality_note(name: str, reports: Sequence[dict], missing: dict[int, Path]) -> str:
+    """A column's note on its β-VAE sets' quality (:func:`sets_quality`), and the command that measures the rest."""
+    runs = ", ".join(f"`{folder}`" for folder in missing.values())
+    measure = ("`python -m fl.quality --run RUN --out Q.json && python -m figures ledger add Q.json` for RUN = "
+               f"{runs} (where the generator cache is)")  # fmt: skip
+    if not reports:
+        return f"{name}: its β-VAE sets' quality: not measured: {measure}."
+    seeds = ", ".join(map(str, missing))
+    return f"{name}: {sets_sentence('its β-VAE sets', reports)}" + (
+        f" Seed {seeds}: not measured: {measure}." if missing else ""
+    )
+
+
 def column_claim(name: str, column: Column, pairs: dict[str, tuple[Result, Result]], m: float) -> tuple[dict, Claim]:
     """The column's numbers at m and its verdict: per paper algorithm, fewer rounds with synthetic data beyond the
     seed spread (:func:`figures.verdict.direction` on the rounds, combined); the size, per algorithm, our mean
@@ -251,6 +286,9 @@ def build_grid(ctx: Build, artefact: str, partition: str) -> Built | None:
         m = target_rule(pairs["fedavg"][0].rows)
         numbers[name], claim = column_claim(name, column, pairs, m)
         numbers[name]["m"] = m
+        reports, missing = sets_quality(ctx, protocol, column_arms)
+        numbers[name]["sets_quality"] = {r["seed"]: {k: r[k] for k in QUALITY_NUMBERS} for r in reports}
+        notes.append(quality_note(name, reports, missing))
         claims.append(claim)
         parts[name] = claim.to_dict()
         curves[name] = (m, column.paper_m, {a: [speedup(w.rows, s.rows, t) for t in targets(w.rows, s.rows)]

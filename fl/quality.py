@@ -3,6 +3,12 @@ Fedssyn row carries beside its accuracy (Fedssyn's D̃_si made by per-client gen
 lease brings home).
 
     python -m fl.quality CACHE_DIR --generator ddpm --seed 0 [--min-steps N] [--dataset fmnist] [--out FILE.json]
+    python -m fl.quality --run RUN_DIR [CACHE_DIR] [--out FILE.json]
+
+With ``--run``, the sets are those the Fedssyn run in RUN_DIR dealt: its config names the data (its subsample
+included), the seed, the generator's settings and the cache (``method.cache_dir``, or CACHE_DIR where the cache has
+moved), and the sets found must hash to the ``synthetic_sha256`` its provenance recorded. The real images are then
+the run's: its (subsampled) training and test sets.
 
 Three numbers, each against the real training set of the same dataset:
 
@@ -20,7 +26,9 @@ report names the sets (every file and its sha256; ``synthetic_sha256`` is :func:
 the sets in client order, the digest a run that dealt them records in its provenance), how their generators were
 trained (``min_steps``: each client's DDPM trained at least that many steps, 0 where it trained ``epochs`` epochs) and
 the code that measured them (``code_version``, git). In the run ledger a report is
-``quality/<generator>-<dataset>-seed<S>[-steps<N>].json`` (:func:`report_name`).
+``quality/<generator>-<dataset>-seed<S>[-steps<N>].json``, or for the sets of a run (``"chosen_by": "run"``)
+``quality/<generator>-<dataset>-seed<S>-sets<synthetic_sha256>.json``: the runs that dealt the same sets (a Table 1
+column's algorithms) share one report (:func:`report_name`).
 """
 
 from __future__ import annotations
@@ -36,9 +44,14 @@ import torch
 import torch.nn.functional as F
 
 import fl.provenance as provenance
-from fl.data import DataError, load
+from fl.config import build_method
+from fl.data import DataError, Dataset, load
 from fl.data.formats import npz_arrays
+from fl.experiment import federation
+from fl.methods import Setup
+from fl.methods.fedssyn import Fedssyn
 from fl.models import build_model
+from fl.runfolder import saved_config
 from fl.synthesis.fedssyn import KEY_FILE
 from theory.cli import ArgumentParser, guarded, whole_number
 from theory.errors import InputError
@@ -191,11 +204,13 @@ class torch_threads:
 
 def report_name(report: dict) -> str:
     """A quality report's file name in the run ledger: ``<generator>-<dataset>-seed<S>.json``, with ``-steps<N>``
-    before ``.json`` for sets whose generators trained at least N steps (``min_steps``)."""
+    before ``.json`` for sets whose generators trained at least N steps (``min_steps``), and ``-sets<sha>`` for the
+    sets of a run (``chosen_by`` "run"; sha: their ``synthetic_sha256``)."""
     steps = report.get("min_steps") or 0
     return (
         f"{report['generator']}-{report['dataset']}-seed{report['seed']}"
         + (f"-steps{steps}" if steps else "")
+        + (f"-sets{report['synthetic_sha256']}" if report.get("chosen_by") == "run" else "")
         + ".json"
     )
 
@@ -242,6 +257,36 @@ def trained_steps(files: Sequence[tuple[int, Path]]) -> int:
     return steps.pop()
 
 
+def run_sets(run: Path, cache_dir: Path | None = None) -> tuple[list[tuple[int, Path]], Dataset, dict]:
+    """(client, npz file) of every set the Fedssyn run in folder ``run`` dealt, the data it ran on, and its
+    ``[method]`` table: found by the run's config in ``cache_dir`` (default its ``method.cache_dir``); an InputError
+    (one line) where the run deals no generator's sets, a set is missing, or the sets found are not those the run's
+    provenance recorded (``synthetic_sha256``)."""
+    config = saved_config(run)
+    spec = dict(config.method)
+    if cache_dir is not None:
+        spec["cache_dir"] = str(cache_dir)
+    method = build_method(spec)
+    if not isinstance(method, Fedssyn):
+        raise InputError(f"{run}: method {spec.get('name')!r} deals no sets of per-client generators (fedssyn does)")
+    recorded = read_object(run / "provenance.json", "provenance.json of a run").get("synthetic_sha256")
+    if not isinstance(recorded, str):
+        raise InputError(f"{run}: its provenance records no synthetic sets (not started, or started before it dealt)")
+    if not Path(method.cache_dir).is_dir():
+        raise InputError(f"{method.cache_dir}: no such generator cache (name where it is now: CACHE_DIR)")
+    data, split, _ = federation(config)
+    paths = method.set_paths(Setup(data, config.train.seed, config.data.p), split)
+    missing = [i for i, path in enumerate(paths) if not path.is_file()]
+    if missing:
+        raise InputError(f"{method.cache_dir}: no synthetic set of client {missing[0]} of the run {run} "
+                         f"({len(missing)} of {len(paths)} missing)")  # fmt: skip
+    found = provenance.synthetic_hash([read_set(path) for path in paths])
+    if found != recorded:
+        raise InputError(f"{method.cache_dir}: the sets there for {run} hash to {found}, not to the {recorded} the run "
+                         "dealt (remade since?)")  # fmt: skip
+    return list(enumerate(paths)), data, spec
+
+
 def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """A synthetic set's images and labels (``x``, ``y``), each array's npy header bounded by the file before it
     is read (:func:`fl.data.formats.npz_arrays`: no header claiming more than the file holds is allocated, no
@@ -265,16 +310,18 @@ def own_report(out: Path) -> None:
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="python -m fl.quality", description=__doc__.split("\n\n")[0])
-    parser.add_argument("cache_dir", type=Path, metavar="CACHE_DIR", help="the generator cache (method.cache_dir)")
-    parser.add_argument("--generator", default="ddpm", help="the generator the sets came from (default ddpm)")
-    parser.add_argument("--seed", type=whole_number(0), required=True, help="the run seed the sets were made for")
+    parser.add_argument("cache_dir", type=Path, metavar="CACHE_DIR", nargs="?",
+                        help="the generator cache (method.cache_dir; with --run, default the run's)")  # fmt: skip
+    parser.add_argument("--run", type=Path, metavar="RUN_DIR", help="measure the sets this Fedssyn run dealt")
+    parser.add_argument("--generator", help="the generator the sets came from (default ddpm)")
+    parser.add_argument("--seed", type=whole_number(0), help="the run seed the sets were made for (without --run)")
     parser.add_argument(
         "--min-steps",
         type=whole_number(0),
         help="only sets whose generators trained with this "
         "method.min_steps (0: those trained `epochs` epochs); default: every set of the seed",
     )
-    parser.add_argument("--dataset", default="fmnist", help="the real data (default fmnist)")
+    parser.add_argument("--dataset", help="the real data (default fmnist)")
     parser.add_argument("--data-root", type=Path, help="where the real data is (default: the usual folders)")
     parser.add_argument("--epochs", type=whole_number(1), default=3, help="classifier epochs (default 3)")
     parser.add_argument("--out", type=Path, help="write the report here (JSON) as well as printing it")
@@ -283,26 +330,42 @@ def build_parser() -> ArgumentParser:
 
 @guarded("fl.quality")
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = {"--generator": args.generator, "--seed": args.seed, "--min-steps": args.min_steps,
+              "--dataset": args.dataset, "--data-root": args.data_root}  # fmt: skip
+    if args.run is not None and any(v is not None for v in chosen.values()):
+        parser.error(
+            f"--run takes the sets' {next(k for k, v in chosen.items() if v is not None)} from the run's config"
+        )
+    if args.run is None and (args.cache_dir is None or args.seed is None):
+        parser.error("name the sets: CACHE_DIR and --seed, or --run RUN_DIR")
     if args.out is not None:
         own_report(args.out)  # before anything is read or measured
-    files = find_sets(args.cache_dir, args.generator, args.seed, args.min_steps)
+    if args.run is not None:
+        files, data, spec = run_sets(args.run, args.cache_dir)
+        generator, seed, steps = spec["generator"], saved_config(args.run).train.seed, spec.get("min_steps", 0)
+    else:
+        generator, seed = args.generator or "ddpm", args.seed
+        files = find_sets(args.cache_dir, generator, seed, args.min_steps)
+        data, steps = load(args.dataset or "fmnist", args.data_root), trained_steps(files)
+    data.check_usable()  # one class or a handful of test images: no numbers
     sets = [read_set(path) for _, path in files]
-    data = load(args.dataset, args.data_root).check_usable()  # one class or a handful of test images: no numbers
     for (_, path), (x, y) in zip(files, sets):
         check_set(path, x, y, data.shape, data.n_classes)
-    numbers = report(sets, data.x_train, data.y_train, data.x_test, data.y_test, data.n_classes, args.seed,
-                     args.epochs)  # fmt: skip
+    numbers = report(sets, data.x_train, data.y_train, data.x_test, data.y_test, data.n_classes, seed, args.epochs)
+    cache = files[0][1].parent.parent
     result = {
-        "generator": args.generator,
-        "seed": args.seed,
+        "generator": generator,
+        "seed": seed,
         "dataset": data.name,
-        "min_steps": trained_steps(files),
+        "min_steps": steps,
+        **({"chosen_by": "run"} if args.run is not None else {}),
         "synthetic_sha256": provenance.synthetic_hash(sets),
         "sets": [
             {
                 "client": c,
-                "file": str(p.relative_to(args.cache_dir)),
+                "file": str(p.relative_to(cache)),
                 "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
             }
             for c, p in files

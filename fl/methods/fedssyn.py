@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from fl.methods.base import Method, Setup, Split
-from fl.synthesis.fedssyn import FedssynConfig, set_cached, synthesize, synthesize_client
+from fl.synthesis.fedssyn import FedssynConfig, set_cached, set_path, synthesize, synthesize_client
 from theory.errors import InputError
 
 
@@ -77,6 +77,12 @@ class Fedssyn(FedssynConfig, Method):
             data, split.original[i], i, self.protocol(), setup.seed, Path(self.cache_dir), device=setup.device
         )
         return {"x": x, "y": y, "info": info}
+
+    def set_paths(self, setup: Setup, split: Split) -> list[Path]:
+        """Client by client, the file in ``cache_dir`` of the synthetic set this method makes for it (there or
+        not; :func:`~fl.synthesis.fedssyn.set_path`): what ``python -m fl.quality --run`` measures."""
+        data, protocol, cache = setup.dataset, self.protocol(), Path(self.cache_dir)
+        return [set_path(data.name, index, protocol, setup.seed, i, cache) for i, index in enumerate(split.original)]
 
     def missing(self, setup: Setup, split: Split) -> list[int]:
         """The clients whose synthetic set is not in ``cache_dir`` (:func:`~fl.synthesis.fedssyn.set_cached`)."""

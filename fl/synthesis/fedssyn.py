@@ -264,15 +264,22 @@ def set_files(folder: Path, config: FedssynConfig, seed: int) -> tuple[dict, Pat
     return set_key, folder / f"{name}.npz", folder / f"{name}.json"
 
 
+def set_path(dataset_name: str, index: np.ndarray, config: FedssynConfig, seed: int, i: int, cache_root: Path) -> Path:
+    """The images file of client i's synthetic set in ``cache_root`` (there or not): the set a run of seed ``seed``
+    with ``config`` deals for client i, whose D_i is ``index``."""
+    config = config.check()
+    folder = client_folder(cache_root, client_key(dataset_name, index, config, seed, i))
+    return set_files(folder, config, client_seed(seed, i))[1]
+
+
 def set_cached(
     dataset_name: str, index: np.ndarray, config: FedssynConfig, seed: int, i: int, cache_root: Path
 ) -> bool:
     """Whether client i's synthetic set (and its generator's training info) is in ``cache_root``: then
     :func:`synthesize_client` trains and samples nothing, as with a set unpacked from a GPU lease."""
-    config = config.check()
-    folder = client_folder(cache_root, client_key(dataset_name, index, config, seed, i))
-    _, images, info = set_files(folder, config, client_seed(seed, i))
-    return (folder / "generator.json").exists() and images.exists() and info.exists()
+    images = set_path(dataset_name, index, config, seed, i, cache_root)
+    info = images.with_suffix(".json")
+    return (images.parent / "generator.json").exists() and images.exists() and info.exists()
 
 
 def _record_keys(folder: Path, generator_key: dict | None = None, set_name: str = "", set_key: dict | None = None):

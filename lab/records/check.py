@@ -72,9 +72,7 @@ MAX_FILE, MAX_TOTAL = 2 * 2**20, 50 * 2**20
 SIMS = {"fig2": "fig2", "lemma1": "fig2", "figB2": "figB2"}  # artefact -> the simulator run it reads (sims/<run>)
 ENTRY = "ledger.json"
 NAMED = "runs"  # runs/<name>: the experiment scripts' runs, named as the scripts name them
-QUALITY = (
-    "quality"  # quality/<generator>-<dataset>-seed<S>[-steps<N>].json: python -m fl.quality's report of a seed's sets
-)
+QUALITY = "quality"  # quality/<generator>-<dataset>-seed<S>[-steps<N>][-sets<sha>].json: fl.quality's reports
 BENCH = "bench"  # bench/<date>-<device>/gpu.json (+ its logs): scripts/gpu-bench.sh's measurements on a device
 MANIFEST = "manifest.json"  # every entry and the sha256 of each of its files (:func:`manifest_of`)
 TOP = (LEDGER_MARK, MANIFEST, RUNS, NAMED, "sims", QUALITY, BENCH)
@@ -599,7 +597,8 @@ def children(folder: Path, flag: Flag, holds: str) -> list[Path]:
 
 
 def quality_entries(folder: Path, flag: Flag) -> None:
-    """``quality/<generator>-<dataset>-seed<S>[-steps<N>].json``: each a whole report (:func:`quality_entry`)."""
+    """``quality/<generator>-<dataset>-seed<S>[-steps<N>][-sets<sha>].json``: each a whole report
+    (:func:`quality_entry`)."""
     for path in children(folder, flag, "synthetic-set quality reports"):
         quality_entry(path, flag)
 

@@ -9,7 +9,7 @@ Its layout is a run store's, so ``python -m figures NAME --runs results/ledger``
   ran in);
 - ``runs/<name>/``: the experiment scripts' runs (FedCOG, DynaFed, HFMDs), named as the scripts name them;
 - ``sims/<artefact>/<scale>/summary.json``: the simulators' summaries (fig2, which lemma1 reads too; figB2);
-- ``quality/<generator>-<dataset>-seed<S>[-steps<N>].json``: :mod:`fl.quality`'s reports of synthetic sets;
+- ``quality/<generator>-<dataset>-seed<S>[-steps<N>][-sets<sha>].json``: :mod:`fl.quality`'s reports of synthetic sets;
 - ``bench/<date>-<device>/``: ``scripts/gpu-bench.sh``'s ``gpu.json`` on a device and its logs (the lease plan's
   rates: ``python -m lab.campaign plan``; the report's ``gpu-bench`` block).
 

@@ -102,3 +102,42 @@ def test_a_column_claim_and_its_bounds(tmp_path: Path):
     assert "≥ " in claim.text  # a D_i arm that never reached m: its speed-ups are lower bounds
     assert numbers["speedups"]["fedavg"][0] == pytest.approx((101 / 2 + 101 / 3) / 2)  # lower bounds: ≥ 42x
     assert numbers["sizes"]["fedavg"] == "larger than the paper's"  # a lower bound above the paper's 8.5x decides it
+
+
+def test_a_columns_sets_quality_is_found_by_the_digest_its_runs_dealt(tmp_path: Path):
+    """Every algorithm's synthetic arm of a seed dealt the same sets: their report (``quality/...-sets<digest>``) is
+    found by the digest in the runs' provenance; a seed without one is named with the run folder that measures it."""
+    import json
+    from types import SimpleNamespace
+
+    from figures.flruns import run_folder
+    from fl.quality import report_name
+
+    protocol = Protocol(t1.CONFIG, (), t1.SEEDS)
+    column_arms = t1.arms("n100_a01", 3000)
+    for arm in column_arms:
+        for seed in t1.SEEDS:
+            folder = run_folder(config_of(protocol, arm, seed, tmp_path), tmp_path)
+            folder.mkdir(parents=True)
+            digest = f"{seed:012d}" if "method.name=fedssyn" in arm.overrides else None
+            (folder / "provenance.json").write_text(json.dumps({"synthetic_sha256": digest}))
+    (tmp_path / t1.QUALITY).mkdir()
+    reports = []
+    for seed, agreement in ((0, 0.2), (1, 0.3)):  # seed 2 not measured
+        report = {"generator": "vae", "dataset": "fmnist-sub3000x2000", "seed": seed, "chosen_by": "run",
+                  "synthetic_sha256": f"{seed:012d}", "noise_fraction": 0.05, "noise_by_client": [0.0, 0.1],
+                  "label_agreement": agreement, "synthetic_trained_accuracy": 0.25,
+                  "real_trained_accuracy": 0.7}  # fmt: skip
+        (tmp_path / t1.QUALITY / report_name(report)).write_text(json.dumps(report))
+        reports.append(report)
+    (tmp_path / t1.QUALITY / "vae-fmnist-sub3000x2000-seed2-setsffffffffffff.json").write_text("{}")  # other sets
+    found, missing = t1.sets_quality(SimpleNamespace(store=tmp_path), protocol, column_arms)
+    assert found == reports
+    fedavg_synthetic = next(arm for arm in column_arms if "method.name=fedssyn" in arm.overrides)
+    assert missing == {2: run_folder(config_of(protocol, fedavg_synthetic, 2, tmp_path), tmp_path)}
+    note = t1.quality_note("n100_a01", found, missing)
+    assert note.startswith("n100_a01: its β-VAE sets (seed 0, 1; `python -m fl.quality`): 5.00 ± 0.00 % of the")
+    assert "gives 25.00 ± 7.07 % of them their label" in note and "10 % for the noisiest client" in note
+    assert note.endswith(f"Seed 2: not measured: `python -m fl.quality --run RUN --out Q.json && python -m figures "
+                         f"ledger add Q.json` for RUN = `{missing[2]}` (where the generator cache is).")  # fmt: skip
+    assert t1.quality_note("n100_a01", [], missing).startswith("n100_a01: its β-VAE sets' quality: not measured: `")
