@@ -624,7 +624,13 @@ def millions(values: list[float]) -> str:
     return f"{mean / 1e6:.2f} ± {sd / 1e6:.2f} million" if len(values) > 1 else f"{mean / 1e6:.2f} million"
 
 
-PAPER_SAVING = {0.01: 95.0, 0.1: 87.6}  # the revised paper's Table A.2, CIFAR-10, N = 10, C = 1, FedAvg (%)
+# the revised paper's Table A.2 (CIFAR-10, FedAvg): the communication saved to reach m (%), per Table 1 column
+TABLE_A2 = {"a01": 87.6, "a001": 95.0, "c04_a01": 80.9, "c04_a001": 95.6, "n40_a01": 63.8, "n40_a001": 87.9,
+            "n100_a01": 61.2, "n100_a001": 79.6}  # fmt: skip
+PAPER_SAVING = {0.01: TABLE_A2["a001"], 0.1: TABLE_A2["a01"]}  # N = 10, C = 1, by α
+SAVING_SCALES = (
+    "the saving scales with the model's size against the synthetic set's, a 44k-parameter CNN here against VGG-11"
+)
 
 
 def communication_claim(pairs: dict[str, tuple[Result, Result]], alpha: float) -> Claim:
@@ -649,8 +655,7 @@ def communication_claim(pairs: dict[str, tuple[Result, Result]], alpha: float) -
         f"{mark}"
         f"{show(saving)} % ({show(rounds_only)} % without counting the set)",
         not_comparable(
-            f"{mark}{mean_sd(saving)[0]:.1f} % against the paper's {paper} % (CIFAR-10, α = {alpha:g}): the saving "
-            "scales with the model's size against the synthetic set's, a 44k-parameter CNN here against VGG-11"
+            f"{mark}{mean_sd(saving)[0]:.1f} % against the paper's {paper} % (CIFAR-10, α = {alpha:g}): {SAVING_SCALES}"
         )
         if paper is not None
         else "",

@@ -141,3 +141,33 @@ def test_a_columns_sets_quality_is_found_by_the_digest_its_runs_dealt(tmp_path: 
     assert note.endswith(f"Seed 2: not measured: `python -m fl.quality --run RUN --out Q.json && python -m figures "
                          f"ledger add Q.json` for RUN = `{missing[2]}` (where the generator cache is).")  # fmt: skip
     assert t1.quality_note("n100_a01", [], missing).startswith("n100_a01: its β-VAE sets' quality: not measured: `")
+
+
+def test_the_numbers_sent_to_m_by_hand_with_censoring():
+    """Revised Table A.2 in a column: FedAvg's numbers sent to m (1 million a round), the synthetic set (0.5 million)
+    counted once in the synthetic arm; a D_i run that never reaches m counts 101 rounds (a lower bound: the saving is marked ≥)."""
+    from figures.flruns import Arm, Result
+
+    def sent(*accuracies):
+        return [{"round": t, "test_accuracy": a, "communication": 10**6 * t} for t, a in enumerate(accuracies, 1)]
+
+    assert t1.sent_to(sent(0.1, 0.5, 0.8), 0.8) == (3e6, False)
+    assert t1.sent_to(sent(0.1, 0.5), 0.8) == (1e6 * 101, True)  # never: what a round sends x (budget + 1)
+
+    def result(curves, once=0):
+        return Result(Arm("x"), [{"synthetic_numbers_sent_once": once} for _ in curves], list(curves))
+
+    slow, fast = [sent(*[0.1] * 9, 0.8), sent(*[0.1] * 11, 0.8)], [sent(0.1, 0.8), sent(0.1, 0.1, 0.8)]
+    claim = t1.communication_claim("a01", t1.COLUMNS["a01"], {"fedavg": (result(slow), result(fast, 5 * 10**5))}, 0.8)
+    # alone 10 and 12 million; with the set 2.5 and 3.5 million: savings 75 % and 70.8 %
+    assert claim.verdict == "held" and "sends 11.00 ± 1.41 million numbers to m alone and 3.00 ± 0.71 million" in (
+        claim.text
+    )
+    assert "(0.50 million of them the synthetic set), a saving of 72.9 ± 2.9 %" in claim.text
+    assert claim.size.startswith("not comparable (72.9 % against the paper's 87.6 % (CIFAR-10)")
+    never = [sent(0.1, 0.1), sent(0.1, 0.1)]
+    claim = t1.communication_claim("a01", t1.COLUMNS["a01"], {"fedavg": (result(never), result(fast, 5 * 10**5))}, 0.8)
+    assert claim.verdict == "held" and "a saving of ≥ " in claim.text  # 101 million sent alone: a lower bound
+    # a synthetic arm that sends more than a D_i run that never reached m: not contradicted, the D_i count a bound
+    claim = t1.communication_claim("a01", t1.COLUMNS["a01"], {"fedavg": (result(never), result(never, 5 * 10**5))}, 0.8)
+    assert claim.verdict == "not resolved" and "a saving of ? " in claim.text
