@@ -145,7 +145,8 @@ def test_a_columns_sets_quality_is_found_by_the_digest_its_runs_dealt(tmp_path: 
 
 def test_the_numbers_sent_to_m_by_hand_with_censoring():
     """Revised Table A.2 in a column: FedAvg's numbers sent to m (1 million a round), the synthetic set (0.5 million)
-    counted once in the synthetic arm; a D_i run that never reaches m counts 101 rounds (a lower bound: the saving is marked ≥)."""
+    counted once in the synthetic arm; a D_i run that never reaches m counts 101 rounds (a lower bound: the saving
+    is marked ≥)."""
     from figures.flruns import Arm, Result
 
     def sent(*accuracies):
