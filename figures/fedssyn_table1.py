@@ -46,6 +46,7 @@ from figures.flruns import (
     save,
     show,
 )
+from figures.scripted import points as percent
 from figures.verdict import (
     CONTRADICTED,
     HELD,
@@ -248,6 +249,29 @@ def quality_note(name: str, reports: Sequence[dict], missing: dict[int, Path]) -
     )
 
 
+def quality_by_clients(qualities: dict[str, Sequence[dict]]) -> Claim:
+    """The paper's reason for its small speed-ups at N = 100 (fedssyn_neurips.txt Sec. 5): a generator's quality
+    drops when a client trains it on fewer images. Per α, the label agreement (:mod:`fl.quality`) of the β-VAE sets of
+    the measured column with the fewest clients against the one with the most (:func:`figures.verdict.direction` on
+    the per-seed values: held where fewer clients, more images each, give the larger agreement), combined over α;
+    ``qualities``: each measured column's reports, one per seed."""
+    verdicts, said = [], []
+    for alpha in sorted({c.alpha for c in COLUMNS.values()}):
+        measured = sorted((COLUMNS[n].clients, n) for n, reports in qualities.items()
+                          if reports and COLUMNS[n].alpha == alpha)  # fmt: skip
+        if len({clients for clients, _ in measured}) < 2:
+            continue
+        (few, a), (many, b) = measured[0], measured[-1]
+        agreement = {n: [r["label_agreement"] for r in qualities[n]] for n in (a, b)}
+        verdicts.append(direction(agreement[a], agreement[b]))
+        said.append(f"α = {alpha:g}: {verdicts[-1]}, label agreement {percent(agreement[a])} % at N = {few} ({a}) "
+                    f"against {percent(agreement[b])} % at N = {many} ({b})")  # fmt: skip
+    if not verdicts:
+        return Claim(NOT_MEASURED, "no α has the sets' quality of two measured columns of different N")
+    verdict = combine(verdicts)
+    return Claim(verdict, f"the β-VAE sets' quality against the clients' number: {verdict}: " + "; ".join(said))
+
+
 def sent_to(rows: Sequence[dict], target: float) -> tuple[float, bool]:
     """(the numbers a run sent until the round it first reached ``target`` (its rows' running ``communication``),
     False) or, never reached, (what it sent a round times :data:`BUDGET` + 1, True): a lower bound."""
@@ -329,7 +353,7 @@ def build_grid(ctx: Build, artefact: str, partition: str) -> Built | None:
     if ctx.plan is not None:  # python -m figures status: every run of the grid recorded, nothing to build
         run_arms(ctx, artefact, protocol, [arm for name in names for arm in arms(name, subsample, partition)])
         return None
-    rows, claims, notes, numbers, curves, parts = [], [], [], {}, {}, {}
+    rows, claims, notes, numbers, curves, parts, qualities = [], [], [], {}, {}, {}, {}
     for name in names:
         column = COLUMNS[name]
         column_arms = arms(name, subsample, partition)
@@ -348,6 +372,7 @@ def build_grid(ctx: Build, artefact: str, partition: str) -> Built | None:
         numbers[name]["m"] = m
         parts[f"{name}-communication"] = communication_claim(name, column, pairs, m).to_dict()
         reports, missing = sets_quality(ctx, protocol, column_arms)
+        qualities[name] = reports
         numbers[name]["sets_quality"] = {r["seed"]: {k: r[k] for k in QUALITY_NUMBERS} for r in reports}
         notes.append(quality_note(name, reports, missing))
         claims.append(claim)
@@ -367,6 +392,7 @@ def build_grid(ctx: Build, artefact: str, partition: str) -> Built | None:
                 f"{sum(map(diverged, without.rows))} / {sum(map(diverged, with_.rows))}",
                 f"{paper[0]} ({paper[1]}), m = {column.paper_m:.0%}" if paper else "-",
             ])  # fmt: skip
+    parts["generator-quality"] = quality_by_clients(qualities).to_dict()
     notes.append(DDPM_NOTE)
     if not claims:
         raise NotInStore("no column of the grid is finished in the store: " + "; ".join(notes))

@@ -172,3 +172,20 @@ def test_the_numbers_sent_to_m_by_hand_with_censoring():
     # a synthetic arm that sends more than a D_i run that never reached m: not contradicted, the D_i count a bound
     claim = t1.communication_claim("a01", t1.COLUMNS["a01"], {"fedavg": (result(never), result(never, 5 * 10**5))}, 0.8)
     assert claim.verdict == "not resolved" and "a saving of ? " in claim.text
+
+
+def test_the_sets_quality_against_the_clients_number_by_hand():
+    """Per α, the column with the fewest clients against the one with the most (their seeds' label agreements);
+    an α with one N measured says nothing; none at all: not measured."""
+
+    def reports(*agreements):
+        return [{"label_agreement": a} for a in agreements]
+
+    claim = t1.quality_by_clients({"a001": reports(0.8, 0.7), "n40_a001": reports(0.5, 0.45),
+                                   "n100_a001": reports(0.4, 0.3), "n100_a01": reports(0.2, 0.3)})  # fmt: skip
+    assert claim.verdict == "held"
+    assert claim.text.endswith("α = 0.01: held, label agreement 75.00 ± 7.07 % at N = 10 (a001) against 35.00 ± 7.07 % "
+                               "at N = 100 (n100_a001)")  # fmt: skip
+    close = t1.quality_by_clients({"a01": reports(0.5, 0.3), "n100_a01": reports(0.4, 0.35)})
+    assert close.verdict == "not resolved"
+    assert t1.quality_by_clients({"a01": reports(0.5, 0.3), "c04_a01": reports(0.5, 0.3)}).verdict == "not measured"
