@@ -4,7 +4,8 @@
 # FedAvgM, ours) x {D_i, D_i with the shuffled synthetic D~_si} x 3 seeds, column by column. Every sweep reuses
 # finished runs and resumes interrupted ones: run the script again after an interruption.
 #   bash scripts/fedssyn-table1.sh [--partition P] [COLUMN...] [-- ARM]
-#   bash scripts/fedssyn-table1.sh [--partition P] --ledger [COLUMN...]   # the finished runs' records to the ledger
+#   bash scripts/fedssyn-table1.sh [--partition P] --ledger [COLUMN...]   # the finished runs' records to the ledger,
+#     with the quality of each seed's synthetic sets (python -m fl.quality --run: needs the generator cache)
 #     COLUMN: a01 (N = 10, C = 1, alpha = 0.1), a001 (alpha = 0.01), c04_a01, c04_a001 (N = 10, C = 0.4),
 #             n40_a01, n40_a001 (N = 40, C = 0.2), n100_a01, n100_a001 (N = 100, C = 0.1); default: all, in that order
 #     ARM: real (D_i), synthetic (D_i with D~_si) or both (default)
@@ -75,6 +76,19 @@ if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder
   if [ -z "$(ls "$stage/_runs")" ]; then echo "no finished run of ${COLUMNS[*]} in $RUNS"; exit 0; fi
   "$PYTHON" -m figures ledger add --note "scripts/fedssyn-table1.sh (Fedssyn Table 1 at the paper's knobs)" \
     "$stage/_runs"/*
+  for col in "${COLUMNS[@]}"; do  # the quality of each seed's beta-VAE sets (every algorithm of a seed deals them)
+    for run in "$RUNS/$col"/fedavg/method.name=fedssyn/seed*; do
+      [ -f "$run/summary.json" ] || continue
+      digest=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("synthetic_sha256"))' \
+        "$run/provenance.json")
+      compgen -G "results/ledger/quality/*-sets$digest.json" > /dev/null && continue  # measured before
+      rm -f "$stage/quality.json"
+      if ! { "$PYTHON" -m fl.quality --run "$run" "$RUNS/synthetic" --out "$stage/quality.json" > /dev/null &&
+             "$PYTHON" -m figures ledger add "$stage/quality.json"; }; then
+        echo "the quality of $run's synthetic sets is not in the ledger (above); its runs are"
+      fi
+    done
+  done
   exit
 fi
 
