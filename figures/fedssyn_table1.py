@@ -58,6 +58,7 @@ from figures.verdict import (
     direction,
     not_comparable,
 )
+from fl.quality import sets_report_glob
 from fl.sweep import mean_sd
 from theory.output import read_object
 
@@ -228,7 +229,7 @@ def sets_quality(ctx: Build, protocol: Protocol, column_arms: Sequence[Arm]) -> 
         digests = {read_object(f / "provenance.json", "provenance.json of a run").get("synthetic_sha256")
                    for f in folders}  # fmt: skip
         reports = [path for digest in sorted(map(str, digests))
-                   for path in sorted((ctx.store / QUALITY).glob(f"*-seed{seed}-sets{digest}.json"))]  # fmt: skip
+                   for path in sorted((ctx.store / QUALITY).glob(sets_report_glob(digest)))]  # fmt: skip
         if reports:
             found.append(read_object(reports[0], "a quality report"))
         else:
@@ -289,11 +290,9 @@ def communication_claim(name: str, column: Column, pairs: dict[str, tuple[Result
     resolved); the saving beside the paper's, whose size is not comparable
     (:data:`figures.fedssyn_fl.SAVING_SCALES`)."""
     without, with_ = pairs["fedavg"]
-    alone = [sent_to(rows, m) for rows in without.rows]
+    alone, shuffled = ([sent_to(rows, m) for rows in result.rows] for result in (without, with_))
     synthetic = [float(s.get("synthetic_numbers_sent_once") or 0) for s in with_.summaries]
-    shuffled = [(sent + once, never) for (sent, never), once in zip((sent_to(rows, m) for rows in with_.rows),
-                                                                      synthetic)]  # fmt: skip
-    base, ours = [v for v, _ in alone], [v for v, _ in shuffled]
+    base, ours = [v for v, _ in alone], [v + once for (v, _), once in zip(shuffled, synthetic)]
     lower, upper = any(c for _, c in alone), any(c for _, c in shuffled)  # the saving's bounds: ≥ / ≤
     word = direction(base, ours)
     if word == CONTRADICTED and lower:

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 import fl.provenance as provenance
-from fl.config import build_method
+from fl.config import RunConfig, build_method
 from fl.data import DataError, Dataset, load
 from fl.data.formats import npz_arrays
 from fl.experiment import federation
@@ -210,9 +210,27 @@ def report_name(report: dict) -> str:
     return (
         f"{report['generator']}-{report['dataset']}-seed{report['seed']}"
         + (f"-steps{steps}" if steps else "")
-        + (f"-sets{report['synthetic_sha256']}" if report.get("chosen_by") == "run" else "")
+        + (f"{SETS}{report['synthetic_sha256']}" if report.get("chosen_by") == "run" else "")
         + ".json"
     )
+
+
+SETS = "-sets"  # before the digest in the name of a report on the sets of a run (report_name)
+
+
+def sets_report_glob(digest: str) -> str:
+    """The file-name pattern of the report on the sets whose ``synthetic_sha256`` is ``digest`` (:func:`report_name`
+    of a report with ``chosen_by`` "run"), whatever their generator, data and seed."""
+    return f"*{SETS}{digest}.json"
+
+
+def recorded_digest(run: Path) -> str:
+    """The ``synthetic_sha256`` of the sets the run in folder ``run`` dealt, as its provenance records it; a
+    one-line InputError where it records none."""
+    recorded = read_object(run / "provenance.json", "provenance.json of a run").get("synthetic_sha256")
+    if not isinstance(recorded, str):
+        raise InputError(f"{run}: its provenance records no synthetic sets (not started, or started before it dealt)")
+    return recorded
 
 
 def find_sets(cache_dir: Path, generator: str, seed: int, min_steps: int | None = None) -> list[tuple[int, Path]]:
@@ -257,11 +275,11 @@ def trained_steps(files: Sequence[tuple[int, Path]]) -> int:
     return steps.pop()
 
 
-def run_sets(run: Path, cache_dir: Path | None = None) -> tuple[list[tuple[int, Path]], Dataset, dict]:
-    """(client, npz file) of every set the Fedssyn run in folder ``run`` dealt, the data it ran on, and its
-    ``[method]`` table: found by the run's config in ``cache_dir`` (default its ``method.cache_dir``); an InputError
-    (one line) where the run deals no generator's sets, a set is missing, or the sets found are not those the run's
-    provenance recorded (``synthetic_sha256``)."""
+def run_sets(run: Path, cache_dir: Path | None = None) -> tuple[list[tuple[int, Path]], Dataset, RunConfig]:
+    """(client, npz file) of every set the Fedssyn run in folder ``run`` dealt, the data it ran on, and its config:
+    found by the config in ``cache_dir`` (default its ``method.cache_dir``); an InputError (one line) where the run
+    deals no generator's sets, a set is missing, or the sets found are not those the run's provenance recorded
+    (:func:`recorded_digest`)."""
     config = saved_config(run)
     spec = dict(config.method)
     if cache_dir is not None:
@@ -269,9 +287,7 @@ def run_sets(run: Path, cache_dir: Path | None = None) -> tuple[list[tuple[int, 
     method = build_method(spec)
     if not isinstance(method, Fedssyn):
         raise InputError(f"{run}: method {spec.get('name')!r} deals no sets of per-client generators (fedssyn does)")
-    recorded = read_object(run / "provenance.json", "provenance.json of a run").get("synthetic_sha256")
-    if not isinstance(recorded, str):
-        raise InputError(f"{run}: its provenance records no synthetic sets (not started, or started before it dealt)")
+    recorded = recorded_digest(run)
     if not Path(method.cache_dir).is_dir():
         raise InputError(f"{method.cache_dir}: no such generator cache (name where it is now: CACHE_DIR)")
     data, split, _ = federation(config)
@@ -284,7 +300,7 @@ def run_sets(run: Path, cache_dir: Path | None = None) -> tuple[list[tuple[int, 
     if found != recorded:
         raise InputError(f"{method.cache_dir}: the sets there for {run} hash to {found}, not to the {recorded} the run "
                          "dealt (remade since?)")  # fmt: skip
-    return list(enumerate(paths)), data, spec
+    return list(enumerate(paths)), data, config
 
 
 def read_set(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -343,8 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None:
         own_report(args.out)  # before anything is read or measured
     if args.run is not None:
-        files, data, spec = run_sets(args.run, args.cache_dir)
-        generator, seed, steps = spec["generator"], saved_config(args.run).train.seed, spec.get("min_steps", 0)
+        files, data, config = run_sets(args.run, args.cache_dir)
+        generator, seed, steps = config.method["generator"], config.train.seed, config.method.get("min_steps", 0)
     else:
         generator, seed = args.generator or "ddpm", args.seed
         files = find_sets(args.cache_dir, generator, seed, args.min_steps)

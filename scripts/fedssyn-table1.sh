@@ -79,9 +79,9 @@ if [ -n "$LEDGER" ]; then  # the ledger keys a run by its config when its folder
   for col in "${COLUMNS[@]}"; do  # the quality of each seed's beta-VAE sets (every algorithm of a seed deals them)
     for run in "$RUNS/$col"/fedavg/method.name=fedssyn/seed*; do
       [ -f "$run/summary.json" ] || continue
-      digest=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("synthetic_sha256"))' \
-        "$run/provenance.json")
-      compgen -G "results/ledger/quality/*-sets$digest.json" > /dev/null && continue  # measured before
+      pattern='import sys, pathlib, fl.quality as q; print(q.sets_report_glob(q.recorded_digest(pathlib.Path(sys.argv[1]))))'
+      measured=$("$PYTHON" -c "$pattern" "$run" 2> /dev/null) || measured=  # no digest: fl.quality below says why
+      [ -n "$measured" ] && compgen -G "results/ledger/quality/$measured" > /dev/null && continue  # measured before
       rm -f "$stage/quality.json"
       if ! { "$PYTHON" -m fl.quality --run "$run" "$RUNS/synthetic" --out "$stage/quality.json" > /dev/null &&
              "$PYTHON" -m figures ledger add "$stage/quality.json"; }; then
