@@ -19,7 +19,8 @@ the round in flight; the same command resumes every run where it stopped.
 Results go to ``results/figures/NAME/SCALE/`` (``--root``). A build never touches results/REPORT.md: its
 generated sections come from the run ledger alone (:mod:`figures.ledger`), so a run enters the report by
 ``ledger add`` and ``report``. With ``--runs`` on the ledger a build reads and never trains: a missing or unfinished
-run is named in its output.
+run is named in its output, and a result is built anew each time (reading takes seconds, and the ledger grows), so
+the table printed is always the ledger's as it is now.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from figures.artefacts import ROOT, SCALES, find, store
 from figures.catalogue import ARTEFACTS, FL_ARTEFACTS, SCRIPTED
-from figures.flruns import plan, progress
+from figures.flruns import plan, progress, read_only
 from figures.ledger import check_main, ledger_main
 from theory.cli import ArgumentParser, format_table, guarded, positive_int
 from theory.errors import InputError
@@ -168,7 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"artefacts: {', '.join(ARTEFACTS)}, or all")
     parser.add_argument("--scale", choices=SCALES, default="cpu", help="quick (seconds), cpu (2 cores), paper")
     parser.add_argument("--root", type=Path, default=ROOT, help=f"where results live (default {ROOT})")
-    parser.add_argument("--force", action="store_true", help="rebuild even what is done (finished runs are reused)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even what is done (finished runs are reused); a build on the run ledger always rebuilds",
+    )
     parser.add_argument("--jobs", type=positive_int, default=1, help="FL runs at a time, one torch thread each")
     parser.add_argument("--runs", type=Path, help="the FL run store (default $SHUFFLEFL_RUNS, else under --root)")
     parser.add_argument(
@@ -192,8 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n for n, a in ARTEFACTS.items() if args.scale in a.scales] if args.names == ["all"] else args.names
     chosen = [find(name, ARTEFACTS) for name in names]
     settings = {"jobs": args.jobs, "runs": args.runs, "rerun_sims": args.rerun_sims}  # what every build is given
+    # A build on the run ledger only reads it (seconds), and the ledger grows: its result is never reused, or a
+    # table built before a column was ledgered would be printed as the ledger's.
+    fresh = args.force or (read_only(store(args.root, args.runs)) and not args.rerun_sims)
     for artefact in chosen:
-        result, built = artefact.make(artefact.context(args.scale, args.root, **settings), args.force)
+        result, built = artefact.make(artefact.context(args.scale, args.root, **settings), fresh)
         state = "built" if built else "reused"
         print(f"{artefact.name} ({args.scale}): {state} -> {artefact.folder(args.scale, args.root)}")
         print(format_table(result["headers"], result["rows"]))

@@ -3,7 +3,8 @@
 An :class:`Artefact` knows how to build itself at a *scale* ("quick": seconds, what the tests run; "cpu": minutes
 to an hour on 2 cores; "paper": the paper's own setting) into ``ROOT/NAME/SCALE/``: it runs (or reuses) what it
 needs, draws its figure (PNG and PDF) and saves ``result.json`` = {table, claim, figures, command, seconds}. A
-folder with ``result.json`` is *done* and never rebuilt unless asked (``--force``); a folder without it is
+folder with ``result.json`` is *done* and never rebuilt unless asked (``--force``; the CLI asks whenever the run
+store is the run ledger, which builds only read); a folder without it is
 *partial* (an interrupted build: the next one resumes it, its simulator runs being cheap to redo or resumable).
 
 Every build is handed one :class:`Build`: its scale and folder, and what the caller chose (the CLI's ``--jobs``,

@@ -60,3 +60,32 @@ def test_a_summary_missing_from_the_ledger_is_named_in_one_line(tmp_path, no_sim
     assert main(["figB2", "--scale", "paper", "--runs", str(ledger), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sims/figB2/paper" in err and "--rerun-sims" in err
+
+
+@pytest.mark.skipif(not SUMMARIES["fig2"].exists(), reason="no fig2 summary in the ledger")
+def test_a_build_on_the_ledger_is_never_reused_so_it_shows_what_the_ledger_holds_now(tmp_path, no_simulator, capsys):
+    ledger = tmp_path / "L"
+    (ledger / "sims" / "fig2" / "cpu").mkdir(parents=True)
+    (ledger / ".ledger").touch()
+    summary = json.loads(SUMMARIES["fig2"].read_text())
+    path = ledger / "sims" / "fig2" / "cpu" / "summary.json"
+    path.write_text(json.dumps(summary))
+    argv = ["fig2", "--scale", "cpu", "--runs", str(ledger), "--root", str(tmp_path / "out")]
+    result = tmp_path / "out" / "fig2" / "cpu" / "result.json"
+    assert main(argv) == 0
+    assert [row[0] for row in json.loads(result.read_text())["rows"]] == summary["p"]
+    summary["p"] = [round(p + 0.01, 2) for p in summary["p"]]  # the ledger changed since (a column added, say)
+    path.write_text(json.dumps(summary))
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "built" in capsys.readouterr().out
+    assert [row[0] for row in json.loads(result.read_text())["rows"]] == summary["p"]
+
+
+def test_a_store_that_is_no_ledger_reuses_a_done_result(tmp_path, capsys, monkeypatch):
+    argv = ["fig2", "--scale", "quick", "--runs", str(tmp_path / "store"), "--root", str(tmp_path)]
+    assert main(argv) == 0
+    monkeypatch.setattr(quadratic, "main", lambda *a, **k: (_ for _ in ()).throw(Simulated()))
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "reused" in capsys.readouterr().out
