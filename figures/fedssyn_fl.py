@@ -52,7 +52,7 @@ from figures.verdict import (
     not_comparable,
 )
 from fl.config import load_config
-from fl.quality import report_name
+from fl.quality import report_name, synthetic_trained
 from fl.sweep import mean_sd
 from theory.shuffle import finite_sample_allowance
 
@@ -211,15 +211,25 @@ def sets_sentence(sets: str, reports: Sequence[dict]) -> str:
     the seeds' ``reports`` (mean ± sd)."""
     seeds = ", ".join(str(r["seed"]) for r in reports)
     worst = max(max(r["noise_by_client"]) for r in reports)
-    each = {key: percent([r[key] for r in reports]) for key in (
-        "noise_fraction", "label_agreement", "synthetic_trained_accuracy", "real_trained_accuracy")}  # fmt: skip
+    each = {key: percent([r[key] for r in reports]) for key in ("noise_fraction", "label_agreement",
+                                                               "real_trained_accuracy")}  # fmt: skip
     return (
         f"{sets} (seed {seeds}; `python -m fl.quality`): {each['noise_fraction']} % of the images are noise "
         f"(total variation above the real images' 99.9th percentile; {100 * worst:.0f} % for the noisiest client), "
         f"a classifier trained on real images gives {each['label_agreement']} % of them their label, and one "
-        f"trained on them reaches {each['synthetic_trained_accuracy']} % on real test against "
+        f"trained on them reaches {trained_on_them(reports)} on real test against "
         f"{each['real_trained_accuracy']} % for as many real images."
     )
+
+
+def trained_on_them(reports: Sequence[dict]) -> str:
+    """The reports' ``synthetic_trained_accuracy`` ("mean ± sd %"), those whose classifier collapsed to chance
+    (:func:`fl.quality.collapsed`) left out and counted."""
+    kept, lost = synthetic_trained(reports)
+    if not lost:
+        return f"{percent(kept)} %"
+    of = f"{lost} of {len(reports)} classifiers ended at chance, a collapse of the fixed SGD recipe"
+    return f"no number ({of})" if not kept else f"{percent(kept)} % ({of}, left out)"
 
 
 def ddpm_sentence(ddpm: Result | None, results: dict[str, Result], reports: list[dict] = ()) -> str:
@@ -564,11 +574,10 @@ def gap_sentence(
     smaller = [a for a, w in words.items() if w.startswith("smaller")]
     if not reports or not smaller:
         return ""
-    mean = {k: 100 * np.mean([r[k] for r in reports]) for k in ("noise_fraction", "synthetic_trained_accuracy",
-                                                                 "real_trained_accuracy")}  # fmt: skip
+    mean = {k: 100 * np.mean([r[k] for r in reports]) for k in ("noise_fraction", "real_trained_accuracy")}
     quality = (
-        f"{mean['noise_fraction']:.0f} % noise, a classifier trained on them {mean['synthetic_trained_accuracy']:.1f} "
-        f"% against {mean['real_trained_accuracy']:.1f} % for as many real images"
+        f"{mean['noise_fraction']:.0f} % noise, a classifier trained on them {trained_on_them(reports)} against "
+        f"{mean['real_trained_accuracy']:.1f} % for as many real images"
     )
     slower = [a for a in smaller if direction(speedups(*pairs[a]), speedups(pairs[a][0], ddpm[a])) == HELD]
     if slower:

@@ -148,3 +148,16 @@ def test_the_ledger_check_catches_a_damaged_quality_report(tmp_path, name, conte
     flagged = []
     quality_entries(folder, lambda path, what: flagged.append(f"{path.name}: {what}"))
     assert (said is None and not flagged) or (len(flagged) == 1 and said in flagged[0])
+
+
+def test_a_classifier_at_chance_is_named_a_collapse_and_summaries_leave_it_out():
+    assert quality.chance("fmnist") == quality.chance("fmnist-sub3000x2000") == 0.1
+    assert quality.chance("cifar100-sub500x100") == 0.01 and quality.chance("my-own-set") is None
+
+    def report(accuracy: float, dataset: str = "fmnist-sub3000x2000") -> dict:
+        return {"dataset": dataset, "synthetic_trained_accuracy": accuracy}
+
+    assert quality.collapsed(report(0.1)) and quality.collapsed(report(0.109))  # within one point of chance
+    assert not quality.collapsed(report(0.111)) and not quality.collapsed(report(0.05, "my-own-set"))
+    assert quality.synthetic_trained([report(0.5), report(0.1), report(0.3)]) == ([0.5, 0.3], 1)
+    assert quality.synthetic_trained([]) == ([], 0)
