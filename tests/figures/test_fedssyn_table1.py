@@ -189,3 +189,21 @@ def test_the_sets_quality_against_the_clients_number_by_hand():
     close = t1.quality_by_clients({"a01": reports(0.5, 0.3), "n100_a01": reports(0.4, 0.35)})
     assert close.verdict == "not resolved"
     assert t1.quality_by_clients({"a01": reports(0.5, 0.3), "c04_a01": reports(0.5, 0.3)}).verdict == "not measured"
+
+
+def test_each_arms_peak_accuracy_and_its_change_by_hand():
+    from figures.flruns import Arm, Result
+
+    def result(curves):
+        return Result(Arm("x"), [{} for _ in curves], list(curves))
+
+    stopped = [*rows(0.2, 0.9), {"round": 3, "test_accuracy": 0.1, "diverged": True}]
+    assert t1.peak(stopped) == 0.9 and t1.peak(rows(0.3, 0.8, 0.7)) == 0.8 and t1.peak([]) is None
+    without = [rows(0.5, 0.80), rows(0.5, 0.81), rows(0.5, 0.82)]  # peaks 80, 81, 82 %: mean 81, sd 1
+    lower = [rows(0.78, 0.6), rows(0.79), rows(0.77)]  # 78, 79, 77 %: 3 points lower
+    close = [rows(0.80), rows(0.82), rows(0.81)]
+    pairs = {"fedavg": (result(without), result(lower)), "fedprox": (result(without), result(close))}
+    peaks, text = t1.peak_note("a01", 0.75, pairs)
+    assert peaks["fedavg"] == ([0.80, 0.81, 0.82], [0.78, 0.79, 0.77])
+    assert "fedavg 81.0 ± 1.0 → 78.0 ± 1.0 % (lower)" in text  # 3 points against a spread of sqrt(2)
+    assert "fedprox 81.0 ± 1.0 → 81.0 ± 1.0 % (within the seed spread)" in text and "m = 75%" in text
