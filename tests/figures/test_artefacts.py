@@ -375,8 +375,8 @@ def test_a_failing_run_stops_the_parallel_build(tiny_runs, tmp_path):
 
 
 def test_the_ddpm_sets_explain_a_gap_only_where_the_ddpm_arm_is_slower_than_the_vae_arm():
-    report = {"seed": 0, "noise_fraction": 0.33, "noise_by_client": [0.1, 1.0], "label_agreement": 0.42,
-              "synthetic_trained_accuracy": 0.66, "real_trained_accuracy": 0.78}  # fmt: skip
+    report = {"seed": 0, "dataset": "fmnist", "noise_fraction": 0.33, "noise_by_client": [0.1, 1.0],
+              "label_agreement": 0.42, "synthetic_trained_accuracy": 0.66, "real_trained_accuracy": 0.78}  # fmt: skip
     pairs = {"fedavg": (result("w", [0.8, 0.8], [8, 9]), result("s", [0.8, 0.8], [4, 4]))}  # 2.0x, 2.25x
     paper = {"fedavg": (8, 68, "8.5x")}
     as_fast = {"fedavg": result("d", [0.8, 0.8], [4, 4])}
